@@ -1,0 +1,122 @@
+"""Expand a kernel spec into cases: variant x dtype x shape x alpha/beta, each with its own seed."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from .expr import ExpressionError
+from .shapes import Shape
+from .spec import KernelFileError, KernelSpec, Variant
+
+__all__ = ["AB_CASES", "AlphaBeta", "Case", "LaunchGeometry", "case_seed", "expand", "launch_geometry"]
+
+
+@dataclass(frozen=True)
+class AlphaBeta:
+    """The scalars of one case. ``prior`` is False when C starts as NaN (beta = 0: C must not be read)."""
+
+    alpha: float
+    beta: float
+
+    @property
+    def prior(self) -> bool:
+        return self.beta != 0
+
+    @property
+    def id(self) -> str:
+        return "" if (self.alpha, self.beta) == (1.0, 0.0) else f"a{self.alpha:g}b{self.beta:g}"
+
+
+#: alpha = 1, beta = 0 on a NaN-filled C; alpha != 1 with beta != 0 on prior data; alpha != 1 with beta = 0.
+AB_CASES = (AlphaBeta(1.0, 0.0), AlphaBeta(0.7, 1.3), AlphaBeta(-1.5, 0.0))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test: a kernel, a variant, a dtype, a shape and a pair of scalars."""
+
+    spec: KernelSpec
+    variant: Variant
+    dtype: str
+    shape: Shape
+    ab: AlphaBeta
+    skip_reason: str | None = None
+
+    @property
+    def id(self) -> str:
+        parts = [self.variant.id, self.dtype, self.shape.id, self.ab.id]
+        return "-".join(p for p in parts if p)
+
+    @property
+    def env(self) -> dict[str, int]:
+        return {"M": self.shape.M, "N": self.shape.N, "K": self.shape.K, **self.variant.as_dict()}
+
+
+def case_seed(base_seed: int, nodeid: str) -> int:
+    """A stable 32-bit seed for one case: the same base seed and id always give the same data."""
+    digest = hashlib.sha256(f"{base_seed}:{nodeid}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def expand(spec: KernelSpec, shapes: list[Shape], dtypes: list[str] | None = None) -> list[Case]:
+    """All cases of one kernel, in a deterministic order; shapes that break a ``requires`` rule get a skip reason."""
+    selected = [d for d in spec.dtypes if dtypes is None or d in dtypes]
+    abs_ = AB_CASES if spec.has_alpha_beta else AB_CASES[:1]
+    cases = []
+    for variant in spec.variants():
+        for dtype in selected:
+            for shape in shapes:
+                reason = _broken_rule(spec, variant, shape)
+                cases += [Case(spec, variant, dtype, shape, ab, reason) for ab in abs_]
+    return cases
+
+
+def _broken_rule(spec: KernelSpec, variant: Variant, shape: Shape) -> str | None:
+    env = {"M": shape.M, "N": shape.N, "K": shape.K, **variant.as_dict()}
+    for rule in spec.requires:
+        try:
+            ok = rule(env)
+        except ExpressionError as exc:
+            raise KernelFileError(spec.path, str(exc), line=spec.line, key="requires") from None
+        if not ok:
+            return f"requires {rule.text} (M={shape.M}, N={shape.N}, K={shape.K})"
+    return None
+
+
+@dataclass(frozen=True)
+class LaunchGeometry:
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    shared_mem: int
+
+
+def launch_geometry(spec: KernelSpec, variant: Variant, shape: Shape) -> LaunchGeometry:
+    """Evaluate ``grid``, ``block`` and ``shared_mem`` for one shape, checking CUDA's limits."""
+    env = {"M": shape.M, "N": shape.N, "K": shape.K, **variant.as_dict()}
+
+    def value(key: str, expr, low: int, high: int) -> int:
+        try:
+            v = expr(env)
+        except ExpressionError as exc:
+            raise KernelFileError(spec.path, str(exc), line=spec.line, key=key) from None
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+            raise KernelFileError(
+                spec.path,
+                f"{expr.text!r} gives {v!r} for {env}; expected an integer from {low} to {high}",
+                line=spec.line,
+                key=key,
+            )
+        return v
+
+    block = tuple(value("block", e, 1, lim) for e, lim in zip(spec.block, (1024, 1024, 64)))
+    grid = tuple(value("grid", e, 1, lim) for e, lim in zip(spec.grid, (2**31 - 1, 65535, 65535)))
+    threads = 1
+    for b in block:
+        threads *= b
+    if threads > 1024:
+        raise KernelFileError(spec.path, f"{threads} threads per block for {env}; CUDA allows 1024", key="block")
+    smem = value("shared_mem", spec.shared_mem, 0, 232448) if spec.shared_mem is not None else 0
+    return LaunchGeometry(grid, block, smem)

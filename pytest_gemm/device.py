@@ -1,0 +1,272 @@
+"""Everything that touches the GPU: load compiled kernels, build guarded buffers, launch, and judge.
+
+This is the one module that imports CuPy. Its entry point takes a :class:`~pytest_gemm.cases.Case`
+and a seed and returns a :class:`~pytest_gemm.verify.VerificationResult`, both plain records, so
+it can run unchanged in a worker process.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .cases import Case, launch_geometry
+from .compiler import compile_kernel
+from .dtypes import DType, get_dtype
+from .verify import ErrorStats, Fault, VerificationResult, count_changed, error_stats
+
+__all__ = ["DeviceUnavailable", "GpuRunner", "KernelLaunchError", "open_device"]
+
+_GUARD_BYTES = 64 * 1024  # guard before each buffer, and at least this much after it
+_GUARD_ROWS = 256  # the guard after a buffer also covers this many extra rows (tiles up to 256)
+_LD_PAD = 16  # extra elements per row when the kernel takes lda/ldb/ldc; the padding is guarded too
+_MAX_DYNAMIC_SMEM_ATTR = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+
+
+class DeviceUnavailable(RuntimeError):
+    """No usable CUDA device (no CuPy, no driver, or no GPU)."""
+
+
+class KernelLaunchError(RuntimeError):
+    """The kernel launch, or the work it did, raised a CUDA error."""
+
+
+def open_device(index: int = 0) -> GpuRunner:
+    """Open the GPU, or raise :class:`DeviceUnavailable` with the reason."""
+    os.environ["NVIDIA_TF32_OVERRIDE"] = "0"  # cuBLAS fp32 must be real fp32
+    os.environ["CUPY_TF32"] = "0"
+    try:
+        import cupy
+    except ImportError:
+        raise DeviceUnavailable("CuPy is not installed (pip install 'pytest-gemm[cu13]' or '[cu12]')") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        raise DeviceUnavailable(f"the CUDA driver reports no device ({exc})") from None
+    if count <= index:
+        raise DeviceUnavailable(f"the CUDA driver sees {count} device(s)")
+    return GpuRunner(cupy, index)
+
+
+@dataclass
+class _Guarded:
+    """A matrix stored at the centre of a larger buffer whose rest holds a NaN bit pattern."""
+
+    flat: Any  # unsigned-integer view of the whole buffer
+    start: int
+    rows: int
+    cols: int
+    ld: int
+    guard_bits: int
+
+    def matrix(self, storage: Any) -> Any:
+        """The rows x cols matrix (a strided view when ld > cols), in its element type."""
+        region = self.flat[self.start : self.start + self.rows * self.ld].view(storage)
+        return region.reshape(self.rows, self.ld)[:, : self.cols]
+
+    def pointer(self) -> Any:
+        """The buffer from the matrix's first element on, to pass as a kernel argument."""
+        return self.flat[self.start :]
+
+    def as_float64(self, xp: Any, dt: DType) -> Any:
+        if dt.name == "bf16":  # widen the bits: bf16 is the top half of an fp32
+            return ((self.matrix(xp.uint16).astype(xp.uint32) << 16).view(xp.float32)).astype(xp.float64)
+        return self.matrix(_np_dtype(dt)).astype(xp.float64)
+
+    def guard_faults(self, xp: Any, name: str) -> list[Fault]:
+        faults = []
+        before = self.flat[: self.start]
+        after = self.flat[self.start + self.rows * self.ld :]
+        padding = self.flat[self.start : self.start + self.rows * self.ld].reshape(self.rows, self.ld)[:, self.cols :]
+        for where, region in (
+            (f"the guard before {name}", before),
+            (f"the guard after {name}", after),
+            (f"the row padding of {name} (between ld and the row's end)", padding),
+        ):
+            changed = int((region != self.guard_bits).sum()) if region.size else 0
+            if changed:
+                faults.append(Fault("out-of-bounds write", where, changed))
+        return faults
+
+
+class GpuRunner:
+    """One CUDA device: verifies cases on it."""
+
+    def __init__(self, cupy: Any, index: int) -> None:
+        self.cp = cupy
+        self.index = index
+        cupy.cuda.Device(index).use()
+        props = cupy.cuda.runtime.getDeviceProperties(index)
+        self.name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        self.arch = f"sm_{props['major']}{props['minor']}"
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._functions: dict[tuple, Any] = {}
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.arch})"
+
+    # -- kernels ---------------------------------------------------------------------------------
+    def _function(self, case: Case) -> Any:
+        key = (case.spec.path, case.spec.name, case.variant, self.arch)
+        if key not in self._functions:
+            compiled = compile_kernel(case.spec, case.variant, self.arch)
+            module = self.cp.cuda.function.Module()
+            module.load(compiled.cubin)
+            self._functions[key] = (module, module.get_function(compiled.lowered_name))
+        return self._functions[key][1]
+
+    # -- buffers ---------------------------------------------------------------------------------
+    def _guarded(
+        self, dt: DType, rows: int, cols: int, padded: bool, fill: np.ndarray | None, fill_bits: int
+    ) -> _Guarded:
+        cp = self.cp
+        uint = _uint(cp, dt.itemsize)
+        ld = cols + (_LD_PAD if padded else 0)
+        before = _GUARD_BYTES // dt.itemsize
+        after = max(before, _GUARD_ROWS * ld)
+        flat = cp.full(before + rows * ld + after, dt.guard_bits, dtype=uint)
+        g = _Guarded(flat, before, rows, cols, ld, dt.guard_bits)
+        matrix = g.matrix(uint)
+        if fill is None:
+            matrix[...] = fill_bits
+        else:
+            matrix[...] = cp.asarray(np.ascontiguousarray(fill).view(f"u{dt.itemsize}"))
+        return g
+
+    # -- one case --------------------------------------------------------------------------------
+    def verify(self, case: Case, seed: int) -> VerificationResult:
+        """Run the kernel once on fresh guarded buffers, then judge it against the fp64 truth."""
+        cp = self.cp
+        spec, (m, n, k) = case.spec, (case.shape.M, case.shape.N, case.shape.K)
+        dt, out = get_dtype(case.dtype), get_dtype(spec.output_dtype(case.dtype))
+        storage, out_storage = _np_dtype(dt), _np_dtype(out)
+        alpha, beta = case.ab.alpha, case.ab.beta
+
+        rng = np.random.default_rng(seed)
+        a = _random(rng, (m, k), storage)
+        b = _random(rng, (k, n), storage)
+        c0 = _random(rng, (m, n), out_storage) if case.ab.prior else None
+        col = spec.layout == "col"
+        phys = (lambda x: np.ascontiguousarray(x.T)) if col else (lambda x: x)
+
+        with self.stream:
+            ga = self._guarded(dt, *phys(a).shape, "lda" in spec.args, phys(a), 0)
+            gb = self._guarded(dt, *phys(b).shape, "ldb" in spec.args, phys(b), 0)
+            rows_c, cols_c = (n, m) if col else (m, n)
+            gc = self._guarded(
+                out, rows_c, cols_c, "ldc" in spec.args, None if c0 is None else phys(c0), out.poison_bits
+            )
+            self._launch(case, ga, gb, gc, storage, out_storage, alpha, beta, dt)
+
+            # The reference starts only now, on buffers of its own.
+            got_phys = gc.as_float64(cp, out)
+            got = got_phys.T if col else got_phys
+            uint = _uint(cp, out.itemsize)
+            if c0 is None:
+                unchanged = gc.matrix(uint) == out.poison_bits
+            else:
+                unchanged = gc.matrix(uint) == cp.asarray(phys(c0).view(f"u{out.itemsize}"))
+            unchanged = unchanged.T if col else unchanged
+
+            faults = ga.guard_faults(cp, "A") + gb.guard_faults(cp, "B") + gc.guard_faults(cp, "C")
+            for name, g, host in (("A", ga, a), ("B", gb, b)):
+                bits = f"u{dt.itemsize}"
+                changed = count_changed(cp, cp.asarray(phys(host).view(bits)), g.matrix(_uint(cp, dt.itemsize)))
+                if changed:
+                    faults.append(Fault("input modified", f"{name} (inputs must be read-only)", changed))
+
+            a64, b64 = cp.asarray(a.astype(np.float64)), cp.asarray(b.astype(np.float64))
+            c064 = None if c0 is None else cp.asarray(c0.astype(np.float64))
+            truth = alpha * (a64 @ b64)
+            gscale = abs(alpha) * (cp.abs(a64) @ cp.abs(b64))
+            if c064 is not None:
+                truth += beta * c064
+                gscale += abs(beta) * cp.abs(c064)
+            kernel_stats = error_stats(cp, got, truth, gscale, k, dt, out, unchanged)
+            peer = self._peer(a, b, c0, case, dt, out, truth, gscale)
+            self.stream.synchronize()
+        return VerificationResult(
+            case_id=case.spec.name + f"[{case.id}]",
+            seed=seed,
+            shape=(m, n, k),
+            alpha=alpha,
+            beta=beta,
+            kernel=kernel_stats,
+            peer=peer,
+            faults=tuple(faults),
+        )
+
+    def _launch(self, case, ga, gb, gc, storage, out_storage, alpha, beta, dt: DType) -> None:
+        cp, spec = self.cp, case.spec
+        try:
+            if spec.kind == "py":
+                views = [g.matrix(s) for g, s in ((ga, storage), (gb, storage), (gc, out_storage))]
+                if spec.layout == "col":
+                    views = [v.T for v in views]
+                spec.function(*views, alpha, beta, **case.variant.as_dict())
+            else:
+                fn = self._function(case)
+                geom = launch_geometry(spec, case.variant, case.shape)
+                if geom.shared_mem > 48 * 1024:
+                    cp.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SMEM_ATTR, geom.shared_mem)
+                scalar = np.dtype(dt.scalar).type
+                values = {
+                    "M": np.int32(case.shape.M),
+                    "N": np.int32(case.shape.N),
+                    "K": np.int32(case.shape.K),
+                    "alpha": scalar(alpha),
+                    "beta": scalar(beta),
+                    "A": ga.pointer(),
+                    "B": gb.pointer(),
+                    "C": gc.pointer(),
+                    "lda": np.int32(ga.ld),
+                    "ldb": np.int32(gb.ld),
+                    "ldc": np.int32(gc.ld),
+                }
+                fn(geom.grid, geom.block, tuple(values[a] for a in spec.args), shared_mem=geom.shared_mem)
+            self.stream.synchronize()
+        except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
+            raise KernelLaunchError(
+                f"CUDA error while running {spec.name}[{case.id}]: {exc}. Errors such as an illegal address "
+                "leave this process's CUDA context unusable: later GPU cases in this run may fail too."
+            ) from None
+
+    def _peer(self, a, b, c0, case: Case, dt: DType, out: DType, truth, gscale) -> ErrorStats:
+        """cuBLAS at the kernel's own dtype (fp32 without TF32; TF32 by rounding the operands)."""
+        cp = self.cp
+        a_s, b_s = cp.asarray(a), cp.asarray(b)
+        if dt.name == "tf32":
+            a_s, b_s = _round_tf32(cp, a_s), _round_tf32(cp, b_s)
+        acc = cp.float64 if dt.name == "fp64" else cp.float32
+        prod = cp.matmul(a_s, b_s).astype(acc)
+        result = case.ab.alpha * prod
+        if c0 is not None:
+            result = result + case.ab.beta * cp.asarray(c0.astype(acc))
+        result = cp.asarray(result.get().astype(_np_dtype(out)).astype(np.float64))
+        return error_stats(cp, result, truth, gscale, case.shape.K, dt, out)
+
+
+def _np_dtype(dt: DType) -> np.dtype:
+    if dt.storage == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dt.storage)
+
+
+def _uint(xp: Any, itemsize: int) -> Any:
+    return {2: xp.uint16, 4: xp.uint32, 8: xp.uint64}[itemsize]
+
+
+def _random(rng: np.random.Generator, shape: tuple[int, int], storage: np.dtype) -> np.ndarray:
+    """Zero-mean data in (-1, 1), stored exactly in the kernel's element type."""
+    work = np.float64 if storage == np.float64 else np.float32
+    return rng.uniform(-1.0, 1.0, size=shape).astype(work).astype(storage)
+
+
+def _round_tf32(cp: Any, x: Any) -> Any:
+    bits = x.view(cp.uint32)
+    return ((bits + cp.uint32(0x1000)) & cp.uint32(0xFFFFE000)).view(cp.float32)

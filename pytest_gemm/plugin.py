@@ -1,0 +1,269 @@
+"""The pytest layer: options, collection of kernel files into test items, and reports.
+
+It stays thin: parsing lives in :mod:`.spec`, expansion in :mod:`.cases`, compiling in
+:mod:`.compiler`, GPU work in :mod:`.device`, judging in :mod:`.verify` and the
+failure text in :mod:`.report`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .cases import Case, case_seed, expand
+from .compiler import CompileError, NvrtcUnavailable, compile_kernel
+from .device import DeviceUnavailable, KernelLaunchError, open_device
+from .options import Settings, add_options, read_settings
+from .report import failure_message
+from .spec import KernelFileError, KernelSpec, parse_cu_source, spec_from_mapping
+
+SETTINGS = pytest.StashKey[Settings]()
+SPEC_ATTR = "__pytest_gemm__"
+
+
+class GemmFailure(Exception):
+    """A case failed; its message is the whole report (no Python traceback is useful here)."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gemm: a pytest-gemm case (compile or GPU)")
+    config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped with 'no CUDA device' without one")
+    config.addinivalue_line("markers", "gemm_compile: compiles a kernel with NVRTC (no GPU needed)")
+    if not config.getoption("gemm_kernels"):
+        return
+    config.stash[SETTINGS] = read_settings(config)
+    # One malformed kernel file must not stop the others: its collection error is reported
+    # (and the run fails), but the rest of the kernels still run.
+    config.option.continue_on_collection_errors = True
+    config.pluginmanager.register(CompileReport(), "gemm-compile-report")
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        paths = config.getini("gemm_kernel_paths")
+        config.args = [str(config.rootpath / p) for p in paths]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    if SETTINGS not in config.stash:
+        return None
+    s = config.stash[SETTINGS]
+    return [
+        f"pytest-gemm: {len(s.shapes)} shapes, dtypes {','.join(s.dtypes) if s.dtypes else 'as declared'}, "
+        f"compile for {','.join(s.archs)}, seed {s.seed}"
+    ]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if SETTINGS not in parent.config.stash:
+        return None
+    if file_path.suffix == ".cu":
+        return CuKernelFile.from_parent(parent, path=file_path)
+    if file_path.suffix == ".py" and not file_path.name.startswith(("test_", "conftest")):
+        try:
+            text = file_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        if "gemm_kernel" in text:
+            return PyKernelFile.from_parent(parent, path=file_path)
+    return None
+
+
+class _KernelFile(pytest.File):
+    """Shared collection logic: specs -> compile items (for .cu) and case items."""
+
+    def _specs(self) -> list[KernelSpec]:
+        raise NotImplementedError
+
+    def collect(self) -> Iterator[pytest.Item]:
+        settings = self.config.stash[SETTINGS]
+        try:
+            specs = self._specs()
+            expanded = [(spec, expand(spec, settings.shapes, settings.dtypes)) for spec in specs]
+        except KernelFileError as exc:
+            raise self.CollectError(str(exc)) from None
+        for spec, cases in expanded:
+            if spec.kind == "cu":
+                for variant in spec.variants():
+                    for arch in settings.archs:
+                        parts = [spec.name] if len(specs) > 1 else []
+                        parts += [variant.id, arch]
+                        name = "compile[" + "-".join(p for p in parts if p) + "]"
+                        yield GemmCompileItem.from_parent(self, name=name, spec=spec, variant=variant, arch=arch)
+            for case in cases:
+                yield GemmCaseItem.from_case(self, case, settings.seed)
+
+    def _relpath(self) -> str:
+        try:
+            return str(self.path.relative_to(self.config.rootpath))
+        except ValueError:
+            return str(self.path)
+
+
+class CuKernelFile(_KernelFile):
+    def _specs(self) -> list[KernelSpec]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise KernelFileError(self._relpath(), f"cannot read the file: {exc}") from None
+        return parse_cu_source(self._relpath(), text)
+
+
+class PyKernelFile(_KernelFile):
+    def _specs(self) -> list[KernelSpec]:
+        module = _import_kernel_file(self.path, self._relpath())
+        specs = []
+        for attr in vars(module).values():
+            data = getattr(attr, SPEC_ATTR, None)
+            if callable(attr) and isinstance(data, dict):
+                code = getattr(attr, "__code__", None)
+                specs.append(
+                    spec_from_mapping(
+                        data,
+                        path=self._relpath(),
+                        line=code.co_firstlineno if code else 1,
+                        kind="py",
+                        function=attr,
+                        default_name=attr.__name__,
+                    )
+                )
+        return specs
+
+
+def _import_kernel_file(path: Path, shown: str) -> Any:
+    name = "pytest_gemm_kernels_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise KernelFileError(shown, "cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise KernelFileError(shown, f"importing the kernel file failed: {type(exc).__name__}: {exc}") from None
+    return module
+
+
+class GemmCompileItem(pytest.Item):
+    """Compile one variant of a .cu kernel for one architecture with NVRTC (no GPU)."""
+
+    def __init__(self, *, spec: KernelSpec, variant, arch: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec, self.variant, self.arch = spec, variant, arch
+        self.add_marker("gemm")
+        self.add_marker("gemm_compile")
+
+    def runtest(self) -> None:
+        try:
+            result = compile_kernel(self.spec, self.variant, self.arch)
+        except NvrtcUnavailable as exc:
+            pytest.skip(str(exc))
+        except CompileError as exc:
+            raise GemmFailure(
+                f"{self.spec.path}: {self.spec.name} does not compile for {self.arch}:\n{exc.log}"
+            ) from None
+        r = result.resources
+        row = {
+            "file": self.spec.path,
+            "kernel": self.spec.name + (f"[{self.variant.id}]" if self.variant.id else ""),
+            "arch": self.arch,
+            "registers": r.registers if r else None,
+            "spill_stores": r.spill_stores if r else None,
+            "spill_loads": r.spill_loads if r else None,
+            "stack_bytes": r.stack_bytes if r else None,
+            "static_smem": r.static_smem if r else None,
+        }
+        self.user_properties.append(("gemm_compile", row))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:
+        if isinstance(excinfo.value, GemmFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, self.spec.line - 1, f"{self.spec.name} {self.name}"
+
+
+class GemmCaseItem(pytest.Function):
+    """One GPU case: verify the kernel on one variant, dtype, shape and alpha/beta."""
+
+    case: Case
+    gemm_seed: int
+
+    @classmethod
+    def from_case(cls, parent: _KernelFile, case: Case, base_seed: int) -> GemmCaseItem:
+        def gemm_case(gemm_device: Any, request: pytest.FixtureRequest) -> None:
+            _run_case(gemm_device, request.node)
+
+        item = cls.from_parent(parent, name=f"{case.spec.name}[{case.id}]", callobj=gemm_case)
+        item.case = case
+        item.base_seed = base_seed
+        item.gemm_seed = case_seed(base_seed, item.nodeid)
+        item.add_marker("gemm")
+        item.add_marker("gpu")
+        if case.skip_reason:
+            item.add_marker(pytest.mark.skip(reason=case.skip_reason))
+        return item
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:
+        if isinstance(excinfo.value, (GemmFailure, KernelLaunchError, KernelFileError)):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, self.case.spec.line - 1, self.name
+
+
+def _run_case(device: Any, item: GemmCaseItem) -> None:
+    result = device.verify(item.case, item.gemm_seed)
+    item.user_properties.append(("gemm_margin", result.kernel.margin))
+    if not result.passed:
+        replay = f"pytest '{item.nodeid}' --gemm-kernels --gemm-seed {item.base_seed}"
+        raise GemmFailure(failure_message(result, dtype=item.case.dtype, replay=replay))
+
+
+@pytest.fixture(scope="session")
+def gemm_device() -> Any:
+    """The GPU runner; skips every GPU case with one reason when there is no usable device."""
+    try:
+        return open_device()
+    except DeviceUnavailable as exc:
+        pytest.skip(f"no CUDA device: {exc}")
+
+
+class CompileReport:
+    """Collects what ptxas said about each compiled kernel (from reports, so xdist works) and prints it."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            self.rows += [value for key, value in report.user_properties if key == "gemm_compile"]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.rows:
+            return
+        tr = terminalreporter
+        tr.section("pytest-gemm compile report (ptxas)")
+        width = max(len(r["file"] + "::" + r["kernel"]) for r in self.rows) + 2
+        tr.write_line(
+            f"{'kernel':<{width}} {'arch':<8} {'regs':>5} {'spill st/ld B':>14} {'stack B':>8} {'static smem B':>14}"
+        )
+        for row in sorted(self.rows, key=lambda r: (r["file"], r["kernel"], r["arch"])):
+            spills = f"{row['spill_stores']}/{row['spill_loads']}"
+            flag = "  SPILLS" if (row["spill_stores"] or row["spill_loads"]) else ""
+            tr.write_line(
+                f"{row['file'] + '::' + row['kernel']:<{width}} {row['arch']:<8} {row['registers']!s:>5} "
+                f"{spills:>14} {row['stack_bytes']!s:>8} {row['static_smem']!s:>14}{flag}"
+            )

@@ -1,0 +1,79 @@
+"""Turn verification results into the text a kernel author reads when a case fails."""
+
+from __future__ import annotations
+
+from .verify import ErrorStats, VerificationResult
+
+__all__ = ["diagnosis", "failure_message", "stats_line"]
+
+
+GROSS = 1e4  # errors beyond this many bounds are wrong values, not lost precision
+
+
+def _x(ratio: float) -> str:
+    return "inf" if ratio == float("inf") else f"{ratio:.3g}x"
+
+
+def stats_line(stats: ErrorStats) -> str:
+    return (
+        f"max {_x(stats.max_ratio)}, median {_x(stats.median_ratio)} of the per-element bound; "
+        f"normwise {stats.norm_error:.3g} = {_x(stats.norm_ratio)} of the tolerance {stats.norm_tol:.3g}"
+    )
+
+
+def diagnosis(result: VerificationResult) -> list[str]:
+    """One sentence per thing that is wrong, most telling first."""
+    k = result.kernel
+    lines = []
+    for fault in result.faults:
+        lines.append(f"{fault.kind}: {fault.count} element(s) changed in {fault.where}")
+    if k.unwritten:
+        if result.beta == 0:
+            lines.append(
+                f"unwritten output: {k.unwritten} element(s) of C still hold the NaN poison "
+                "(never written, or C was read although beta = 0 and BLAS says it must not be)"
+            )
+        else:
+            lines.append(f"unwritten output: {k.unwritten} element(s) of C still hold their prior value")
+    if k.nonfinite > k.unwritten:
+        lines.append(f"non-finite output: {k.nonfinite - k.unwritten} element(s) are NaN or Inf")
+    low_precision = k.norm_error > k.norm_tol and k.max_ratio < GROSS
+    if low_precision:
+        lines.append(
+            f"precision too low: normwise error {k.norm_error:.3g} is {_x(k.norm_ratio)} the tolerance "
+            f"{k.norm_tol:.3g} while no element is grossly wrong: the product is computed in lower precision "
+            "than the dtype promises (e.g. fp16-rounded operands or TF32)"
+        )
+    if k.bad:
+        lines.append(
+            f"wrong values: {k.bad} of {k.total} elements ({100.0 * k.bad / k.total:.3g}%) exceed the "
+            f"per-element bound, worst {_x(k.max_ratio)} of it"
+        )
+    return lines
+
+
+def failure_message(result: VerificationResult, *, dtype: str, replay: str) -> str:
+    k = result.kernel
+    m, n, kk = result.shape
+    out = [
+        f"verification failed for {result.case_id} (M={m}, N={n}, K={kk}, alpha={result.alpha:g}, beta={result.beta:g})"
+    ]
+    out += [f"  - {line}" for line in diagnosis(result)]
+    out.append(f"  kernel: {stats_line(k)}")
+    if k.n_bad_tiles:
+        t = k.tile
+        listed = ", ".join(
+            f"rows {r * t}-{min((r + 1) * t, m) - 1} x cols {c * t}-{min((c + 1) * t, n) - 1}" for r, c in k.bad_tiles
+        )
+        if k.n_bad_tiles == k.n_tiles:
+            out.append(f"  errors in all {k.n_tiles} {t}x{t} tiles of C")
+        else:
+            more = "" if k.n_bad_tiles <= len(k.bad_tiles) else ", ..."
+            out.append(f"  errors in {k.n_bad_tiles} of {k.n_tiles} {t}x{t} tiles of C: {listed}{more}")
+    if k.bad:
+        out.append("  worst elements (row, col): got, expected, error/bound")
+        out += [f"    ({r}, {c}): {g!r}, {e!r}, {_x(ratio)}" for r, c, g, e, ratio in k.worst]
+    if result.peer is not None:
+        out.append(f"  cuBLAS {dtype} (peer): {stats_line(result.peer)}")
+    out.append(f"  seed {result.seed} (this case's data); replay: {replay}")
+    return "\n".join(out)

@@ -1,0 +1,82 @@
+"""GEMM problem shapes: named sets and lists given on the command line or in ini files."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["SHAPE_SETS", "Shape", "ShapeError", "parse_shapes"]
+
+
+class ShapeError(ValueError):
+    """A shape list or set name that cannot be understood."""
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    M: int
+    N: int
+    K: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.M}x{self.N}x{self.K}"
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.M * self.N * self.K
+
+
+def _edge_shapes() -> list[Shape]:
+    shapes: list[Shape] = []
+    # Tile boundaries: every dimension sees T-1, T and T+1 for each tile size T.
+    for t in (16, 32, 64, 128, 256):
+        shapes += [Shape(t - 1, t, t + 1), Shape(t, t + 1, t - 1), Shape(t + 1, t - 1, t)]
+    shapes += [Shape(64, 64, k) for k in range(1, 10)]  # K from 1 to 9
+    shapes += [Shape(96, 160, 33), Shape(130, 70, 127), Shape(255, 257, 1023)]  # odd K
+    shapes += [Shape(1, 512, 256), Shape(512, 1, 256), Shape(1, 1, 1000)]  # M or N equal to 1
+    shapes += [Shape(16, 8192, 8192), Shape(8192, 16, 8192), Shape(8192, 8192, 16)]  # skinny
+    shapes += [Shape(64, 64, 65536)]  # huge K
+    return shapes
+
+
+SHAPE_SETS: dict[str, list[Shape]] = {
+    "quick": [Shape(256, 256, 256), Shape(384, 640, 512), Shape(1024, 1024, 1024)],
+    "standard": [Shape(s, s, s) for s in (512, 1024, 2048, 4096)],
+    "edge": _edge_shapes(),
+    # Transformer projections (Llama-style hidden 4096, MLP 11008/14336) at prefill and decode sizes.
+    "llm": [
+        Shape(16, 4096, 4096),
+        Shape(2048, 4096, 4096),
+        Shape(2048, 12288, 4096),
+        Shape(2048, 11008, 4096),
+        Shape(2048, 4096, 11008),
+        Shape(4096, 14336, 4096),
+    ],
+}
+
+_ONE = re.compile(r"^(\d+)(?:x(\d+)x(\d+))?$")
+
+
+def parse_shapes(text: str) -> list[Shape]:
+    """``"quick"``, ``"edge,llm"``, ``"1024,4096x4096x1024"``: set names and shapes, in order, without repeats."""
+    shapes: list[Shape] = []
+    for item in re.split(r"[,\s]+", text.strip()):
+        if not item:
+            continue
+        if item in SHAPE_SETS:
+            shapes += SHAPE_SETS[item]
+            continue
+        match = _ONE.match(item)
+        if not match:
+            raise ShapeError(
+                f"cannot read shape {item!r}: expected a set name ({', '.join(SHAPE_SETS)}), "
+                "a size like 1024 (for 1024x1024x1024) or MxNxK like 4096x4096x1024"
+            )
+        m, n, k = (int(g) for g in (match.group(1), match.group(2) or match.group(1), match.group(3) or match.group(1)))
+        if min(m, n, k) < 1:
+            raise ShapeError(f"shape {item!r}: every dimension must be at least 1")
+        shapes.append(Shape(m, n, k))
+    if not shapes:
+        raise ShapeError("no shapes given")
+    return list(dict.fromkeys(shapes))

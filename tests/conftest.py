@@ -1,0 +1,64 @@
+"""Shared helpers for the plugin's own tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "kernels"
+BROKEN = Path(__file__).resolve().parent / "kernels_broken"
+
+
+def _device_reason() -> str | None:
+    from pytest_gemm.device import DeviceUnavailable, open_device
+
+    try:
+        open_device()
+    except DeviceUnavailable as exc:
+        return f"no CUDA device: {exc}"
+    return None
+
+
+def _nvrtc_reason() -> str | None:
+    from pytest_gemm.compiler import NvrtcUnavailable, nvrtc_version
+
+    try:
+        nvrtc_version()
+    except NvrtcUnavailable as exc:
+        return str(exc)
+    return None
+
+
+NO_DEVICE = _device_reason()
+NO_NVRTC = _nvrtc_reason()
+
+#: GPU tests run only where a CUDA device is present; elsewhere they skip with the reason.
+requires_gpu = pytest.mark.skipif(NO_DEVICE is not None, reason=NO_DEVICE or "")
+requires_nvrtc = pytest.mark.skipif(NO_NVRTC is not None, reason=NO_NVRTC or "")
+
+NAIVE_HEADER = """/* pytest-gemm
+entry = "sgemm_naive"
+args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
+dtypes = ["fp32"]
+block = [32, 32]
+grid = ["cdiv(N, 32)", "cdiv(M, 32)"]
+*/
+"""
+
+NAIVE_BODY = """
+extern "C" __global__ void sgemm_naive(int M, int N, int K, float alpha, const float* A, const float* B,
+                                       float beta, float* C) {
+    int col = blockIdx.x * blockDim.x + threadIdx.x, row = blockIdx.y * blockDim.y + threadIdx.y;
+    if (row >= M || col >= N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
+    C[row * N + col] = beta == 0.0f ? alpha * acc : alpha * acc + beta * C[row * N + col];
+}
+"""
+
+
+@pytest.fixture
+def naive_source() -> str:
+    return NAIVE_HEADER + NAIVE_BODY

@@ -1,0 +1,159 @@
+"""On the GPU: broken kernels fail with messages that say what is wrong; correct ones pass with margin.
+
+These tests need a CUDA device and skip without one ("no CUDA device: ...").
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from pytest_gemm.cases import AlphaBeta, Case
+from pytest_gemm.shapes import Shape
+from pytest_gemm.spec import parse_cu_file
+
+from conftest import BROKEN, KERNELS, requires_gpu
+
+pytestmark = [requires_gpu, pytest.mark.gpu]
+
+
+@pytest.fixture(scope="module")
+def broken_run(tmp_path_factory):
+    """Run every broken kernel once (in-process pytester is per test, so run pytest in a subprocess here)."""
+    import subprocess
+    import sys
+
+    work = tmp_path_factory.mktemp("broken")
+    shutil.copy(BROKEN / "faults.cu", work / "faults.cu")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--gemm-kernels",
+            "faults.cu",
+            "-m",
+            "gpu",
+            "--gemm-shapes",
+            "256,100x100x64",
+            "-rf",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return proc.stdout
+
+
+def _section(output: str, test: str) -> str:
+    match = re.search(r"_{3,} " + re.escape(test) + r" _{3,}\n(.*?)(?=\n_{3,} |\n=+ )", output, re.DOTALL)
+    assert match, f"{test} did not fail:\n{output[-3000:]}"
+    return match.group(1)
+
+
+EXPECTED = [
+    ("wrong_operand[fp32-256x256x256]", ["wrong values: 655", "of the per-element bound"]),
+    (
+        "unwritten_tile[fp32-256x256x256]",
+        [
+            "unwritten output: 1024 element(s) of C still hold the NaN poison",
+            "errors in 1 of 64 32x32 tiles of C: rows 224-255 x cols 224-255",
+        ],
+    ),
+    ("unwritten_tile[fp32-256x256x256-a0.7b1.3]", ["unwritten output: 1024 element(s) of C still hold their prior"]),
+    ("oob_write[fp32-100x100x64]", ["out-of-bounds write: ", "element(s) changed in the guard after C"]),
+    ("modified_input[fp32-256x256x256]", ["input modified: 1 element(s) changed in A"]),
+    ("fp16_operands[fp32-256x256x256]", ["precision too low: normwise error"]),
+    ("tf32_product[fp32-256x256x256]", ["precision too low: normwise error"]),
+    ("ignored_beta[fp32-256x256x256-a0.7b1.3]", ["wrong values: "]),
+    ("ignored_alpha[fp32-256x256x256-a0.7b1.3]", ["wrong values: "]),
+    ("ignored_alpha[fp32-256x256x256-a-1.5b0]", ["wrong values: "]),
+    ("reads_c_when_beta_is_zero[fp32-256x256x256]", ["C was read although beta = 0"]),
+]
+
+
+@pytest.mark.parametrize(("test", "phrases"), EXPECTED, ids=[t for t, _ in EXPECTED])
+def test_each_fault_is_reported_for_what_it_is(broken_run, test, phrases):
+    section = _section(broken_run, test)
+    for phrase in phrases:
+        assert phrase in section, section
+    assert "seed " in section and "replay: pytest" in section
+    assert "cuBLAS fp32 (peer): max" in section
+
+
+def test_faults_that_only_show_with_some_scalars_pass_the_others(broken_run):
+    passed_ids = {"ignored_beta[fp32-256x256x256]", "ignored_alpha[fp32-256x256x256]"}
+    failed = set(re.findall(r"^FAILED faults\.cu::(\S+)", broken_run, re.MULTILINE))
+    assert not passed_ids & failed
+    assert not any(name.startswith("correct_naive") for name in failed)
+    assert re.search(r"\b\d+ passed\b", broken_run)
+
+
+def test_precision_cheats_fail_at_4096_cubed(pytester):
+    shutil.copy(BROKEN / "faults.cu", pytester.path / "faults.cu")
+    result = pytester.runpytest(
+        "--gemm-kernels",
+        "faults.cu",
+        "-k",
+        "fp16_operands or tf32_product or correct_naive",
+        "-m",
+        "gpu",
+        "--gemm-shapes",
+        "4096",
+    )
+    result.assert_outcomes(failed=6, passed=3)
+    text = result.stdout.str()
+    assert text.count("precision too low") == 6
+
+
+def _naive_case(k: int) -> Case:
+    (spec,) = parse_cu_file(KERNELS / "01_naive.cu")
+    return Case(spec, spec.variants()[0], "fp32", Shape(256, 256, k), AlphaBeta(1.0, 0.0))
+
+
+@pytest.mark.parametrize("k", [4096, 16384])
+def test_naive_kernel_and_cublas_pass_with_margin(k, record_property):
+    from pytest_gemm.device import open_device
+
+    result = open_device().verify(_naive_case(k), seed=k)
+    assert result.passed
+    record_property("naive_margin", result.kernel.margin)
+    record_property("naive_max_ratio", result.kernel.max_ratio)
+    record_property("naive_norm_ratio", result.kernel.norm_ratio)
+    record_property("cublas_margin", result.peer.margin)
+    record_property("cublas_max_ratio", result.peer.max_ratio)
+    record_property("cublas_norm_ratio", result.peer.norm_ratio)
+    print(f"K={k}: naive margin {result.kernel.margin:.1f}, cuBLAS margin {result.peer.margin:.1f}")
+    assert result.kernel.margin > 4 and result.peer.margin > 4
+
+
+PY_KERNELS = """
+from pytest_gemm import gemm_kernel
+
+@gemm_kernel(dtypes=["fp32", "fp64"])
+def cupy_gemm(A, B, C, alpha, beta):
+    C[...] = alpha * (A @ B) + (beta * C if beta else 0)
+
+@gemm_kernel(dtypes=["fp32"])
+def forgets_half(A, B, C, alpha, beta):
+    C[: C.shape[0] // 2] = alpha * (A @ B)[: C.shape[0] // 2]
+"""
+
+
+def test_python_kernels_run_through_the_same_checks(pytester):
+    (pytester.path / "py_kernels.py").write_text(PY_KERNELS)
+    result = pytester.runpytest("--gemm-kernels", "py_kernels.py", "--gemm-shapes", "96x64x48")
+    result.assert_outcomes(passed=6, failed=3)
+    result.stdout.fnmatch_lines(["*forgets_half[[]fp32-96x64x48[]]*", "*unwritten output: 3072 element(s)*"])
+
+
+def test_a_crashing_kernel_fails_with_the_cuda_message(pytester):
+    shutil.copy(BROKEN / "crash.cu", pytester.path / "crash.cu")
+    result = pytester.runpytest_subprocess("--gemm-kernels", "crash.cu", "-m", "gpu", "--gemm-shapes", "64")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*CUDA error while running wild_write[[]fp32-64x64x64[]]*"])

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import pytest
+
+from pytest_gemm.cases import AB_CASES, case_seed, expand, launch_geometry
+from pytest_gemm.shapes import Shape
+from pytest_gemm.spec import KernelFileError, parse_cu_source
+
+HEADER = """/* pytest-gemm
+entry = "sgemm<BM, BN>"
+args = ["M", "N", "K", "alpha", "A", "B", "beta", "C", "lda", "ldb", "ldc"]
+dtypes = ["fp32", "fp16"]
+c_dtype = "fp32"
+block = ["BM * BN / 16"]
+grid = ["cdiv(N, BN)", "cdiv(M, BM)"]
+shared_mem = "(BM + BN) * 8 * 4"
+requires = ["K % 8 == 0", "M >= BM"]
+params = { BM = [64, 128], BN = [32] }
+layout = "col"
+options = ["-use_fast_math"]
+description = "a tiled kernel"
+*/
+template <int BM, int BN> __global__ void sgemm() {}
+"""
+
+
+def test_a_full_header_is_read_into_a_spec():
+    (spec,) = parse_cu_source("k.cu", HEADER)
+    assert spec.name == "sgemm"
+    assert spec.args[-3:] == ("lda", "ldb", "ldc")
+    assert spec.dtypes == ("fp32", "fp16")
+    assert spec.c_dtype == "fp32" and spec.output_dtype("fp16") == "fp32"
+    assert spec.layout == "col" and spec.options == ("-use_fast_math",)
+    assert spec.line == 2
+    assert [v.id for v in spec.variants()] == ["BM64-BN32", "BM128-BN32"]
+    assert spec.entry_for(spec.variants()[1]) == "sgemm<128, 32>"
+
+
+def test_expressions_use_params_and_shape():
+    (spec,) = parse_cu_source("k.cu", HEADER)
+    geom = launch_geometry(spec, spec.variants()[0], Shape(1000, 100, 64))
+    assert geom.grid == (4, 16) and geom.block == (128,) and geom.shared_mem == (64 + 32) * 32
+
+
+def test_requires_gives_skip_reasons_never_failures():
+    (spec,) = parse_cu_source("k.cu", HEADER)
+    cases = expand(spec, [Shape(128, 128, 12), Shape(100, 100, 64)], ["fp16"])
+    reasons = {(c.variant.id, c.shape.id): c.skip_reason for c in cases}
+    assert reasons[("BM64-BN32", "128x128x12")] == "requires K % 8 == 0 (M=128, N=128, K=12)"
+    assert reasons[("BM128-BN32", "100x100x64")] == "requires M >= BM (M=100, N=100, K=64)"
+    assert reasons[("BM64-BN32", "100x100x64")] is None
+
+
+def test_expansion_order_and_ids():
+    (spec,) = parse_cu_source("k.cu", HEADER)
+    ids = [c.id for c in expand(spec, [Shape(64, 64, 64)])]
+    assert ids[:3] == ["BM64-BN32-fp32-64x64x64", "BM64-BN32-fp32-64x64x64-a0.7b1.3", "BM64-BN32-fp32-64x64x64-a-1.5b0"]
+    assert len(ids) == 2 * 2 * len(AB_CASES)
+
+
+def test_kernels_without_alpha_beta_get_only_the_plain_case(naive_source):
+    text = naive_source.replace('"alpha", ', "").replace('"beta", ', "")
+    (spec,) = parse_cu_source("k.cu", text)
+    cases = expand(spec, [Shape(8, 8, 8)])
+    assert [(c.ab.alpha, c.ab.beta) for c in cases] == [(1.0, 0.0)]
+
+
+def test_dtype_filter():
+    (spec,) = parse_cu_source("k.cu", HEADER)
+    assert {c.dtype for c in expand(spec, [Shape(64, 64, 64)], ["fp16", "bf16"])} == {"fp16"}
+
+
+def test_seeds_are_stable_and_distinct():
+    assert case_seed(0, "a") == case_seed(0, "a")
+    assert len({case_seed(0, "a"), case_seed(0, "b"), case_seed(1, "a")}) == 3
+
+
+def test_a_file_without_header_declares_nothing():
+    assert parse_cu_source("k.cu", "/* just a comment */ __global__ void f() {}") == []
+
+
+def test_several_kernels_in_one_file(naive_source):
+    second = naive_source.replace('entry = "sgemm_naive"', 'entry = "sgemm_naive"\nname = "second"')
+    specs = parse_cu_source("k.cu", naive_source + second)
+    assert [s.name for s in specs] == ["sgemm_naive", "second"]
+    with pytest.raises(KernelFileError, match="two kernels are named 'sgemm_naive'"):
+        parse_cu_source("k.cu", naive_source + naive_source)
+
+
+BAD = [
+    ("entry = 'x'\nentry = 'y'", None, "not valid TOML"),
+    ("block = [32, 32", None, "not valid TOML"),
+    ("speed = 'fast'", "speed", "unknown key"),
+    ("DROP:entry", "entry", "missing"),
+    ("DROP:grid", "grid", "missing"),
+    ("args = ['M', 'N', 'K', 'A', 'B', 'D']", "args", "unknown argument 'D'"),
+    ("args = ['M', 'A', 'B']", "args", "must take C"),
+    ("args = ['M', 'alpha', 'A', 'B', 'C']", "args", "both alpha and beta"),
+    ("dtypes = ['fp8']", "dtypes", "unknown dtype 'fp8'"),
+    ("dtypes = []", "dtypes", "non-empty"),
+    ("grid = ['cdiv(N, 32)', 'os.system(1)']", "grid", "not allowed"),
+    ("grid = ['cdiv(N, TILE)']", "grid", "unknown name 'TILE'"),
+    ("block = [1, 2, 3, 4]", "block", "1 to 3"),
+    ("layout = 'diagonal'", "layout", "expected one of"),
+    ("options = ['-arch=sm_70']", "options", "chooses the architecture"),
+    ("params = { M = [1] }", "params", "cannot be a param name"),
+    ("params = { T = [1.5] }", "params", "list of integers"),
+    ("requires = [3]", "requires", "boolean expression"),
+    ("c_dtype = 'int8'", "c_dtype", "unknown dtype"),
+    ("entry = 'sgemm<X>'", "entry", "neither a param nor a literal"),
+    ("entry = '1bad'", "entry", "expected a kernel name"),
+]
+
+
+@pytest.mark.parametrize(("change", "key", "message"), BAD)
+def test_malformed_headers_name_the_file_key_and_expectation(naive_source, change, key, message):
+    if change.startswith("DROP:"):
+        field = change[5:]
+        text = "\n".join(line for line in naive_source.splitlines() if not line.startswith(field + " "))
+    else:
+        lines = naive_source.splitlines()
+        field = change.split("=")[0].strip()
+        lines = [line for line in lines if not line.startswith(field + " =")] if key else lines
+        lines.insert(1, change)
+        text = "\n".join(lines)
+    with pytest.raises(KernelFileError) as info:
+        parse_cu_source("kernels/bad.cu", text)
+    err = info.value
+    assert str(err).startswith("kernels/bad.cu:")
+    assert message in str(err)
+    assert err.key == key
