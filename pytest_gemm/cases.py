@@ -80,7 +80,8 @@ def _broken_rule(spec: KernelSpec, variant: Variant, shape: Shape) -> str | None
         except ExpressionError as exc:
             raise KernelFileError(spec.path, str(exc), line=spec.line, key="requires") from None
         if not ok:
-            return f"requires {rule.text} (M={shape.M}, N={shape.N}, K={shape.K})"
+            values = ", ".join(f"{name}={value}" for name, value in env.items())
+            return f"requires {rule.text} ({values})"
     return None
 
 

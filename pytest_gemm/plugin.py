@@ -225,7 +225,10 @@ class GemmCaseItem(pytest.Function):
 
 
 def _run_case(device: Any, item: GemmCaseItem) -> None:
-    result = device.verify(item.case, item.gemm_seed)
+    try:
+        result = device.verify(item.case, item.gemm_seed)
+    except CompileError as exc:
+        raise GemmFailure(f"{item.case.spec.path}: {item.case.spec.name} does not compile:\n{exc.log}") from None
     item.user_properties.append(("gemm_margin", result.kernel.margin))
     if not result.passed:
         replay = f"pytest '{item.nodeid}' --gemm-kernels --gemm-seed {item.base_seed}"

@@ -36,7 +36,13 @@ def diagnosis(result: VerificationResult) -> list[str]:
         else:
             lines.append(f"unwritten output: {k.unwritten} element(s) of C still hold their prior value")
     if k.nonfinite > k.unwritten:
-        lines.append(f"non-finite output: {k.nonfinite - k.unwritten} element(s) are NaN or Inf")
+        hint = (
+            " (C held NaN before the launch and beta = 0: a kernel that reads C anyway, e.g. beta * C, "
+            "gives NaN; BLAS says C must not be read when beta = 0)"
+            if result.beta == 0
+            else ""
+        )
+        lines.append(f"non-finite output: {k.nonfinite - k.unwritten} element(s) are NaN or Inf{hint}")
     low_precision = k.norm_error > k.norm_tol and k.max_ratio < GROSS
     if low_precision:
         lines.append(

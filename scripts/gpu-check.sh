@@ -11,7 +11,7 @@ cat "$out/gpu.txt"
 status=0
 run() {  # name, pytest args...
     local name=$1; shift
-    python3 -m pytest -p no:cacheprovider -rfEs --junitxml="$out/$name.xml" "$@" >"$out/$name.log" 2>&1
+    python3 -m pytest -p no:cacheprovider -rfEs -o junit_family=legacy --junitxml="$out/$name.xml" "$@" >"$out/$name.log" 2>&1
     local rc=$?
     echo "== $name: exit $rc: $(tail -n 1 "$out/$name.log")"
     [ $rc -eq 0 ] || status=1
@@ -20,4 +20,8 @@ run() {  # name, pytest args...
 run kernels --gemm-kernels kernels/ --gemm-shapes "${GEMM_SHAPES:-quick,edge,standard}" "$@"
 # 2. The plugin's own tests, GPU ones included (the broken-kernel fixtures, the margins).
 run plugin-tests tests/ -m "gpu or not gpu"
+# 3. The deliberately broken kernels, for their failure messages (these cases are meant to fail).
+python3 -m pytest -p no:cacheprovider --gemm-kernels tests/kernels_broken/faults.cu \
+    --gemm-shapes 256,100x100x64 -rf >"$out/broken-demo.log" 2>&1
+echo "== broken-demo (failures expected): $(tail -n 1 "$out/broken-demo.log")"
 exit $status

@@ -95,7 +95,7 @@ def test_selection_by_k_and_m_and_id(project):
 
 def test_requires_rules_skip_with_the_rule_as_reason(project):
     result = project.runpytest("--gemm-kernels", "kernels/tiled.cu", "-rs", "-m", "gpu", "--gemm-shapes", "64x64x24")
-    result.stdout.fnmatch_lines(["*requires K % T == 0 (M=64, N=64, K=24)*"])
+    result.stdout.fnmatch_lines(["*requires K % T == 0 (M=64, N=64, K=24, T=16)*"])
     result.assert_outcomes(skipped=4)
 
 

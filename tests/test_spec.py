@@ -46,8 +46,8 @@ def test_requires_gives_skip_reasons_never_failures():
     (spec,) = parse_cu_source("k.cu", HEADER)
     cases = expand(spec, [Shape(128, 128, 12), Shape(100, 100, 64)], ["fp16"])
     reasons = {(c.variant.id, c.shape.id): c.skip_reason for c in cases}
-    assert reasons[("BM64-BN32", "128x128x12")] == "requires K % 8 == 0 (M=128, N=128, K=12)"
-    assert reasons[("BM128-BN32", "100x100x64")] == "requires M >= BM (M=100, N=100, K=64)"
+    assert reasons[("BM64-BN32", "128x128x12")] == "requires K % 8 == 0 (M=128, N=128, K=12, BM=64, BN=32)"
+    assert reasons[("BM128-BN32", "100x100x64")] == "requires M >= BM (M=100, N=100, K=64, BM=128, BN=32)"
     assert reasons[("BM64-BN32", "100x100x64")] is None
 
 

@@ -10,6 +10,6 @@ grid = [1]
 */
 
 extern "C" __global__ void wild_write(int M, int N, int K, const float* A, const float* B, float* C) {
-    float* wild = C + (size_t)1 << 40;
+    float* wild = C + ((size_t)1 << 40);
     wild[threadIdx.x] = 1.0f;
 }
