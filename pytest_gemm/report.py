@@ -7,7 +7,7 @@ from .verify import ErrorStats, VerificationResult
 __all__ = ["diagnosis", "failure_message", "stats_line"]
 
 
-GROSS = 1e4  # errors beyond this many bounds are wrong values, not lost precision
+LOW_PRECISION = 1e-2  # a normwise error under 1% means roughly right values: lost precision, not wrong ones
 
 
 def _x(ratio: float) -> str:
@@ -43,7 +43,7 @@ def diagnosis(result: VerificationResult) -> list[str]:
             else ""
         )
         lines.append(f"non-finite output: {k.nonfinite - k.unwritten} element(s) are NaN or Inf{hint}")
-    low_precision = k.norm_error > k.norm_tol and k.max_ratio < GROSS
+    low_precision = k.norm_tol < k.norm_error < LOW_PRECISION
     if low_precision:
         lines.append(
             f"precision too low: normwise error {k.norm_error:.3g} is {_x(k.norm_ratio)} the tolerance "

@@ -144,7 +144,7 @@ def error_stats(
 
     flat = ratio.ravel()
     count = WORST if bad else 1
-    order = xp.argsort(-flat)[:count] if flat.size > count else xp.argsort(-flat)
+    order = xp.argsort(-flat, kind="stable")[:count]
     n_cols = got.shape[1]
     worst = tuple(
         (int(i) // n_cols, int(i) % n_cols, float(got.ravel()[i]), float(truth.ravel()[i]), float(flat[i]))

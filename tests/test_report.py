@@ -1,0 +1,42 @@
+"""Failure messages say what is wrong, built from simulated results (no GPU)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pytest_gemm.report import diagnosis, failure_message
+from pytest_gemm.verify import Fault, VerificationResult
+
+from test_tolerance import _data, _fp16, _judge, _sequential
+
+
+def _result(stats, faults=(), beta=0.0):
+    return VerificationResult("k[fp32-48x40x32]", 7, (48, 40, 32), 1.0, beta, stats, stats, tuple(faults))
+
+
+def test_precision_downgrade_is_named():
+    a, b, _ = _data(48, 40, 32)
+    lines = diagnosis(_result(_judge(_sequential(a, b, operand=_fp16), a, b)))
+    assert lines[0].startswith("precision too low: normwise error")
+
+
+def test_ignored_beta_is_wrong_values_not_precision():
+    a, b, c0 = _data(48, 40, 32)
+    stats = _judge(_sequential(a, b, c0, 0.7, 0.0), a, b, c0, 0.7, 1.3)
+    lines = diagnosis(_result(stats, beta=1.3))
+    assert [line.split(":")[0] for line in lines] == ["wrong values"]
+
+
+def test_unwritten_faults_and_message_layout():
+    a, b, _ = _data(48, 40, 32)
+    got = _sequential(a, b)
+    got[32:48, :] = np.nan
+    stats = _judge(got, a, b, unchanged=np.isnan(got))
+    result = _result(stats, [Fault("out-of-bounds write", "the guard after C", 3)])
+    text = failure_message(result, dtype="fp32", replay="pytest 'x' --gemm-kernels --gemm-seed 0")
+    assert "  - out-of-bounds write: 3 element(s) changed in the guard after C" in text
+    assert "  - unwritten output: 640 element(s) of C still hold the NaN poison" in text
+    assert "errors in 2 of 4 32x32 tiles of C: rows 32-47 x cols 0-31, rows 32-47 x cols 32-39" in text
+    assert "worst elements (row, col)" in text and "(32, 0): nan" in text
+    assert text.endswith("seed 7 (this case's data); replay: pytest 'x' --gemm-kernels --gemm-seed 0")
+    assert "cuBLAS fp32 (peer): max" in text
