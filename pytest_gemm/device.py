@@ -72,8 +72,8 @@ class _Guarded:
         return self.flat[self.start :]
 
     def as_float64(self, xp: Any, dt: DType) -> Any:
-        if dt.name == "bf16":  # widen the bits: bf16 is the top half of an fp32
-            return ((self.matrix(xp.uint16).astype(xp.uint32) << 16).view(xp.float32)).astype(xp.float64)
+        if dt.name == "bf16":
+            return _bf16_bits_to(xp, self.matrix(xp.uint16), xp.float64)
         return self.matrix(_np_dtype(dt)).astype(xp.float64)
 
     def guard_faults(self, xp: Any, name: str) -> list[Fault]:
@@ -241,8 +241,7 @@ class GpuRunner:
         if dt.name == "tf32":
             a_s, b_s = _round_tf32(cp, a_s), _round_tf32(cp, b_s)
         acc = cp.float64 if dt.name == "fp64" else cp.float32
-        prod = cp.matmul(a_s, b_s).astype(acc)
-        result = case.ab.alpha * prod
+        result = case.ab.alpha * _widen(cp, cp.matmul(a_s, b_s), acc)
         if c0 is not None:
             result = result + case.ab.beta * cp.asarray(c0.astype(acc))
         result = cp.asarray(result.get().astype(_np_dtype(out)).astype(np.float64))
@@ -255,6 +254,18 @@ def _np_dtype(dt: DType) -> np.dtype:
 
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(dt.storage)
+
+
+def _widen(cp: Any, x: Any, dtype: Any) -> Any:
+    """Convert to ``dtype``; bf16 (a 2-byte type that is not float16) through its bits."""
+    if x.dtype.itemsize == 2 and x.dtype != cp.float16:
+        return _bf16_bits_to(cp, x.view(cp.uint16), dtype)
+    return x.astype(dtype)
+
+
+def _bf16_bits_to(xp: Any, bits: Any, dtype: Any) -> Any:
+    """bf16 bit patterns (uint16) to ``dtype``: a bf16 is the top half of an fp32."""
+    return (bits.astype(xp.uint32) << 16).view(xp.float32).astype(dtype)
 
 
 def _uint(xp: Any, itemsize: int) -> Any:

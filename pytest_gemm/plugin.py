@@ -95,8 +95,11 @@ class _KernelFile(pytest.File):
                     for arch in settings.archs:
                         parts = [spec.name] if len(specs) > 1 else []
                         parts += [variant.id, arch]
-                        name = "compile[" + "-".join(p for p in parts if p) + "]"
-                        yield GemmCompileItem.from_parent(self, name=name, spec=spec, variant=variant, arch=arch)
+                        params = "-".join(p for p in parts if p)
+                        item = GemmCompileItem.from_parent(
+                            self, name=f"compile[{params}]", spec=spec, variant=variant, arch=arch
+                        )
+                        yield _with_params_id(item, "compile", params)
             for case in cases:
                 yield GemmCaseItem.from_case(self, case, settings.seed)
 
@@ -154,6 +157,19 @@ def _import_kernel_file(path: Path, shown: str) -> Any:
     return module
 
 
+def _with_params_id(item: pytest.Item, base: str, params: str) -> pytest.Item:
+    """Give ``name[params]`` items the structured id that pytest >= 9.2 reads back from its cache.
+
+    pytest 9.2 keeps node ids as (path, names, params) and parses ``--lf`` entries that way;
+    an item whose name merely contains brackets would otherwise never match its own cache entry.
+    The string node id is unchanged, and older pytest versions have no structured id to fix.
+    """
+    parent_id = getattr(item.parent, "id", None)
+    if parent_id is not None and hasattr(parent_id, "with_params") and hasattr(item, "_id"):
+        item._id = parent_id.child(base).with_params(params)
+    return item
+
+
 class GemmCompileItem(pytest.Item):
     """Compile one variant of a .cu kernel for one architecture with NVRTC (no GPU)."""
 
@@ -206,6 +222,7 @@ class GemmCaseItem(pytest.Function):
             _run_case(gemm_device, request.node)
 
         item = cls.from_parent(parent, name=f"{case.spec.name}[{case.id}]", callobj=gemm_case)
+        _with_params_id(item, case.spec.name, case.id)
         item.case = case
         item.base_seed = base_seed
         item.gemm_seed = case_seed(base_seed, item.nodeid)

@@ -79,3 +79,19 @@ def test_compile_report_survives_xdist(pytester, naive_source):
     result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "-n", "2")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*kernels/good.cu::sgemm_naive*sm_80*", "*kernels/good.cu::sgemm_naive*sm_90*"])
+
+
+def test_last_failed_reruns_only_the_failures(pytester, naive_source):
+    kernels = pytester.mkdir("kernels")
+    (kernels / "good.cu").write_text(naive_source)
+    (kernels / "typo.cu").write_text(naive_source.replace("acc += A", "acc += Q"))
+    pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile").assert_outcomes(passed=2, failed=2)
+    again = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "--lf", "-p", "cacheprovider")
+    again.assert_outcomes(failed=2)
+
+
+def test_dtype_fixture_kernels_compile_with_cuda_headers():
+    from conftest import ROOT
+
+    for spec in parse_cu_file(ROOT / "tests" / "kernels_dtypes" / "naive_dtypes.cu"):
+        assert compile_kernel(spec, spec.variants()[0], "sm_90").resources.spill_stores == 0

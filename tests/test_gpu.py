@@ -14,7 +14,7 @@ from pytest_gemm.cases import AlphaBeta, Case
 from pytest_gemm.shapes import Shape
 from pytest_gemm.spec import parse_cu_file
 
-from conftest import BROKEN, KERNELS, requires_gpu
+from conftest import BROKEN, KERNELS, ROOT, requires_gpu
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
@@ -157,3 +157,12 @@ def test_a_crashing_kernel_fails_with_the_cuda_message(pytester):
     result = pytester.runpytest_subprocess("--gemm-kernels", "crash.cu", "-m", "gpu", "--gemm-shapes", "64")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*CUDA error while running wild_write[[]fp32-64x64x64[]]*"])
+
+
+def test_every_dtype_passes_with_correct_kernels(pytester):
+    """fp64, fp16, bf16 with fp32 output and tf32 (judged with TF32 tolerance) all verify."""
+    shutil.copy(ROOT / "tests" / "kernels_dtypes" / "naive_dtypes.cu", pytester.path / "naive_dtypes.cu")
+    result = pytester.runpytest(
+        "--gemm-kernels", "naive_dtypes.cu", "-m", "gpu", "--gemm-shapes", "64,100x70x33,256x128x2048"
+    )
+    result.assert_outcomes(passed=4 * 3 * 3)
