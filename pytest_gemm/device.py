@@ -72,9 +72,7 @@ class _Guarded:
         return self.flat[self.start :]
 
     def as_float64(self, xp: Any, dt: DType) -> Any:
-        if dt.name == "bf16":
-            return _bf16_bits_to(xp, self.matrix(xp.uint16), xp.float64)
-        return self.matrix(_np_dtype(dt)).astype(xp.float64)
+        return _bits_to_float64(xp, self.matrix(_uint(xp, dt.itemsize)), dt)
 
     def guard_faults(self, xp: Any, name: str) -> list[Fault]:
         faults = []
@@ -105,9 +103,6 @@ class GpuRunner:
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._functions: dict[tuple, Any] = {}
 
-    def describe(self) -> str:
-        return f"{self.name} ({self.arch})"
-
     # -- kernels ---------------------------------------------------------------------------------
     def _function(self, case: Case) -> Any:
         key = (case.spec.path, case.spec.name, case.variant, self.arch)
@@ -119,21 +114,16 @@ class GpuRunner:
         return self._functions[key][1]
 
     # -- buffers ---------------------------------------------------------------------------------
-    def _guarded(
-        self, dt: DType, rows: int, cols: int, padded: bool, fill: np.ndarray | None, fill_bits: int
-    ) -> _Guarded:
+    def _guarded(self, dt: DType, padded: bool, shape: tuple[int, int], fill: np.ndarray | None) -> _Guarded:
+        """A guarded rows x cols buffer (storage order) holding ``fill``, or the NaN poison when it is None."""
         cp = self.cp
-        uint = _uint(cp, dt.itemsize)
+        rows, cols = shape
         ld = cols + (_LD_PAD if padded else 0)
         before = _GUARD_BYTES // dt.itemsize
         after = max(before, _GUARD_ROWS * ld)
-        flat = cp.full(before + rows * ld + after, dt.guard_bits, dtype=uint)
+        flat = cp.full(before + rows * ld + after, dt.guard_bits, dtype=_uint(cp, dt.itemsize))
         g = _Guarded(flat, before, rows, cols, ld, dt.guard_bits)
-        matrix = g.matrix(uint)
-        if fill is None:
-            matrix[...] = fill_bits
-        else:
-            matrix[...] = cp.asarray(np.ascontiguousarray(fill).view(f"u{dt.itemsize}"))
+        g.matrix(flat.dtype)[...] = dt.poison_bits if fill is None else _upload_bits(cp, fill)
         return g
 
     # -- one case --------------------------------------------------------------------------------
@@ -150,39 +140,35 @@ class GpuRunner:
         b = _random(rng, (k, n), storage)
         c0 = _random(rng, (m, n), out_storage) if case.ab.prior else None
         col = spec.layout == "col"
-        phys = (lambda x: np.ascontiguousarray(x.T)) if col else (lambda x: x)
+        phys = (lambda x: np.ascontiguousarray(x.T)) if col else (lambda x: x)  # storage order
+        logical = (lambda x: x.T) if col else (lambda x: x)
 
         with self.stream:
-            ga = self._guarded(dt, *phys(a).shape, "lda" in spec.args, phys(a), 0)
-            gb = self._guarded(dt, *phys(b).shape, "ldb" in spec.args, phys(b), 0)
-            rows_c, cols_c = (n, m) if col else (m, n)
-            gc = self._guarded(
-                out, rows_c, cols_c, "ldc" in spec.args, None if c0 is None else phys(c0), out.poison_bits
-            )
+            a_phys, b_phys = phys(a), phys(b)
+            ga = self._guarded(dt, "lda" in spec.args, a_phys.shape, a_phys)
+            gb = self._guarded(dt, "ldb" in spec.args, b_phys.shape, b_phys)
+            c_shape = (n, m) if col else (m, n)
+            gc = self._guarded(out, "ldc" in spec.args, c_shape, None if c0 is None else phys(c0))
             self._launch(case, ga, gb, gc, storage, out_storage, alpha, beta, dt)
 
             # The reference starts only now, on buffers of its own.
-            got_phys = gc.as_float64(cp, out)
-            got = got_phys.T if col else got_phys
-            uint = _uint(cp, out.itemsize)
-            if c0 is None:
-                unchanged = gc.matrix(uint) == out.poison_bits
-            else:
-                unchanged = gc.matrix(uint) == cp.asarray(phys(c0).view(f"u{out.itemsize}"))
-            unchanged = unchanged.T if col else unchanged
+            got = logical(gc.as_float64(cp, out))
+            c_bits = logical(gc.matrix(_uint(cp, out.itemsize)))
+            c0_bits = None if c0 is None else _upload_bits(cp, c0)
+            unchanged = c_bits == out.poison_bits if c0_bits is None else c_bits == c0_bits
 
             faults = ga.guard_faults(cp, "A") + gb.guard_faults(cp, "B") + gc.guard_faults(cp, "C")
-            for name, g, host in (("A", ga, a), ("B", gb, b)):
-                bits = f"u{dt.itemsize}"
-                changed = count_changed(cp, cp.asarray(phys(host).view(bits)), g.matrix(_uint(cp, dt.itemsize)))
+            inputs = {"A": (ga, _upload_bits(cp, a)), "B": (gb, _upload_bits(cp, b))}
+            for name, (g, bits) in inputs.items():
+                changed = count_changed(cp, bits, logical(g.matrix(bits.dtype)))
                 if changed:
                     faults.append(Fault("input modified", f"{name} (inputs must be read-only)", changed))
 
-            a64, b64 = cp.asarray(a.astype(np.float64)), cp.asarray(b.astype(np.float64))
-            c064 = None if c0 is None else cp.asarray(c0.astype(np.float64))
+            a64, b64 = (_bits_to_float64(cp, bits, dt) for _, bits in inputs.values())
             truth = alpha * (a64 @ b64)
             gscale = abs(alpha) * (cp.abs(a64) @ cp.abs(b64))
-            if c064 is not None:
+            if c0_bits is not None:
+                c064 = _bits_to_float64(cp, c0_bits, out)
                 truth += beta * c064
                 gscale += abs(beta) * cp.abs(c064)
             kernel_stats = error_stats(cp, got, truth, gscale, k, dt, out, unchanged)
@@ -266,6 +252,18 @@ def _widen(cp: Any, x: Any, dtype: Any) -> Any:
 def _bf16_bits_to(xp: Any, bits: Any, dtype: Any) -> Any:
     """bf16 bit patterns (uint16) to ``dtype``: a bf16 is the top half of an fp32."""
     return (bits.astype(xp.uint32) << 16).view(xp.float32).astype(dtype)
+
+
+def _upload_bits(cp: Any, host: np.ndarray) -> Any:
+    """Copy a host array to the device as its raw bits (works for bf16, which CuPy may not know)."""
+    return cp.asarray(np.ascontiguousarray(host).view(f"u{host.dtype.itemsize}"))
+
+
+def _bits_to_float64(xp: Any, bits: Any, dt: DType) -> Any:
+    if dt.name == "bf16":
+        return _bf16_bits_to(xp, bits, xp.float64)
+    contiguous = bits if bits.flags.c_contiguous else xp.ascontiguousarray(bits)
+    return contiguous.view(_np_dtype(dt)).astype(xp.float64)
 
 
 def _uint(xp: Any, itemsize: int) -> Any:
