@@ -48,10 +48,6 @@ class Case:
         parts = [self.variant.id, self.dtype, self.shape.id, self.ab.id]
         return "-".join(p for p in parts if p)
 
-    @property
-    def env(self) -> dict[str, int]:
-        return {"M": self.shape.M, "N": self.shape.N, "K": self.shape.K, **self.variant.as_dict()}
-
 
 def case_seed(base_seed: int, nodeid: str) -> int:
     """A stable 32-bit seed for one case: the same base seed and id always give the same data."""
@@ -72,8 +68,13 @@ def expand(spec: KernelSpec, shapes: list[Shape], dtypes: list[str] | None = Non
     return cases
 
 
+def _names(shape: Shape, variant: Variant) -> dict[str, int]:
+    """The values expressions see: M, N, K and the variant's params."""
+    return {"M": shape.M, "N": shape.N, "K": shape.K, **variant.as_dict()}
+
+
 def _broken_rule(spec: KernelSpec, variant: Variant, shape: Shape) -> str | None:
-    env = {"M": shape.M, "N": shape.N, "K": shape.K, **variant.as_dict()}
+    env = _names(shape, variant)
     for rule in spec.requires:
         try:
             ok = rule(env)
@@ -94,7 +95,7 @@ class LaunchGeometry:
 
 def launch_geometry(spec: KernelSpec, variant: Variant, shape: Shape) -> LaunchGeometry:
     """Evaluate ``grid``, ``block`` and ``shared_mem`` for one shape, checking CUDA's limits."""
-    env = {"M": shape.M, "N": shape.N, "K": shape.K, **variant.as_dict()}
+    env = _names(shape, variant)
 
     def value(key: str, expr, low: int, high: int) -> int:
         try:

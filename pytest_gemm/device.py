@@ -172,7 +172,8 @@ class GpuRunner:
                 truth += beta * c064
                 gscale += abs(beta) * cp.abs(c064)
             kernel_stats = error_stats(cp, got, truth, gscale, k, dt, out, unchanged)
-            peer = self._peer(a, b, c0, case, dt, out, truth, gscale)
+            operands = (a, inputs["A"][1]), (b, inputs["B"][1])
+            peer = self._peer(operands, c0_bits, case, dt, out, truth, gscale)
             self.stream.synchronize()
         return VerificationResult(
             case_id=case.spec.name + f"[{case.id}]",
@@ -220,17 +221,24 @@ class GpuRunner:
                 "leave this process's CUDA context unusable: later GPU cases in this run may fail too."
             ) from None
 
-    def _peer(self, a, b, c0, case: Case, dt: DType, out: DType, truth, gscale) -> ErrorStats:
-        """cuBLAS at the kernel's own dtype (fp32 without TF32; TF32 by rounding the operands)."""
+    def _peer(self, operands, c0_bits, case: Case, dt: DType, out: DType, truth, gscale) -> ErrorStats:
+        """cuBLAS at the kernel's own dtype (fp32 without TF32; TF32 by rounding the operands).
+
+        ``operands`` holds (host array, device bits) for A and B; the bits already on the device are
+        reused, except for bf16, whose CuPy array type comes from ml_dtypes through the host array.
+        """
         cp = self.cp
-        a_s, b_s = cp.asarray(a), cp.asarray(b)
+        a_s, b_s = (cp.asarray(host) if dt.name == "bf16" else bits.view(_np_dtype(dt)) for host, bits in operands)
         if dt.name == "tf32":
             a_s, b_s = _round_tf32(cp, a_s), _round_tf32(cp, b_s)
         acc = cp.float64 if dt.name == "fp64" else cp.float32
         result = case.ab.alpha * _widen(cp, cp.matmul(a_s, b_s), acc)
-        if c0 is not None:
-            result = result + case.ab.beta * cp.asarray(c0.astype(acc))
-        result = cp.asarray(result.get().astype(_np_dtype(out)).astype(np.float64))
+        if c0_bits is not None:
+            result = result + case.ab.beta * _bits_to_float64(cp, c0_bits, out).astype(acc)
+        if out.name == "bf16":  # round to bf16 on the host (ml_dtypes), then widen exactly
+            result = cp.asarray(result.get().astype(_np_dtype(out)).astype(np.float64))
+        else:
+            result = result.astype(_np_dtype(out)).astype(cp.float64)
         return error_stats(cp, result, truth, gscale, case.shape.K, dt, out)
 
 

@@ -31,6 +31,19 @@ class GemmFailure(Exception):
     """A case failed; its message is the whole report (no Python traceback is useful here)."""
 
 
+#: Errors whose message says everything: shown without a traceback of the plugin's internals.
+_REPORTED_AS_TEXT = (GemmFailure, KernelLaunchError, KernelFileError, CompileError)
+
+
+class _TextFailure:
+    """Mixin for items: failures with a complete message are shown as that message alone."""
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:
+        if isinstance(excinfo.value, _REPORTED_AS_TEXT):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)  # type: ignore[misc]
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
@@ -170,7 +183,7 @@ def _with_params_id(item: pytest.Item, base: str, params: str) -> pytest.Item:
     return item
 
 
-class GemmCompileItem(pytest.Item):
+class GemmCompileItem(_TextFailure, pytest.Item):
     """Compile one variant of a .cu kernel for one architecture with NVRTC (no GPU)."""
 
     def __init__(self, *, spec: KernelSpec, variant, arch: str, **kwargs: Any) -> None:
@@ -201,19 +214,15 @@ class GemmCompileItem(pytest.Item):
         }
         self.user_properties.append(("gemm_compile", row))
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:
-        if isinstance(excinfo.value, GemmFailure):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo)
-
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, self.spec.line - 1, f"{self.spec.name} {self.name}"
 
 
-class GemmCaseItem(pytest.Function):
+class GemmCaseItem(_TextFailure, pytest.Function):
     """One GPU case: verify the kernel on one variant, dtype, shape and alpha/beta."""
 
     case: Case
+    base_seed: int
     gemm_seed: int
 
     @classmethod
@@ -232,20 +241,12 @@ class GemmCaseItem(pytest.Function):
             item.add_marker(pytest.mark.skip(reason=case.skip_reason))
         return item
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:
-        if isinstance(excinfo.value, (GemmFailure, KernelLaunchError, KernelFileError)):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo)
-
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, self.case.spec.line - 1, self.name
 
 
 def _run_case(device: Any, item: GemmCaseItem) -> None:
-    try:
-        result = device.verify(item.case, item.gemm_seed)
-    except CompileError as exc:
-        raise GemmFailure(f"{item.case.spec.path}: {item.case.spec.name} does not compile:\n{exc.log}") from None
+    result = device.verify(item.case, item.gemm_seed)
     item.user_properties.append(("gemm_margin", result.kernel.margin))
     if not result.passed:
         replay = f"pytest '{item.nodeid}' --gemm-kernels --gemm-seed {item.base_seed}"
