@@ -52,7 +52,7 @@ def open_device(index: int = 0) -> GpuRunner:
 
 
 @dataclass
-class _Guarded:
+class GuardedMatrix:
     """A matrix stored at the centre of a larger buffer whose rest holds a NaN bit pattern."""
 
     flat: Any  # unsigned-integer view of the whole buffer
@@ -72,7 +72,7 @@ class _Guarded:
         return self.flat[self.start :]
 
     def as_float64(self, xp: Any, dt: DType) -> Any:
-        return _bits_to_float64(xp, self.matrix(_uint(xp, dt.itemsize)), dt)
+        return _bits_to_float64(xp, self.matrix(uint_type(xp, dt.itemsize)), dt)
 
     def guard_faults(self, xp: Any, name: str) -> list[Fault]:
         faults = []
@@ -99,9 +99,48 @@ class GpuRunner:
         cupy.cuda.Device(index).use()
         props = cupy.cuda.runtime.getDeviceProperties(index)
         self.name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        self.capability = (int(props["major"]), int(props["minor"]))
         self.arch = f"sm_{props['major']}{props['minor']}"
+        self.sm_count = int(props["multiProcessorCount"])
+        self.l2_bytes = int(props["l2CacheSize"])
+        self.max_clock_mhz = int(props["clockRate"]) / 1000  # CUDA reports kHz
+        self.pci_bus_id = cupy.cuda.runtime.deviceGetPCIBusId(index)
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._functions: dict[tuple, Any] = {}
+        self._timer: Any = None
+
+    def facts(self) -> dict[str, Any]:
+        """What CUDA and CuPy say about this device and its software (NVML adds the rest)."""
+        cp = self.cp
+        from cupy_backends.cuda.libs import cublas
+
+        handle = cublas.create()
+        try:
+            cublas_version = cublas.getVersion(handle)
+        finally:
+            cublas.destroy(handle)
+        runtime = cp.cuda.runtime.runtimeGetVersion()
+        driver = cp.cuda.runtime.driverGetVersion()
+        return {
+            "name": self.name,
+            "compute_capability": f"{self.capability[0]}.{self.capability[1]}",
+            "sm_count": self.sm_count,
+            "l2_bytes": self.l2_bytes,
+            "cuda_max_sm_clock_mhz": self.max_clock_mhz,
+            "pci_bus_id": self.pci_bus_id,
+            "cuda_driver_api_version": _cuda_version(driver),
+            "cuda_runtime_version": _cuda_version(runtime),
+            "cupy_version": cp.__version__,
+            "cublas_version": f"{cublas_version // 10000}.{cublas_version % 10000 // 100}.{cublas_version % 100}",
+        }
+
+    def benchmark(self, case: Case, seed: int, settings: Any) -> Any:
+        """Time the kernel against cuBLAS on this case (see :mod:`.device_timing`)."""
+        from .device_timing import Timer
+
+        if self._timer is None:
+            self._timer = Timer(self)
+        return self._timer.time_case(case, seed, settings)
 
     # -- kernels ---------------------------------------------------------------------------------
     def _function(self, case: Case) -> Any:
@@ -114,16 +153,16 @@ class GpuRunner:
         return self._functions[key][1]
 
     # -- buffers ---------------------------------------------------------------------------------
-    def _guarded(self, dt: DType, padded: bool, shape: tuple[int, int], fill: np.ndarray | None) -> _Guarded:
+    def _guarded(self, dt: DType, padded: bool, shape: tuple[int, int], fill: np.ndarray | None) -> GuardedMatrix:
         """A guarded rows x cols buffer (storage order) holding ``fill``, or the NaN poison when it is None."""
         cp = self.cp
         rows, cols = shape
         ld = cols + (_LD_PAD if padded else 0)
         before = _GUARD_BYTES // dt.itemsize
         after = max(before, _GUARD_ROWS * ld)
-        flat = cp.full(before + rows * ld + after, dt.guard_bits, dtype=_uint(cp, dt.itemsize))
-        g = _Guarded(flat, before, rows, cols, ld, dt.guard_bits)
-        g.matrix(flat.dtype)[...] = dt.poison_bits if fill is None else _upload_bits(cp, fill)
+        flat = cp.full(before + rows * ld + after, dt.guard_bits, dtype=uint_type(cp, dt.itemsize))
+        g = GuardedMatrix(flat, before, rows, cols, ld, dt.guard_bits)
+        g.matrix(flat.dtype)[...] = dt.poison_bits if fill is None else upload_bits(cp, fill)
         return g
 
     # -- one case --------------------------------------------------------------------------------
@@ -132,94 +171,110 @@ class GpuRunner:
         cp = self.cp
         spec, (m, n, k) = case.spec, (case.shape.M, case.shape.N, case.shape.K)
         dt, out = get_dtype(case.dtype), get_dtype(spec.output_dtype(case.dtype))
-        storage, out_storage = _np_dtype(dt), _np_dtype(out)
-        alpha, beta = case.ab.alpha, case.ab.beta
-
-        rng = np.random.default_rng(seed)
-        a = _random(rng, (m, k), storage)
-        b = _random(rng, (k, n), storage)
-        c0 = _random(rng, (m, n), out_storage) if case.ab.prior else None
-        col = spec.layout == "col"
-        phys = (lambda x: np.ascontiguousarray(x.T)) if col else (lambda x: x)  # storage order
-        logical = (lambda x: x.T) if col else (lambda x: x)
+        data = case_inputs(case, seed)
 
         with self.stream:
-            a_phys, b_phys = phys(a), phys(b)
-            ga = self._guarded(dt, "lda" in spec.args, a_phys.shape, a_phys)
-            gb = self._guarded(dt, "ldb" in spec.args, b_phys.shape, b_phys)
-            c_shape = (n, m) if col else (m, n)
-            gc = self._guarded(out, "ldc" in spec.args, c_shape, None if c0 is None else phys(c0))
-            self._launch(case, ga, gb, gc, storage, out_storage, alpha, beta, dt)
+            ga = self._guarded(dt, "lda" in spec.args, data.stored(data.a).shape, data.stored(data.a))
+            gb = self._guarded(dt, "ldb" in spec.args, data.stored(data.b).shape, data.stored(data.b))
+            c_shape = (n, m) if data.col else (m, n)
+            c0 = None if data.c0 is None else data.stored(data.c0)
+            gc = self._guarded(out, "ldc" in spec.args, c_shape, c0)
+            self._launch(case, ga, gb, gc, dt)
 
             # The reference starts only now, on buffers of its own.
-            got = logical(gc.as_float64(cp, out))
-            c_bits = logical(gc.matrix(_uint(cp, out.itemsize)))
-            c0_bits = None if c0 is None else _upload_bits(cp, c0)
-            unchanged = c_bits == out.poison_bits if c0_bits is None else c_bits == c0_bits
-
+            a_bits, b_bits = upload_bits(cp, data.a), upload_bits(cp, data.b)
+            c0_bits = None if data.c0 is None else upload_bits(cp, data.c0)
             faults = ga.guard_faults(cp, "A") + gb.guard_faults(cp, "B") + gc.guard_faults(cp, "C")
-            inputs = {"A": (ga, _upload_bits(cp, a)), "B": (gb, _upload_bits(cp, b))}
-            for name, (g, bits) in inputs.items():
-                changed = count_changed(cp, bits, logical(g.matrix(bits.dtype)))
+            for name, g, bits in (("A", ga, a_bits), ("B", gb, b_bits)):
+                changed = count_changed(cp, bits, data.logical(g.matrix(bits.dtype)))
                 if changed:
                     faults.append(Fault("input modified", f"{name} (inputs must be read-only)", changed))
 
-            a64, b64 = (_bits_to_float64(cp, bits, dt) for _, bits in inputs.values())
-            truth = alpha * (a64 @ b64)
-            gscale = abs(alpha) * (cp.abs(a64) @ cp.abs(b64))
-            if c0_bits is not None:
-                c064 = _bits_to_float64(cp, c0_bits, out)
-                truth += beta * c064
-                gscale += abs(beta) * cp.abs(c064)
-            kernel_stats = error_stats(cp, got, truth, gscale, k, dt, out, unchanged)
-            operands = (a, inputs["A"][1]), (b, inputs["B"][1])
+            truth, gscale = self._truth(case, a_bits, b_bits, c0_bits)
+            kernel_stats = self.judge_output(case, gc, data, c0_bits, truth, gscale)
+            operands = (data.a, a_bits), (data.b, b_bits)
             peer = self._peer(operands, c0_bits, case, dt, out, truth, gscale)
             self.stream.synchronize()
         return VerificationResult(
             case_id=case.spec.name + f"[{case.id}]",
             seed=seed,
             shape=(m, n, k),
-            alpha=alpha,
-            beta=beta,
+            alpha=case.ab.alpha,
+            beta=case.ab.beta,
             kernel=kernel_stats,
             peer=peer,
             faults=tuple(faults),
         )
 
-    def _launch(self, case, ga, gb, gc, storage, out_storage, alpha, beta, dt: DType) -> None:
-        cp, spec = self.cp, case.spec
+    def _truth(self, case: Case, a_bits: Any, b_bits: Any, c0_bits: Any) -> tuple[Any, Any]:
+        """The fp64 result and the scale G of the per-element bound, from the inputs' bits."""
+        cp = self.cp
+        dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
+        alpha, beta = case.ab.alpha, case.ab.beta
+        a64, b64 = _bits_to_float64(cp, a_bits, dt), _bits_to_float64(cp, b_bits, dt)
+        truth = alpha * (a64 @ b64)
+        gscale = abs(alpha) * (cp.abs(a64) @ cp.abs(b64))
+        if c0_bits is not None:
+            c064 = _bits_to_float64(cp, c0_bits, out)
+            truth += beta * c064
+            gscale += abs(beta) * cp.abs(c064)
+        return truth, gscale
+
+    def judge_output(self, case: Case, gc: GuardedMatrix, data: CaseInputs, c0_bits: Any, truth: Any, gscale: Any):
+        """Error statistics of the C held in ``gc`` (unwritten = still bitwise equal to what it started as)."""
+        cp = self.cp
+        dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
+        got = data.logical(gc.as_float64(cp, out))
+        c_bits = data.logical(gc.matrix(uint_type(cp, out.itemsize)))
+        unchanged = c_bits == out.poison_bits if c0_bits is None else c_bits == c0_bits
+        return error_stats(cp, got, truth, gscale, case.shape.K, dt, out, unchanged)
+
+    def _launch(self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix, dt: DType) -> None:
+        """Run the kernel once and wait for it; CUDA errors become :class:`KernelLaunchError`."""
+        cp = self.cp
         try:
-            if spec.kind == "py":
-                views = [g.matrix(s) for g, s in ((ga, storage), (gb, storage), (gc, out_storage))]
-                if spec.layout == "col":
-                    views = [v.T for v in views]
-                spec.function(*views, alpha, beta, **case.variant.as_dict())
-            else:
-                fn = self._function(case)
-                geom = launch_geometry(spec, case.variant, case.shape)
-                if geom.shared_mem > 48 * 1024:
-                    cp.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SMEM_ATTR, geom.shared_mem)
-                scalar = np.dtype(dt.scalar).type
-                values = {
-                    "M": np.int32(case.shape.M),
-                    "N": np.int32(case.shape.N),
-                    "K": np.int32(case.shape.K),
-                    "alpha": scalar(alpha),
-                    "beta": scalar(beta),
-                    "A": ga.pointer(),
-                    "B": gb.pointer(),
-                    "C": gc.pointer(),
-                    "lda": np.int32(ga.ld),
-                    "ldb": np.int32(gb.ld),
-                    "ldc": np.int32(gc.ld),
-                }
-                fn(geom.grid, geom.block, tuple(values[a] for a in spec.args), shared_mem=geom.shared_mem)
+            self.enqueue(case, ga, gb, gc, dt)
             self.stream.synchronize()
         except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
-            raise KernelLaunchError(
-                f"CUDA error while running {spec.name}[{case.id}]: {exc}. Errors such as an illegal address "
-                "leave this process's CUDA context unusable: later GPU cases in this run may fail too."
-            ) from None
+            raise self.launch_error(case, exc) from None
+
+    def launch_error(self, case: Case, exc: Exception) -> KernelLaunchError:
+        return KernelLaunchError(
+            f"CUDA error while running {case.spec.name}[{case.id}]: {exc}. Errors such as an illegal address "
+            "leave this process's CUDA context unusable: later GPU cases in this run may fail too."
+        )
+
+    def enqueue(self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix, dt: DType) -> None:
+        """Launch the kernel on the current stream without waiting for it."""
+        cp, spec = self.cp, case.spec
+        out = get_dtype(spec.output_dtype(case.dtype))
+        alpha, beta = case.ab.alpha, case.ab.beta
+        if spec.kind == "py":
+            storage, out_storage = np_dtype(dt), np_dtype(out)
+            views = [g.matrix(s) for g, s in ((ga, storage), (gb, storage), (gc, out_storage))]
+            if spec.layout == "col":
+                views = [v.T for v in views]
+            spec.function(*views, alpha, beta, **case.variant.as_dict())
+            return
+        fn = self._function(case)
+        geom = launch_geometry(spec, case.variant, case.shape)
+        if geom.shared_mem > 48 * 1024:
+            cp.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SMEM_ATTR, geom.shared_mem)
+        scalar = np.dtype(dt.scalar).type
+        values = {
+            "M": np.int32(case.shape.M),
+            "N": np.int32(case.shape.N),
+            "K": np.int32(case.shape.K),
+            "alpha": scalar(alpha),
+            "beta": scalar(beta),
+            "A": ga.pointer(),
+            "B": gb.pointer(),
+            "C": gc.pointer(),
+            "lda": np.int32(ga.ld),
+            "ldb": np.int32(gb.ld),
+            "ldc": np.int32(gc.ld),
+        }
+        fn(geom.grid, geom.block, tuple(values[a] for a in spec.args), shared_mem=geom.shared_mem)
 
     def _peer(self, operands, c0_bits, case: Case, dt: DType, out: DType, truth, gscale) -> ErrorStats:
         """cuBLAS at the kernel's own dtype (fp32 without TF32; TF32 by rounding the operands).
@@ -228,7 +283,7 @@ class GpuRunner:
         reused, except for bf16, whose CuPy array type comes from ml_dtypes through the host array.
         """
         cp = self.cp
-        a_s, b_s = (cp.asarray(host) if dt.name == "bf16" else bits.view(_np_dtype(dt)) for host, bits in operands)
+        a_s, b_s = (cp.asarray(host) if dt.name == "bf16" else bits.view(np_dtype(dt)) for host, bits in operands)
         if dt.name == "tf32":
             a_s, b_s = _round_tf32(cp, a_s), _round_tf32(cp, b_s)
         acc = cp.float64 if dt.name == "fp64" else cp.float32
@@ -236,18 +291,51 @@ class GpuRunner:
         if c0_bits is not None:
             result = result + case.ab.beta * _bits_to_float64(cp, c0_bits, out).astype(acc)
         if out.name == "bf16":  # round to bf16 on the host (ml_dtypes), then widen exactly
-            result = cp.asarray(result.get().astype(_np_dtype(out)).astype(np.float64))
+            result = cp.asarray(result.get().astype(np_dtype(out)).astype(np.float64))
         else:
-            result = result.astype(_np_dtype(out)).astype(cp.float64)
+            result = result.astype(np_dtype(out)).astype(cp.float64)
         return error_stats(cp, result, truth, gscale, case.shape.K, dt, out)
 
 
-def _np_dtype(dt: DType) -> np.dtype:
+@dataclass(frozen=True)
+class CaseInputs:
+    """A case's host data (logical row-major A, B and prior C) and its layout."""
+
+    a: np.ndarray
+    b: np.ndarray
+    c0: np.ndarray | None
+    col: bool
+
+    def stored(self, x: np.ndarray) -> np.ndarray:
+        """``x`` in the kernel's storage order (column-major layouts store the transpose)."""
+        return np.ascontiguousarray(x.T) if self.col else x
+
+    def logical(self, x: Any) -> Any:
+        """A stored array seen in logical (row-major) order."""
+        return x.T if self.col else x
+
+
+def case_inputs(case: Case, seed: int) -> CaseInputs:
+    """The seeded inputs of a case: the same seed always gives the same A, B and prior C."""
+    dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
+    m, n, k = case.shape.M, case.shape.N, case.shape.K
+    rng = np.random.default_rng(seed)
+    a = _random(rng, (m, k), np_dtype(dt))
+    b = _random(rng, (k, n), np_dtype(dt))
+    c0 = _random(rng, (m, n), np_dtype(out)) if case.ab.prior else None
+    return CaseInputs(a, b, c0, case.spec.layout == "col")
+
+
+def np_dtype(dt: DType) -> np.dtype:
     if dt.storage == "bfloat16":
         import ml_dtypes
 
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(dt.storage)
+
+
+def _cuda_version(value: int) -> str:
+    return f"{value // 1000}.{value % 1000 // 10}"
 
 
 def _widen(cp: Any, x: Any, dtype: Any) -> Any:
@@ -262,7 +350,7 @@ def _bf16_bits_to(xp: Any, bits: Any, dtype: Any) -> Any:
     return (bits.astype(xp.uint32) << 16).view(xp.float32).astype(dtype)
 
 
-def _upload_bits(cp: Any, host: np.ndarray) -> Any:
+def upload_bits(cp: Any, host: np.ndarray) -> Any:
     """Copy a host array to the device as its raw bits (works for bf16, which CuPy may not know)."""
     return cp.asarray(np.ascontiguousarray(host).view(f"u{host.dtype.itemsize}"))
 
@@ -271,10 +359,10 @@ def _bits_to_float64(xp: Any, bits: Any, dt: DType) -> Any:
     if dt.name == "bf16":
         return _bf16_bits_to(xp, bits, xp.float64)
     contiguous = bits if bits.flags.c_contiguous else xp.ascontiguousarray(bits)
-    return contiguous.view(_np_dtype(dt)).astype(xp.float64)
+    return contiguous.view(np_dtype(dt)).astype(xp.float64)
 
 
-def _uint(xp: Any, itemsize: int) -> Any:
+def uint_type(xp: Any, itemsize: int) -> Any:
     return {2: xp.uint16, 4: xp.uint32, 8: xp.uint64}[itemsize]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,12 +17,17 @@ from typing import Any
 
 import pytest
 
+from .benchmark_bridge import DeviceClock, record_device_times
 from .cases import Case, case_seed, expand
 from .compiler import CompileError, NvrtcUnavailable, compile_kernel
 from .device import DeviceUnavailable, KernelLaunchError, open_device
+from .nvml import GpuMonitor, open_monitor, throttle_flags
 from .options import Settings, add_options, read_settings
-from .report import failure_message
+from .peaks import peak_flops
+from .report import failure_message, stats_line
 from .spec import KernelFileError, KernelSpec, parse_cu_source, spec_from_mapping
+from .summary import timing_tables
+from .timing import summarize
 
 SETTINGS = pytest.StashKey[Settings]()
 SPEC_ATTR = "__pytest_gemm__"
@@ -59,6 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # (and the run fails), but the rest of the kernels still run.
     config.option.continue_on_collection_errors = True
     config.pluginmanager.register(CompileReport(), "gemm-compile-report")
+    config.pluginmanager.register(TimingReport(), "gemm-timing-report")
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         paths = config.getini("gemm_kernel_paths")
         config.args = [str(config.rootpath / p) for p in paths]
@@ -224,14 +231,25 @@ class GemmCaseItem(_TextFailure, pytest.Function):
     case: Case
     base_seed: int
     gemm_seed: int
+    gemm_clock: DeviceClock
 
     @classmethod
     def from_case(cls, parent: _KernelFile, case: Case, base_seed: int) -> GemmCaseItem:
         def gemm_case(gemm_device: Any, request: pytest.FixtureRequest) -> None:
-            _run_case(gemm_device, request.node)
+            _run_case(gemm_device, request, None)
 
-        item = cls.from_parent(parent, name=f"{case.spec.name}[{case.id}]", callobj=gemm_case)
+        def gemm_timed_case(gemm_device: Any, request: pytest.FixtureRequest, benchmark: Any) -> None:
+            _run_case(gemm_device, request, benchmark)
+
+        # Every case is also timed unless --benchmark-skip; only timed cases ask for pytest-benchmark's
+        # fixture, so that --benchmark-only keeps them (and skips the compile items).
+        timed = not parent.config.getoption("benchmark_skip", False)
+        callobj = gemm_timed_case if timed else gemm_case
+        item = cls.from_parent(parent, name=f"{case.spec.name}[{case.id}]", callobj=callobj)
         _with_params_id(item, case.spec.name, case.id)
+        item.gemm_clock = DeviceClock()
+        if timed:
+            item.add_marker(pytest.mark.benchmark(timer=item.gemm_clock, group=f"{case.dtype} {case.shape.id}"))
         item.case = case
         item.base_seed = base_seed
         item.gemm_seed = case_seed(base_seed, item.nodeid)
@@ -245,21 +263,122 @@ class GemmCaseItem(_TextFailure, pytest.Function):
         return self.path, self.case.spec.line - 1, self.name
 
 
-def _run_case(device: Any, item: GemmCaseItem) -> None:
+def _run_case(device: Any, request: pytest.FixtureRequest, benchmark: Any) -> None:
+    item = request.node
     result = device.verify(item.case, item.gemm_seed)
     item.user_properties.append(("gemm_margin", result.kernel.margin))
+    replay = f"pytest '{item.nodeid}' --gemm-kernels --gemm-seed {item.base_seed}"
     if not result.passed:
-        replay = f"pytest '{item.nodeid}' --gemm-kernels --gemm-seed {item.base_seed}"
         raise GemmFailure(failure_message(result, dtype=item.case.dtype, replay=replay))
+    if benchmark is not None and not benchmark.disabled:
+        _time_case(device, request, benchmark, replay)
+
+
+def _time_case(device: Any, request: pytest.FixtureRequest, benchmark: Any, replay: str) -> None:
+    """Time a verified case against cuBLAS, check the numbers are believable, and record them."""
+    item: GemmCaseItem = request.node
+    case, config = item.case, item.config
+    monitor: GpuMonitor = request.getfixturevalue("gemm_monitor")
+    gpu = config.stash[GPU_FACTS]
+    before = monitor.sample()
+    run = device.benchmark(case, item.gemm_seed, config.stash[SETTINGS].timing)
+    after = monitor.sample()
+    clock = gpu.get("max_sm_clock_mhz") or gpu.get("cuda_max_sm_clock_mhz")
+    peak = peak_flops(device.name, device.capability, device.sm_count, clock, case.dtype)
+    metrics = summarize(
+        run,
+        flops=case.shape.flops,
+        peak_flops=peak,
+        throttle=throttle_flags(before, after),
+        expect_fast=case.spec.expect_fast,
+    )
+    wrong = run.last_output is not None and not run.last_output.passed
+    row = {
+        "test": item.nodeid,
+        "file": case.spec.path,
+        "kernel": case.spec.name + (f"[{case.variant.id}]" if case.variant.id else ""),
+        "dtype": case.dtype,
+        "shape": case.shape.id,
+        "ab": case.ab.id,
+        "alpha": case.ab.alpha,
+        "beta": case.ab.beta,
+        **metrics,
+        "verdict": "wrong" if wrong else ("suspicious" if metrics["suspicious"] else "ok"),
+        "nvml_before": before,
+        "nvml_after": after,
+    }
+    if config.getoption("benchmark_save_data", False):
+        row["raw"] = {"kernel_s": list(run.kernel_s), "cublas_s": list(run.reference_s)}
+    item.user_properties.append(("gemm_gpu", gpu))
+    item.user_properties.append(("gemm_timing", row))
+    problems = []
+    if wrong:
+        problems.append(
+            "the output of the last timed launch is wrong (the first launch was right: does the kernel "
+            f"keep state between launches?): {stats_line(run.last_output)}"
+        )
+    problems += [f"suspicious timing: {text}" for text in metrics["suspicious"]]
+    if problems:
+        hint = (
+            'If this speed is real, say why in the kernel header: expect_fast = "...".' if metrics["suspicious"] else ""
+        )
+        raise GemmFailure("\n".join([f"{case.spec.name}[{case.id}]:", *problems, hint, f"replay: {replay}"]).strip())
+    record_device_times(benchmark, item.gemm_clock, list(run.kernel_s), row)
+
+
+GPU_FACTS = pytest.StashKey[dict]()
 
 
 @pytest.fixture(scope="session")
-def gemm_device() -> Any:
+def gemm_device(pytestconfig: pytest.Config) -> Any:
     """The GPU runner; skips every GPU case with one reason when there is no usable device."""
     try:
         return open_device()
     except DeviceUnavailable as exc:
+        pytestconfig.stash[GPU_FACTS] = {"available": False, "reason": f"no CUDA device: {exc}"}
         pytest.skip(f"no CUDA device: {exc}")
+
+
+@pytest.fixture(scope="session")
+def gemm_monitor(gemm_device: Any, pytestconfig: pytest.Config) -> GpuMonitor:
+    """NVML's view of the runner's GPU (found by PCI bus id); its facts go to the stash for reports."""
+    monitor = open_monitor(gemm_device.pci_bus_id)
+    pytestconfig.stash[GPU_FACTS] = {"available": True, **gemm_device.facts(), **monitor.facts()}
+    return monitor
+
+
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
+    """Add the GPU's facts to pytest-benchmark's machine info (and so to its saved JSON)."""
+    if SETTINGS not in config.stash:
+        return
+    report = config.pluginmanager.get_plugin("gemm-timing-report")
+    gpu = (report.gpu if report is not None else None) or config.stash.get(GPU_FACTS, None)
+    machine_info["gpu"] = gpu or {"available": False, "reason": "no GPU case was timed in this run"}
+
+
+class TimingReport:
+    """Collects the timing rows of every case (from reports, so xdist works) and prints them per dtype."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.gpu: dict[str, Any] | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for key, value in report.user_properties:
+            if key == "gemm_timing":
+                self.rows.append(value)
+            elif key == "gemm_gpu":
+                self.gpu = value
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.rows:
+            return
+        tr = terminalreporter
+        tr.section("pytest-gemm timing (device time, CUDA events)")
+        for line in timing_tables(self.rows, self.gpu or {}, width=shutil.get_terminal_size((120, 24)).columns):
+            tr.write_line(line)
 
 
 class CompileReport:

@@ -40,7 +40,17 @@ _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 _ARCH_FLAGS = re.compile(r"^(-arch|--gpu-architecture|-gencode|--generate-code|-code)\b")
 
 REQUIRED_CU = ("entry", "args", "dtypes", "block", "grid")
-OPTIONAL = ("shared_mem", "requires", "layout", "options", "params", "c_dtype", "name", "description")
+OPTIONAL = (
+    "shared_mem",
+    "requires",
+    "layout",
+    "options",
+    "params",
+    "c_dtype",
+    "name",
+    "description",
+    "expect_fast",
+)
 
 
 class KernelFileError(Exception):
@@ -87,6 +97,7 @@ class KernelSpec:
     params: tuple[tuple[str, tuple[int, ...]], ...] = ()
     c_dtype: str | None = None
     description: str = ""
+    expect_fast: str = ""  # why timing above peak or far beyond cuBLAS is expected (empty: it is suspicious)
     source: str = field(default="", repr=False, compare=False)
     function: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
 
@@ -180,6 +191,9 @@ def spec_from_mapping(
     description = data.get("description", "")
     if not isinstance(description, str):
         check.fail("description", "expected a string")
+    expect_fast = data.get("expect_fast", "")
+    if not isinstance(expect_fast, str) or ("expect_fast" in data and not expect_fast.strip()):
+        check.fail("expect_fast", "expected a non-empty string saying why this kernel may beat cuBLAS or the peak")
     return KernelSpec(
         path=str(path),
         name=name,
@@ -197,6 +211,7 @@ def spec_from_mapping(
         params=params,
         c_dtype=c_dtype,
         description=description,
+        expect_fast=expect_fast.strip(),
         source=source,
         function=function,
     )

@@ -1,0 +1,131 @@
+"""Timing records and what is made of them: per-case metrics, throttle and sanity flags.
+
+The GPU side (:mod:`.device_timing`) returns a :class:`TimingRun` of raw event times; everything
+here is plain Python on those numbers, so it is tested on recorded data without a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .stats import Interval, StopRule, median_interval, ratio_interval
+from .verify import ErrorStats
+
+__all__ = [
+    "FASTER_THAN_CUBLAS",
+    "MIN_REFERENCE_S",
+    "TimingRun",
+    "TimingSettings",
+    "summarize",
+]
+
+#: A kernel this much faster than cuBLAS (per-pair ratio below 1/1.5) is suspicious ...
+FASTER_THAN_CUBLAS = 1.5
+#: ... where cuBLAS itself runs at least this long: below it, launch latency and tile quantisation
+#: dominate cuBLAS's time, and small or skinny shapes can honestly beat it.
+MIN_REFERENCE_S = 50e-6
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    """How to time: the stopping rule and the cache state each launch starts from."""
+
+    stop: StopRule = field(default_factory=StopRule)
+    cold_cache: bool = True  # flush L2 before every timed launch (and rotate inputs that fit in L2)
+    warmup_s: float = 0.025  # at least this much device time of untimed pairs first (and 2 pairs)
+
+
+@dataclass(frozen=True)
+class TimingRun:
+    """What one case's timing produced: raw device times in seconds, paired launch by launch."""
+
+    kernel_s: tuple[float, ...]
+    reference_s: tuple[float, ...]
+    elapsed_s: float  # wall time of the whole timing, warm-up included
+    stop_reason: str  # "converged" or "time cap"
+    cold_cache: bool
+    input_copies: int  # sets of A, B, C rotated through
+    flush_bytes: int  # size of the L2 flush buffer (0 when hot)
+    last_output: ErrorStats | None = None  # the last timed launch's output, verified again
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["last_output"] = None if self.last_output is None else asdict(self.last_output)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TimingRun:
+        values = dict(data)
+        values["kernel_s"] = tuple(values["kernel_s"])
+        values["reference_s"] = tuple(values["reference_s"])
+        last = values.get("last_output")
+        if last is not None:
+            last = {
+                **last,
+                "worst": tuple(map(tuple, last["worst"])),
+                "bad_tiles": tuple(map(tuple, last["bad_tiles"])),
+            }
+            values["last_output"] = ErrorStats(**last)
+        return cls(**values)
+
+
+def _tflops(flops: int, seconds: float) -> float:
+    return flops / seconds / 1e12 if seconds > 0 else 0.0
+
+
+def summarize(
+    run: TimingRun,
+    *,
+    flops: int,
+    peak_flops: float | None,
+    throttle: list[str] | None = None,
+    expect_fast: str = "",
+) -> dict[str, Any]:
+    """The per-case metrics: medians with intervals, rates, shares of cuBLAS and of peak, noise and flags.
+
+    The result is a plain JSON-ready dict; it is what the terminal table, the pytest-benchmark
+    ``extra_info`` and the regression gate read.
+    """
+    kernel = median_interval(run.kernel_s)
+    reference = median_interval(run.reference_s)
+    ratio = ratio_interval(run.kernel_s, run.reference_s)
+    tflops = _tflops(flops, kernel.median)
+    suspicious = _suspicious(kernel, reference, ratio, tflops, peak_flops)
+    return {
+        "median_s": kernel.median,
+        "ci_s": [kernel.low, kernel.high],
+        "cublas_median_s": reference.median,
+        "cublas_ci_s": [reference.low, reference.high],
+        "ratio": ratio.median,  # kernel time / cuBLAS time, per pair
+        "ratio_ci": [ratio.low, ratio.high],
+        "tflops": tflops,
+        "cublas_tflops": _tflops(flops, reference.median),
+        "pct_cublas": 100 / ratio.median,
+        "pct_cublas_ci": [100 / ratio.high, 100 / ratio.low],
+        "peak_tflops": peak_flops / 1e12 if peak_flops else None,
+        "pct_peak": 100 * tflops * 1e12 / peak_flops if peak_flops else None,
+        "noise": max(kernel.rel_half_width, reference.rel_half_width, ratio.rel_half_width),
+        "samples": kernel.n,
+        "stop": run.stop_reason,
+        "timing_s": run.elapsed_s,
+        "cache": "cold" if run.cold_cache else "hot",
+        "input_copies": run.input_copies,
+        "throttle": list(throttle or []),
+        "suspicious": [] if expect_fast else suspicious,
+        "suspicious_expected": suspicious if expect_fast else [],
+    }
+
+
+def _suspicious(
+    kernel: Interval, reference: Interval, ratio: Interval, tflops: float, peak_flops: float | None
+) -> list[str]:
+    problems = []
+    if peak_flops and tflops * 1e12 > peak_flops:
+        problems.append(f"{tflops:.1f} TFLOP/s is above this GPU's peak of {peak_flops / 1e12:.1f} TFLOP/s")
+    if ratio.median < 1 / FASTER_THAN_CUBLAS and reference.median >= MIN_REFERENCE_S:
+        problems.append(
+            f"{1 / ratio.median:.2f}x faster than cuBLAS "
+            f"({kernel.median * 1e6:.1f} us vs {reference.median * 1e6:.1f} us)"
+        )
+    return problems
