@@ -6,7 +6,7 @@ here is plain Python on those numbers, so it is tested on recorded data without 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from .stats import Interval, StopRule, median_interval, ratio_interval
@@ -48,26 +48,6 @@ class TimingRun:
     input_copies: int  # sets of A, B, C rotated through
     flush_bytes: int  # size of the L2 flush buffer (0 when hot)
     last_output: ErrorStats | None = None  # the last timed launch's output, verified again
-
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["last_output"] = None if self.last_output is None else asdict(self.last_output)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TimingRun:
-        values = dict(data)
-        values["kernel_s"] = tuple(values["kernel_s"])
-        values["reference_s"] = tuple(values["reference_s"])
-        last = values.get("last_output")
-        if last is not None:
-            last = {
-                **last,
-                "worst": tuple(map(tuple, last["worst"])),
-                "bad_tiles": tuple(map(tuple, last["bad_tiles"])),
-            }
-            values["last_output"] = ErrorStats(**last)
-        return cls(**values)
 
 
 def _tflops(flops: int, seconds: float) -> float:

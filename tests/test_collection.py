@@ -133,6 +133,9 @@ def test_bad_toml_reports_the_file_line(project):
         (["--gemm-dtypes", "fp8"], "--gemm-dtypes / gemm_dtypes: unknown dtype 'fp8'"),
         (["--gemm-archs", "90"], "--gemm-archs / gemm_archs: '90' is not an architecture"),
         (["--gemm-seed", "x"], "--gemm-seed / gemm_seed: expected an integer"),
+        (["--gemm-noise", "0"], "--gemm-noise / gemm_noise: expected a number from 0.0001 to 0.5, got '0'"),
+        (["--gemm-min-samples", "2"], "--gemm-min-samples / gemm_min_samples: expected an integer from 3 to"),
+        (["--gemm-max-time", "soon"], "--gemm-max-time / gemm_max_time: expected a number from 0 to 3600"),
     ],
 )
 def test_bad_options_are_usage_errors(project, option, message):

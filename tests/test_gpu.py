@@ -41,6 +41,7 @@ def broken_run(tmp_path_factory):
             "--gemm-shapes",
             "256,100x100x64",
             "-rf",
+            "--benchmark-skip",
         ],
         cwd=work,
         capture_output=True,
@@ -105,6 +106,7 @@ def test_precision_cheats_fail_at_4096_cubed(pytester):
         "gpu",
         "--gemm-shapes",
         "4096",
+        "--benchmark-skip",
     )
     result.assert_outcomes(failed=6, passed=3)
     text = result.stdout.str()
@@ -147,14 +149,16 @@ def forgets_half(A, B, C, alpha, beta):
 
 def test_python_kernels_run_through_the_same_checks(pytester):
     (pytester.path / "py_kernels.py").write_text(PY_KERNELS)
-    result = pytester.runpytest("--gemm-kernels", "py_kernels.py", "--gemm-shapes", "96x64x48")
+    result = pytester.runpytest("--gemm-kernels", "py_kernels.py", "--gemm-shapes", "96x64x48", "--benchmark-skip")
     result.assert_outcomes(passed=6, failed=3)
     result.stdout.fnmatch_lines(["*forgets_half[[]fp32-96x64x48[]]*", "*unwritten output: 3072 element(s)*"])
 
 
 def test_a_crashing_kernel_fails_with_the_cuda_message(pytester):
     shutil.copy(BROKEN / "crash.cu", pytester.path / "crash.cu")
-    result = pytester.runpytest_subprocess("--gemm-kernels", "crash.cu", "-m", "gpu", "--gemm-shapes", "64")
+    result = pytester.runpytest_subprocess(
+        "--gemm-kernels", "crash.cu", "-m", "gpu", "--gemm-shapes", "64", "--benchmark-skip"
+    )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*CUDA error while running wild_write[[]fp32-64x64x64[]]*"])
 
@@ -163,6 +167,12 @@ def test_every_dtype_passes_with_correct_kernels(pytester):
     """fp64, fp16, bf16 with fp32 output and tf32 (judged with TF32 tolerance) all verify."""
     shutil.copy(ROOT / "tests" / "kernels_dtypes" / "naive_dtypes.cu", pytester.path / "naive_dtypes.cu")
     result = pytester.runpytest(
-        "--gemm-kernels", "naive_dtypes.cu", "-m", "gpu", "--gemm-shapes", "64,100x70x33,256x128x2048"
+        "--gemm-kernels",
+        "naive_dtypes.cu",
+        "-m",
+        "gpu",
+        "--gemm-shapes",
+        "64,100x70x33,256x128x2048",
+        "--benchmark-skip",
     )
     result.assert_outcomes(passed=4 * 3 * 3)

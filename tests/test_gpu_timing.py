@@ -1,0 +1,115 @@
+"""On the GPU: verified cases are timed on the device, saved through pytest-benchmark, and cheats are caught.
+
+These tests need a CUDA device and skip without one ("no CUDA device: ...").
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import BROKEN, KERNELS, requires_gpu
+
+pytestmark = [requires_gpu, pytest.mark.gpu]
+
+ONE_CASE = ["-k", "not a0.7 and not a-1.5", "--gemm-max-time", "0.3"]
+
+
+def _benchmarks(path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_a_timed_case_saves_device_times_and_gpu_facts(pytester):
+    shutil.copy(KERNELS / "01_naive.cu", pytester.path / "naive.cu")
+    result = pytester.runpytest(
+        "--gemm-kernels", "naive.cu", "--gemm-shapes", "512", *ONE_CASE, "--benchmark-json", "run.json"
+    )
+    result.assert_outcomes(passed=3)  # two compile items and one timed case
+    result.stdout.fnmatch_lines(
+        ["*pytest-gemm timing (device time, CUDA events)*", "NVIDIA *SM clock*", "fp32:", "sgemm_naive *512x512x512 *"]
+    )
+    data = _benchmarks(pytester.path / "run.json")
+    gpu = data["machine_info"]["gpu"]
+    assert gpu["available"] is True and gpu["sm_count"] > 0 and gpu["cublas_version"]
+    if gpu["nvml"]:
+        assert gpu["uuid"].startswith("GPU-") and gpu["driver_version"] and gpu["max_sm_clock_mhz"] > 0
+    (bench,) = data["benchmarks"]
+    gemm = bench["extra_info"]["gemm"]
+    assert bench["options"]["timer"] == "pytest_gemm.cuda_event_time"
+    assert bench["stats"]["rounds"] == gemm["samples"] >= 10
+    assert bench["stats"]["median"] == pytest.approx(gemm["median_s"], rel=1e-12)
+    assert gemm["ci_s"][0] <= gemm["median_s"] <= gemm["ci_s"][1]
+    assert gemm["pct_cublas"] == pytest.approx(100 / gemm["ratio"])
+    assert gemm["tflops"] == pytest.approx(2 * 512**3 / gemm["median_s"] / 1e12)
+    assert gemm["verdict"] == "ok" and gemm["cache"] == "cold"
+    # pytest-benchmark's own command line opens the saved file.
+    compare = subprocess.run(
+        [sys.executable, "-c", "from pytest_benchmark.cli import main; main()", "compare", "run.json"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+    )
+    assert compare.returncode == 0, compare.stderr
+    assert "sgemm_naive[fp32-512x512x512]" in compare.stdout
+
+
+def test_benchmark_skip_verifies_without_timing(pytester):
+    shutil.copy(KERNELS / "01_naive.cu", pytester.path / "naive.cu")
+    result = pytester.runpytest("--gemm-kernels", "naive.cu", "--gemm-shapes", "256", "--benchmark-skip")
+    result.assert_outcomes(passed=2 + 3)
+    assert "pytest-gemm timing" not in result.stdout.str()
+
+
+def test_benchmark_only_runs_the_timed_cases_alone(pytester):
+    shutil.copy(KERNELS / "01_naive.cu", pytester.path / "naive.cu")
+    result = pytester.runpytest("--gemm-kernels", "naive.cu", "--gemm-shapes", "256", *ONE_CASE, "--benchmark-only")
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*sgemm_naive *256x256x256*"])
+
+
+def test_hot_cache_timing_is_labelled(pytester):
+    shutil.copy(KERNELS / "01_naive.cu", pytester.path / "naive.cu")
+    result = pytester.runpytest(
+        "--gemm-kernels",
+        "naive.cu",
+        "--gemm-shapes",
+        "256",
+        *ONE_CASE,
+        "--gemm-hot-cache",
+        "--benchmark-json",
+        "r.json",
+    )
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*sgemm_naive *256x256x256*hot L2*"])
+    (bench,) = _benchmarks(pytester.path / "r.json")["benchmarks"]
+    assert bench["extra_info"]["gemm"]["cache"] == "hot"
+
+
+def test_a_kernel_that_skips_work_on_repeated_launches_is_caught(pytester):
+    """It passes verification (its first launch is right) but not timing: too fast, and wrong when repeated."""
+    shutil.copy(BROKEN / "timing_cheat.cu", pytester.path / "timing_cheat.cu")
+    result = pytester.runpytest_subprocess(
+        "--gemm-kernels",
+        "timing_cheat.cu",
+        "-m",
+        "gpu",
+        "--gemm-shapes",
+        "4096",
+        *ONE_CASE,
+        "--benchmark-json",
+        "r.json",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*the output of the last timed launch is wrong*",
+            "*suspicious timing: *x faster than cuBLAS*",
+            "*expect_fast*",
+            "*WRONG OUTPUT, SUSPICIOUS*",
+        ]
+    )
+    assert _benchmarks(pytester.path / "r.json")["benchmarks"] == []  # nothing untrustworthy is saved
