@@ -133,14 +133,17 @@ class Timer:
         kernel_s: list[float] = []
         reference_s: list[float] = []
         start = time.perf_counter()
-        # Warm-up: untimed in the results, but measured to size the batches.
-        warm_k, warm_r, host_s = self._batch(2, 0.0, kernel_sets, cublas_sets, prepare, kernel, reference, 0)
+        # Warm-up, not part of the results: two rounds absorb first-call costs (cuBLAS's heuristics and
+        # workspace), then more rounds up to ``warmup_s`` of device time measure the device and host
+        # cost of a round, which size the batches and the spin.
+        warm_k, warm_r, _ = self._batch(2, 0.0, kernel_sets, cublas_sets, prepare, kernel, reference, 0)
         per_round = (sum(warm_k) + sum(warm_r)) / 2
-        host_round = host_s / 2
-        extra = min(64, math.ceil(settings.warmup_s / max(per_round, 1e-9))) - 2
-        if extra > 0:
-            self._batch(extra, 0.0, kernel_sets, cublas_sets, prepare, kernel, reference, 0)
+        extra = max(1, min(_MAX_BATCH, math.ceil(settings.warmup_s / max(per_round, 1e-9))) - 2)
+        warm_k, warm_r, host_s = self._batch(extra, 0.0, kernel_sets, cublas_sets, prepare, kernel, reference, 0)
+        per_round = (sum(warm_k) + sum(warm_r)) / extra
+        host_round = host_s / extra
         batch = max(1, min(_MAX_BATCH, round(_BATCH_DEVICE_S / max(per_round, 1e-9))))
+        # The spin keeps the GPU busy while Python queues the batch; only needed when queuing is slow.
         spin = min(_MAX_SPIN_S, 1.5 * host_round * batch) if host_round > per_round / 2 else 0.0
 
         rounds, reason = 0, ""
