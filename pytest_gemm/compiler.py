@@ -88,8 +88,27 @@ def _include_dirs() -> tuple[str, ...]:
 
 def compile_options(spec: KernelSpec, arch: str) -> list[str]:
     opts = [f"--gpu-architecture={arch}", "-std=c++17", "--ptxas-options=-v", "-lineinfo"]
+    if _accepts_no_cache():
+        # With a driver present, NVRTC 12.9+ serves repeat compiles from the driver's compute cache,
+        # and a cached result comes without ptxas's report (registers, spills). This process caches.
+        opts.append("--no-cache")
     opts += [f"-I{d}" for d in _include_dirs()]
     return opts + list(spec.options)
+
+
+@functools.lru_cache(maxsize=1)
+def _accepts_no_cache() -> bool:
+    """Whether this NVRTC knows ``--no-cache`` (older ones reject unknown options)."""
+    try:
+        nvrtc = _nvrtc()
+        err, prog = nvrtc.nvrtcCreateProgram(b"__global__ void k() {}", b"probe.cu", 0, [], [])
+    except (NvrtcUnavailable, RuntimeError):
+        return False
+    try:
+        (result,) = nvrtc.nvrtcCompileProgram(prog, 1, [b"--no-cache"])
+        return result == nvrtc.nvrtcResult.NVRTC_SUCCESS
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
 
 
 def source_with_params(spec: KernelSpec, variant: Variant) -> str:

@@ -36,4 +36,6 @@ echo "== broken-demo (failures expected): $(tail -n 1 "$out/broken-demo.log")"
 if [ "${GEMM_ACCEPTANCE:-0}" = 1 ]; then
     bash scripts/timing-acceptance.sh "$out" || status=1
 fi
+# Everything in one archive (the device tool brings back only a few files).
+tar czf /tmp/gpu-check.tgz -C "$out" . && find "$out" -mindepth 1 -delete && mv /tmp/gpu-check.tgz "$out/"
 exit $status
