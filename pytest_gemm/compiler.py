@@ -104,6 +104,8 @@ def _accepts_no_cache() -> bool:
         err, prog = nvrtc.nvrtcCreateProgram(b"__global__ void k() {}", b"probe.cu", 0, [], [])
     except (NvrtcUnavailable, RuntimeError):
         return False
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        return False
     try:
         (result,) = nvrtc.nvrtcCompileProgram(prog, 1, [b"--no-cache"])
         return result == nvrtc.nvrtcResult.NVRTC_SUCCESS

@@ -75,9 +75,17 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if SETTINGS not in config.stash:
         return None
     s = config.stash[SETTINGS]
+    t = s.timing
+    if config.getoption("benchmark_skip", False) or config.getoption("benchmark_disable", False):
+        timing = "timing off"
+    else:
+        timing = (
+            f"timing: {'cold' if t.cold_cache else 'hot'} L2, noise target {100 * t.stop.target:g}%, "
+            f">= {t.stop.min_samples} samples, <= {t.stop.max_time:g} s per case"
+        )
     return [
         f"pytest-gemm: {len(s.shapes)} shapes, dtypes {','.join(s.dtypes) if s.dtypes else 'as declared'}, "
-        f"compile for {','.join(s.archs)}, seed {s.seed}"
+        f"compile for {','.join(s.archs)}, seed {s.seed}; {timing}"
     ]
 
 

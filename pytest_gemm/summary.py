@@ -70,6 +70,7 @@ def gpu_line(gpu: dict[str, Any], rows: list[dict[str, Any]]) -> str:
 
 _COLUMNS = ("kernel", "shape", "median", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n", "flags")
 _RIGHT = {"median", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n"}
+_MIN_KERNEL = 10
 
 
 def _cells(row: dict[str, Any]) -> list[str]:
@@ -86,22 +87,32 @@ def _cells(row: dict[str, Any]) -> list[str]:
     ]
 
 
+def _rest_width(widths: dict[int, int], columns: list[int]) -> int:
+    """Width of every column but the first, with the two-space gaps."""
+    return sum(widths[i] for i in columns[1:]) + 2 * (len(columns) - 1)
+
+
 def timing_tables(rows: list[dict[str, Any]], gpu: dict[str, Any], width: int = 120) -> list[str]:
     """Lines of text: a GPU line, then per dtype a table of every timed case, in run order.
 
-    The kernel column is shortened (with a trailing '~') when the table would be wider than ``width``.
+    When the table would be wider than ``width``, the "% peak" column goes first, then the
+    kernel column is shortened (with a trailing '~').
     """
     lines = [gpu_line(gpu, rows)]
     for dtype in sorted({row["dtype"] for row in rows}):
         table = [_cells(row) for row in rows if row["dtype"] == dtype]
-        widths = [max(len(col), *(len(cells[i]) for cells in table)) for i, col in enumerate(_COLUMNS)]
-        others = sum(widths[1:]) + 2 * (len(widths) - 1)
-        widths[0] = max(12, min(widths[0], width - others))
+        columns = list(range(len(_COLUMNS)))
+        widths = {i: max(len(_COLUMNS[i]), *(len(cells[i]) for cells in table)) for i in columns}
+
+        if widths[0] + _rest_width(widths, columns) > width:
+            columns.remove(_COLUMNS.index("% peak"))
+        widths[0] = max(_MIN_KERNEL, min(widths[0], width - _rest_width(widths, columns)))
         lines.append("")
         lines.append(f"{dtype}:")
         for cells in [list(_COLUMNS), *table]:
             out = []
-            for i, (cell, w) in enumerate(zip(cells, widths)):
+            for i in columns:
+                cell, w = cells[i], widths[i]
                 if len(cell) > w:
                     cell = cell[: w - 1] + "~"
                 out.append(cell.rjust(w) if _COLUMNS[i] in _RIGHT else cell.ljust(w))

@@ -62,3 +62,17 @@ extern "C" __global__ void sgemm_naive(int M, int N, int K, float alpha, const f
 @pytest.fixture
 def naive_source() -> str:
     return NAIVE_HEADER + NAIVE_BODY
+
+
+RECORDED = Path(__file__).resolve().parent / "data" / "h100_timings.json"
+
+
+def recorded_timings() -> dict:
+    """Timings recorded on an H100 by scripts/gpu-check.sh (pytest-benchmark JSON rows with raw samples)."""
+    import json
+
+    return json.loads(RECORDED.read_text())
+
+
+def recorded_rows() -> list[dict]:
+    return recorded_timings()["rows"]

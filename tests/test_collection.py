@@ -107,6 +107,29 @@ def test_gpu_cases_skip_with_one_reason_without_a_device(project):
     assert len(skip_lines) == 1 and "no CUDA device" in skip_lines[0]
 
 
+@pytest.mark.parametrize(
+    ("options", "ini", "line"),
+    [
+        ([], "", "timing: cold L2, noise target 0.5%, >= 10 samples, <= 1 s per case"),
+        (
+            ["--gemm-hot-cache", "--gemm-noise", "0.01", "--gemm-min-samples", "20", "--gemm-max-time", "2.5"],
+            "",
+            "timing: hot L2, noise target 1%, >= 20 samples, <= 2.5 s per case",
+        ),
+        (
+            [],
+            "gemm_hot_cache = true\ngemm_max_time = 0.5\n",
+            "timing: hot L2, noise target 0.5%, >= 10 samples, <= 0.5 s",
+        ),
+        (["--benchmark-skip"], "", "timing off"),
+    ],
+)
+def test_timing_settings_from_options_and_ini(project, options, ini, line):
+    project.makeini("[pytest]\ngemm_shapes = 64\n" + ini)
+    result = project.runpytest("--gemm-kernels", "kernels", "--collect-only", *options)
+    result.stdout.fnmatch_lines([f"pytest-gemm: *; {line}*"])
+
+
 def test_malformed_header_is_a_collection_error_and_other_files_still_run(project):
     (project.path / "kernels" / "broken.cu").write_text(
         '/* pytest-gemm\nentry = "k"\nargs = ["M", "A", "B", "C"]\ndtypes = ["fp32"]\nblock = [32]\n'

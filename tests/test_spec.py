@@ -36,6 +36,14 @@ def test_a_full_header_is_read_into_a_spec():
     assert spec.entry_for(spec.variants()[1]) == "sgemm<128, 32>"
 
 
+def test_expect_fast_gives_the_reason(naive_source):
+    (plain,) = parse_cu_source("k.cu", naive_source)
+    assert plain.expect_fast == ""
+    text = naive_source.replace("/* pytest-gemm\n", '/* pytest-gemm\nexpect_fast = " reads only the nonzeros "\n')
+    (spec,) = parse_cu_source("k.cu", text)
+    assert spec.expect_fast == "reads only the nonzeros"
+
+
 def test_expressions_use_params_and_shape():
     (spec,) = parse_cu_source("k.cu", HEADER)
     geom = launch_geometry(spec, spec.variants()[0], Shape(1000, 100, 64))
@@ -109,6 +117,8 @@ BAD = [
     ("c_dtype = 'int8'", "c_dtype", "unknown dtype"),
     ("entry = 'sgemm<X>'", "entry", "neither a param nor a literal"),
     ("entry = '1bad'", "entry", "expected a kernel name"),
+    ("expect_fast = ''", "expect_fast", "non-empty string saying why"),
+    ("expect_fast = true", "expect_fast", "non-empty string saying why"),
 ]
 
 
