@@ -76,8 +76,11 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         return None
     s = config.stash[SETTINGS]
     t = s.timing
+    xdist = bool(getattr(config.option, "numprocesses", None)) and not config.getoption("benchmark_enable", False)
     if config.getoption("benchmark_skip", False) or config.getoption("benchmark_disable", False):
         timing = "timing off"
+    elif xdist:
+        timing = "timing off under xdist (pytest-benchmark's rule; --benchmark-enable times anyway)"
     else:
         timing = (
             f"timing: {'cold' if t.cold_cache else 'hot'} L2, noise target {100 * t.stop.target:g}%, "

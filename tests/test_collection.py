@@ -122,6 +122,7 @@ def test_gpu_cases_skip_with_one_reason_without_a_device(project):
             "timing: hot L2, noise target 0.5%, >= 10 samples, <= 0.5 s",
         ),
         (["--benchmark-skip"], "", "timing off"),
+        (["-n", "2"], "", "timing off under xdist (pytest-benchmark's rule; --benchmark-enable times anyway)"),
     ],
 )
 def test_timing_settings_from_options_and_ini(project, options, ini, line):
