@@ -159,6 +159,7 @@ class Timer:
         c0_bits = None if data.c0 is None else upload_bits(cp, data.c0)
         truth, gscale = runner._truth(case, upload_bits(cp, data.a), upload_bits(cp, data.b), c0_bits)
         last_output = runner.judge_output(case, last.c, data, c0_bits, truth, gscale)
+        reference_output = runner.judge_output(case, cublas_sets[(rounds - 1) % copies].c, data, c0_bits, truth, gscale)
         runner.stream.synchronize()
         return TimingRun(
             kernel_s=tuple(kernel_s),
@@ -169,6 +170,7 @@ class Timer:
             input_copies=copies,
             flush_bytes=self.flush_bytes if settings.cold_cache else 0,
             last_output=last_output,
+            reference_output=reference_output,
         )
 
     def _batch(self, rounds, spin_s, kernel_sets, cublas_sets, prepare, kernel, reference, first):

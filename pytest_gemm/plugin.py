@@ -324,6 +324,11 @@ def _time_case(device: Any, request: pytest.FixtureRequest, benchmark: Any, repl
         row["raw"] = {"kernel_s": list(run.kernel_s), "cublas_s": list(run.reference_s)}
     item.user_properties.append(("gemm_gpu", gpu))
     item.user_properties.append(("gemm_timing", row))
+    if run.reference_output is not None and not run.reference_output.passed:
+        raise GemmFailure(
+            f"{case.spec.name}[{case.id}]: the cuBLAS launches timed alongside produced a wrong result "
+            f"({stats_line(run.reference_output)}); this is a pytest-gemm bug, please report it with: {replay}"
+        )
     problems = []
     if wrong:
         problems.append(

@@ -48,6 +48,7 @@ class TimingRun:
     input_copies: int  # sets of A, B, C rotated through
     flush_bytes: int  # size of the L2 flush buffer (0 when hot)
     last_output: ErrorStats | None = None  # the last timed launch's output, verified again
+    reference_output: ErrorStats | None = None  # the same for cuBLAS: proves it computed this case
 
 
 def _tflops(flops: int, seconds: float) -> float:

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import BROKEN, KERNELS, requires_gpu
+from conftest import BROKEN, KERNELS, ROOT, requires_gpu
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
@@ -115,3 +115,42 @@ def test_a_kernel_that_skips_work_on_repeated_launches_is_caught(pytester):
     # Nothing untrustworthy is saved: pytest-benchmark had no benchmark to write.
     assert not (pytester.path / "r.json").exists()
     assert "no benchmarks have been run" in result.stderr.str()
+
+
+COL_MAJOR = """
+from pytest_gemm import gemm_kernel
+
+@gemm_kernel(dtypes=["fp32"], layout="col")
+def cupy_col(A, B, C, alpha, beta):
+    C[...] = alpha * (A @ B) + (beta * C if beta else 0)
+"""
+
+
+def test_every_dtype_and_the_column_major_layout_are_timed_against_cublas(pytester):
+    """cuBLAS is called with the right types for fp64, fp16, bf16 and tf32, and the right layout for "col".
+
+    The harness checks the output of cuBLAS's last timed launch too, and fails the case if it is wrong.
+    """
+    shutil.copy(ROOT / "tests" / "kernels_dtypes" / "naive_dtypes.cu", pytester.path / "naive_dtypes.cu")
+    (pytester.path / "col_kernels.py").write_text(COL_MAJOR)
+    result = pytester.runpytest(
+        "--gemm-kernels",
+        "naive_dtypes.cu",
+        "col_kernels.py",
+        "-m",
+        "gpu",
+        "--gemm-shapes",
+        "512x256x384",
+        *ONE_CASE,
+        "--benchmark-json",
+        "r.json",
+    )
+    result.assert_outcomes(passed=5)
+    rows = {
+        b["extra_info"]["gemm"]["dtype"] + ":" + b["extra_info"]["gemm"]["kernel"]: b["extra_info"]["gemm"]
+        for b in _benchmarks(pytester.path / "r.json")["benchmarks"]
+    }
+    assert {key.split(":")[0] for key in rows} == {"fp64", "fp16", "bf16", "tf32", "fp32"}
+    for row in rows.values():
+        assert row["verdict"] == "ok" and row["samples"] >= 10 and row["pct_cublas"] > 0
+    result.stdout.fnmatch_lines(["bf16:", "fp16:", "fp32:", "fp64:", "tf32:"], consecutive=False)
