@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from .dtypes import DTYPES
+from .gate import METRICS
 from .shapes import Shape, ShapeError, parse_shapes
 from .stats import StopRule
 from .timing import TimingSettings
@@ -29,6 +31,20 @@ _OPTIONS = (
     ("max-time", "1.0", "timing: seconds per case after which timing stops even if the noise target is not met"),
     ("min-samples", "10", "timing: fewest kernel/cuBLAS pairs timed per case, whatever the time cap"),
     ("noise", "0.005", "timing: stop once each median's 95%% interval half-width is within this fraction"),
+    ("baselines", "baselines", "gate: folder of baseline files (one JSON file per GPU model), relative to the rootdir"),
+    (
+        "threshold",
+        "0.05",
+        "gate: a case regressed when slower than its baseline by more than this fraction "
+        "(and significantly); a kernel header's regression_threshold overrides it",
+    ),
+    ("gate-metric", "ratio", "gate: 'ratio' (kernel/cuBLAS time, measured pair by pair in the same run) or 'time'"),
+)
+#: on/off options: name, help
+_FLAGS = (
+    ("hot-cache", "timing: keep L2 warm (no flush, no input rotation) instead of flushing it before each launch"),
+    ("fail-new", "gate: fail timed cases that have no baseline entry (default: reported as new, passing)"),
+    ("fail-unstable", "gate: fail cases timed while the GPU throttled (default: reported as unstable, passing)"),
 )
 
 
@@ -53,15 +69,26 @@ def add_options(parser: pytest.Parser) -> None:
             f"--gemm-{name}", dest=f"gemm_{key}", default=None, help=f"{text} (ini: gemm_{key}, default {default!r})"
         )
         parser.addini(f"gemm_{key}", text.replace("%%", "%"), default=default)
+    for name, text in _FLAGS:
+        key = name.replace("-", "_")
+        group.addoption(
+            f"--gemm-{name}", dest=f"gemm_{key}", action="store_true", default=None, help=f"{text} (ini: gemm_{key})"
+        )
+        parser.addini(f"gemm_{key}", text, type="bool", default=False)
     group.addoption(
-        "--gemm-hot-cache",
-        dest="gemm_hot_cache",
+        "--gemm-update-baselines",
         action="store_true",
-        default=None,
-        help="timing: keep L2 warm (no flush, no input rotation) instead of flushing it before each launch "
-        "(ini: gemm_hot_cache)",
+        default=False,
+        help="record the timed cases that passed as this GPU's baselines (added, changed and removed entries "
+        "are printed); the gate is not applied",
     )
-    parser.addini("gemm_hot_cache", "time with a warm L2 cache", type="bool", default=False)
+    group.addoption(
+        "--gemm-summary",
+        metavar="PATH",
+        default=None,
+        help="write a markdown table of every case and its verdict to PATH (also appended to $GITHUB_STEP_SUMMARY "
+        "when that is set)",
+    )
 
 
 @dataclass(frozen=True)
@@ -71,6 +98,26 @@ class Settings:
     archs: list[str]
     seed: int
     timing: TimingSettings = field(default_factory=TimingSettings)
+    gate: GateSettings = field(default_factory=lambda: GateSettings(Path("baselines")))
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """Where baselines live and how the gate judges."""
+
+    folder: Path
+    threshold: float = 0.05
+    metric: str = "ratio"
+    fail_new: bool = False
+    fail_unstable: bool = False
+    update: bool = False
+    summary: Path | None = None
+
+
+def _flag(config: pytest.Config, name: str) -> bool:
+    key = name.replace("-", "_")
+    cli = config.getoption(f"gemm_{key}")
+    return bool(config.getini(f"gemm_{key}")) if cli is None else bool(cli)
 
 
 def _value(config: pytest.Config, name: str) -> str:
@@ -119,12 +166,25 @@ def read_settings(config: pytest.Config) -> Settings:
         raise pytest.UsageError(
             f"--gemm-seed / gemm_seed: expected an integer, got {_value(config, 'seed')!r}"
         ) from None
-    hot = config.getoption("gemm_hot_cache")
-    if hot is None:
-        hot = bool(config.getini("gemm_hot_cache"))
+    hot = _flag(config, "hot-cache")
     stop = StopRule(
         target=_number(config, "noise", float, 1e-4, 0.5),
         min_samples=int(_number(config, "min-samples", int, 3, 100_000)),
         max_time=_number(config, "max-time", float, 0.0, 3600.0),
     )
-    return Settings(shapes, dtypes, archs, seed, TimingSettings(stop=stop, cold_cache=not hot))
+    metric = _value(config, "gate-metric")
+    if metric not in METRICS:
+        raise pytest.UsageError(
+            f"--gemm-gate-metric / gemm_gate_metric: expected one of {', '.join(METRICS)}, got {metric!r}"
+        )
+    summary = config.getoption("gemm_summary")
+    gate = GateSettings(
+        folder=config.rootpath / _value(config, "baselines"),
+        threshold=_number(config, "threshold", float, 0.0, 10.0),
+        metric=metric,
+        fail_new=_flag(config, "fail-new"),
+        fail_unstable=_flag(config, "fail-unstable"),
+        update=bool(config.getoption("gemm_update_baselines")),
+        summary=Path(summary) if summary else None,
+    )
+    return Settings(shapes, dtypes, archs, seed, TimingSettings(stop=stop, cold_cache=not hot), gate)

@@ -7,10 +7,6 @@ failure text in :mod:`.report`.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,18 +15,20 @@ import pytest
 
 from .benchmark_bridge import DeviceClock, record_device_times
 from .cases import Case, case_seed, expand
+from .ci_summary import CASE, CaseSummary
 from .compiler import CompileError, NvrtcUnavailable, compile_kernel
 from .device import DeviceUnavailable, KernelLaunchError, open_device
+from .gatekeeper import WHOLE_FILE, GateKeeper
+from .kernel_files import load_specs, source_hash
 from .nvml import GpuMonitor, open_monitor, throttle_flags
 from .options import Settings, add_options, read_settings
 from .peaks import peak_flops
 from .report import failure_message, stats_line
-from .spec import KernelFileError, KernelSpec, parse_cu_source, spec_from_mapping
-from .summary import timing_tables
+from .reports import CompileReport, TimingReport
+from .spec import KernelFileError, KernelSpec
 from .timing import summarize
 
 SETTINGS = pytest.StashKey[Settings]()
-SPEC_ATTR = "__pytest_gemm__"
 
 
 class GemmFailure(Exception):
@@ -66,6 +64,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.option.continue_on_collection_errors = True
     config.pluginmanager.register(CompileReport(), "gemm-compile-report")
     config.pluginmanager.register(TimingReport(), "gemm-timing-report")
+    settings = config.stash[SETTINGS]
+    keeper = GateKeeper(settings.gate, config.rootpath)
+    keeper.check_files()
+    config.pluginmanager.register(keeper, "gemm-gatekeeper")
+    config.pluginmanager.register(CaseSummary(settings.gate.summary), "gemm-case-summary")
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         paths = config.getini("gemm_kernel_paths")
         config.args = [str(config.rootpath / p) for p in paths]
@@ -107,6 +110,21 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tell each case whether its whole kernel file is selected (after -k, -m, ids and --lf have chosen)."""
+    if SETTINGS not in config.stash:
+        return
+    selected: dict[Any, int] = {}
+    for item in items:
+        if isinstance(item, GemmCaseItem):
+            selected[item.parent] = selected.get(item.parent, 0) + 1
+    for item in items:
+        if isinstance(item, GemmCaseItem):
+            whole = selected[item.parent] == getattr(item.parent, "n_cases", -1)
+            item.user_properties.append((WHOLE_FILE, {"file": item.case.spec.path, "whole": whole}))
+
+
 class _KernelFile(pytest.File):
     """Shared collection logic: specs -> compile items (for .cu) and case items."""
 
@@ -133,6 +151,7 @@ class _KernelFile(pytest.File):
                         yield _with_params_id(item, "compile", params)
             for case in cases:
                 yield GemmCaseItem.from_case(self, case, settings.seed)
+        self.n_cases = sum(len(cases) for _, cases in expanded)
 
     def _relpath(self) -> str:
         try:
@@ -143,49 +162,12 @@ class _KernelFile(pytest.File):
 
 class CuKernelFile(_KernelFile):
     def _specs(self) -> list[KernelSpec]:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise KernelFileError(self._relpath(), f"cannot read the file: {exc}") from None
-        return parse_cu_source(self._relpath(), text)
+        return load_specs(self.path, self._relpath())
 
 
 class PyKernelFile(_KernelFile):
     def _specs(self) -> list[KernelSpec]:
-        module = _import_kernel_file(self.path, self._relpath())
-        specs = []
-        for attr in vars(module).values():
-            data = getattr(attr, SPEC_ATTR, None)
-            if callable(attr) and isinstance(data, dict):
-                code = getattr(attr, "__code__", None)
-                specs.append(
-                    spec_from_mapping(
-                        data,
-                        path=self._relpath(),
-                        line=code.co_firstlineno if code else 1,
-                        kind="py",
-                        function=attr,
-                        default_name=attr.__name__,
-                    )
-                )
-        return specs
-
-
-def _import_kernel_file(path: Path, shown: str) -> Any:
-    name = "pytest_gemm_kernels_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise KernelFileError(shown, "cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        del sys.modules[name]
-        raise KernelFileError(shown, f"importing the kernel file failed: {type(exc).__name__}: {exc}") from None
-    return module
+        return load_specs(self.path, self._relpath())
 
 
 def _with_params_id(item: pytest.Item, base: str, params: str) -> pytest.Item:
@@ -268,6 +250,7 @@ class GemmCaseItem(_TextFailure, pytest.Function):
         item.gemm_seed = case_seed(base_seed, item.nodeid)
         item.add_marker("gemm")
         item.add_marker("gpu")
+        item.user_properties.append((CASE, {"file": case.spec.path, "kernel": case.spec.name, "case": case.id}))
         if case.skip_reason:
             item.add_marker(pytest.mark.skip(reason=case.skip_reason))
         return item
@@ -310,6 +293,10 @@ def _time_case(device: Any, request: pytest.FixtureRequest, benchmark: Any, repl
         "test": item.nodeid,
         "file": case.spec.path,
         "kernel": case.spec.name + (f"[{case.variant.id}]" if case.variant.id else ""),
+        "variant": case.variant.id,
+        "gpu": device.name,
+        "source_sha256": source_hash(item.path),
+        "regression_threshold": case.spec.regression_threshold,
         "dtype": case.dtype,
         "shape": case.shape.id,
         "ab": case.ab.id,
@@ -372,56 +359,3 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     report = config.pluginmanager.get_plugin("gemm-timing-report")
     gpu = (report.gpu if report is not None else None) or config.stash.get(GPU_FACTS, None)
     machine_info["gpu"] = gpu or {"available": False, "reason": "no GPU case was timed in this run"}
-
-
-class TimingReport:
-    """Collects the timing rows of every case (from reports, so xdist works) and prints them per dtype."""
-
-    def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
-        self.gpu: dict[str, Any] | None = None
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call":
-            return
-        for key, value in report.user_properties:
-            if key == "gemm_timing":
-                self.rows.append(value)
-            elif key == "gemm_gpu":
-                self.gpu = value
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.rows:
-            return
-        tr = terminalreporter
-        tr.section("pytest-gemm timing (device time, CUDA events)")
-        for line in timing_tables(self.rows, self.gpu or {}, width=shutil.get_terminal_size((120, 24)).columns):
-            tr.write_line(line)
-
-
-class CompileReport:
-    """Collects what ptxas said about each compiled kernel (from reports, so xdist works) and prints it."""
-
-    def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "call":
-            self.rows += [value for key, value in report.user_properties if key == "gemm_compile"]
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.rows:
-            return
-        tr = terminalreporter
-        tr.section("pytest-gemm compile report (ptxas)")
-        width = max(len(r["file"] + "::" + r["kernel"]) for r in self.rows) + 2
-        tr.write_line(
-            f"{'kernel':<{width}} {'arch':<8} {'regs':>5} {'spill st/ld B':>14} {'stack B':>8} {'static smem B':>14}"
-        )
-        for row in sorted(self.rows, key=lambda r: (r["file"], r["kernel"], r["arch"])):
-            spills = f"{row['spill_stores']}/{row['spill_loads']}"
-            flag = "  SPILLS" if (row["spill_stores"] or row["spill_loads"]) else ""
-            tr.write_line(
-                f"{row['file'] + '::' + row['kernel']:<{width}} {row['arch']:<8} {row['registers']!s:>5} "
-                f"{spills:>14} {row['stack_bytes']!s:>8} {row['static_smem']!s:>14}{flag}"
-            )

@@ -50,6 +50,7 @@ OPTIONAL = (
     "name",
     "description",
     "expect_fast",
+    "regression_threshold",
 )
 
 
@@ -98,6 +99,7 @@ class KernelSpec:
     c_dtype: str | None = None
     description: str = ""
     expect_fast: str = ""  # why timing above peak or far beyond cuBLAS is expected (empty: it is suspicious)
+    regression_threshold: float | None = None  # overrides --gemm-threshold for this kernel
     source: str = field(default="", repr=False, compare=False)
     function: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
 
@@ -194,6 +196,13 @@ def spec_from_mapping(
     expect_fast = data.get("expect_fast", "")
     if not isinstance(expect_fast, str) or ("expect_fast" in data and not expect_fast.strip()):
         check.fail("expect_fast", "expected a non-empty string saying why this kernel may beat cuBLAS or the peak")
+    threshold = data.get("regression_threshold")
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 10
+    ):
+        check.fail(
+            "regression_threshold", f"expected a fraction such as 0.1 (10%), above 0 and at most 10, got {threshold!r}"
+        )
     return KernelSpec(
         path=str(path),
         name=name,
@@ -212,6 +221,7 @@ def spec_from_mapping(
         c_dtype=c_dtype,
         description=description,
         expect_fast=expect_fast.strip(),
+        regression_threshold=float(threshold) if threshold is not None else None,
         source=source,
         function=function,
     )

@@ -27,6 +27,16 @@ def row_flags(row: dict[str, Any]) -> str:
         flags.append("WRONG OUTPUT")
     if row.get("suspicious"):
         flags.append("SUSPICIOUS")
+    gate = row.get("gate") or {}
+    verdict, change = gate.get("verdict"), gate.get("change")
+    if verdict == "regressed":
+        flags.append(f"REGRESSED {100 * change:+.1f}%")
+    elif verdict == "improved":
+        flags.append(f"improved {100 * change:+.1f}%")
+    elif verdict in ("new", "unstable"):
+        flags.append(verdict)
+    if any("source changed" in note for note in gate.get("notes", [])):
+        flags.append("source changed")
     if row.get("throttle"):
         flags.append("throttled")
     if row.get("stop") == "time cap":

@@ -42,6 +42,11 @@ def test_expect_fast_gives_the_reason(naive_source):
     text = naive_source.replace("/* pytest-gemm\n", '/* pytest-gemm\nexpect_fast = " reads only the nonzeros "\n')
     (spec,) = parse_cu_source("k.cu", text)
     assert spec.expect_fast == "reads only the nonzeros"
+    assert spec.regression_threshold is None
+    (spec,) = parse_cu_source(
+        "k.cu", naive_source.replace("/* pytest-gemm\n", "/* pytest-gemm\nregression_threshold = 0.1\n")
+    )
+    assert spec.regression_threshold == 0.1
 
 
 def test_expressions_use_params_and_shape():
@@ -119,6 +124,8 @@ BAD = [
     ("entry = '1bad'", "entry", "expected a kernel name"),
     ("expect_fast = ''", "expect_fast", "non-empty string saying why"),
     ("expect_fast = true", "expect_fast", "non-empty string saying why"),
+    ("regression_threshold = 0", "regression_threshold", "expected a fraction such as 0.1"),
+    ("regression_threshold = '5%'", "regression_threshold", "expected a fraction such as 0.1"),
 ]
 
 
