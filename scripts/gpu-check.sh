@@ -4,6 +4,7 @@
 #   GEMM_SHAPES       shape sets verified (default quick,edge,standard)
 #   GEMM_TIMED_SHAPES shape sets timed (default standard)
 #   GEMM_ACCEPTANCE=1 also run scripts/timing-acceptance.sh (Nsight Compute comparison, repeat runs)
+#                     and scripts/gate-acceptance.sh (the regression gate on slowed kernels; bundled baselines)
 set -uo pipefail
 out="${OUT:-gpu-check-out}"
 mkdir -p "$out"
@@ -35,6 +36,7 @@ python3 -m pytest -p no:cacheprovider --gemm-kernels tests/kernels_broken/faults
 echo "== broken-demo (failures expected): $(tail -n 1 "$out/broken-demo.log")"
 if [ "${GEMM_ACCEPTANCE:-0}" = 1 ]; then
     bash scripts/timing-acceptance.sh "$out" || status=1
+    bash scripts/gate-acceptance.sh "$out" | tee "$out/gate-acceptance.txt" || status=1
 fi
 # Everything in one archive (the device tool brings back only a few files).
 tar czf /tmp/gpu-check.tgz -C "$out" . && find "$out" -mindepth 1 -delete && mv /tmp/gpu-check.tgz "$out/"
