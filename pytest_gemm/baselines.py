@@ -22,11 +22,15 @@ __all__ = [
     "BaselineError",
     "BaselineFile",
     "Changes",
+    "baseline_paths",
     "entry_from_row",
     "gpu_slug",
     "load",
     "merge",
+    "recorded_info",
+    "render",
     "save",
+    "set_aside",
 ]
 
 SCHEMA = 1
@@ -125,6 +129,13 @@ def _entry_problem(entry: Any) -> str | None:
         if not (isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci)):
             return f"{key} must be a list of two numbers"
     return None
+
+
+def baseline_paths(folder: Path) -> list[Path]:
+    """The baseline files in a folder (files set aside as unreadable are not among them)."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.json") if ".unreadable-" not in p.name and not p.name.startswith("."))
 
 
 def render(baseline: BaselineFile) -> str:

@@ -17,6 +17,7 @@ from . import __version__
 from .baselines import (
     BaselineError,
     BaselineFile,
+    baseline_paths,
     entry_from_row,
     gpu_slug,
     load,
@@ -83,7 +84,7 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
 
 # -- show ----------------------------------------------------------------------------------------
 def cmd_show(args: argparse.Namespace) -> int:
-    paths = [Path(p) for p in args.files] or sorted(Path(args.baselines).glob("*.json"))
+    paths = [Path(p) for p in args.files] or baseline_paths(Path(args.baselines))
     if not paths:
         raise CliError(f"no baseline files in {args.baselines}/")
     for path in paths:
@@ -170,7 +171,7 @@ def cmd_update(args: argparse.Namespace) -> int:
 # -- prune ---------------------------------------------------------------------------------------
 def cmd_prune(args: argparse.Namespace) -> int:
     root = Path(args.root)
-    paths = sorted(Path(args.baselines).glob("*.json"))
+    paths = baseline_paths(Path(args.baselines))
     if not paths:
         raise CliError(f"no baseline files in {args.baselines}/")
     for path in paths:

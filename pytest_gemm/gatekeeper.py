@@ -19,6 +19,7 @@ from .baselines import (
     BaselineError,
     BaselineFile,
     Changes,
+    baseline_paths,
     entry_from_row,
     gpu_slug,
     load,
@@ -63,8 +64,7 @@ class GateKeeper:
     # -- start: every baseline file must be readable -------------------------------------------
     def check_files(self) -> None:
         """Read every baseline file now; an unreadable one stops a normal run with a usage error naming it."""
-        folder = self.settings.folder
-        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        for path in baseline_paths(self.settings.folder):
             try:
                 load(path)
             except BaselineError as exc:
@@ -199,7 +199,10 @@ class GateKeeper:
         if s.update:
             tr.section("pytest-gemm baselines")
             if not self.written and not self.update_errors:
-                tr.write_line("nothing recorded: no timed case passed (timing needs a GPU; see --benchmark-skip)")
+                tr.write_line(
+                    "nothing recorded: no case was timed and passed (timing needs a GPU; it is off with "
+                    "--benchmark-skip or --benchmark-disable, and under pytest-xdist unless --benchmark-enable)"
+                )
             for path, changes, notes in self.written:
                 tr.write_line(f"{self._shown(path)}: {changes.summary() if changes else 'unchanged'}")
                 for kind, keys in (

@@ -89,10 +89,23 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
             f"timing: {'cold' if t.cold_cache else 'hot'} L2, noise target {100 * t.stop.target:g}%, "
             f">= {t.stop.min_samples} samples, <= {t.stop.max_time:g} s per case"
         )
+    g = s.gate
+    folder = _shown(config, g.folder)
+    if g.update:
+        gate = f"recording baselines in {folder}/"
+    else:
+        gate = f"gate: {g.metric}, threshold {100 * g.threshold:g}%, baselines in {folder}/"
     return [
         f"pytest-gemm: {len(s.shapes)} shapes, dtypes {','.join(s.dtypes) if s.dtypes else 'as declared'}, "
-        f"compile for {','.join(s.archs)}, seed {s.seed}; {timing}"
+        f"compile for {','.join(s.archs)}, seed {s.seed}; {timing}; {gate}"
     ]
+
+
+def _shown(config: pytest.Config, path: Path) -> str:
+    try:
+        return str(path.relative_to(config.rootpath))
+    except ValueError:
+        return str(path)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

@@ -2,7 +2,7 @@
 # Install pytest-gemm on the GPU machine and run the GPU suite; logs and JSON go under $OUT when it is set.
 # Usage: scripts/gpu-check.sh [extra pytest args for the bundled-kernel runs]
 #   GEMM_SHAPES       shape sets verified (default quick,edge,standard)
-#   GEMM_TIMED_SHAPES shape sets timed (default standard)
+#   GEMM_TIMED_SHAPES shape sets timed and gated against baselines/ (default quick,standard)
 #   GEMM_ACCEPTANCE=1 also run scripts/timing-acceptance.sh (Nsight Compute comparison, repeat runs)
 #                     and scripts/gate-acceptance.sh (the regression gate on slowed kernels; bundled baselines)
 set -uo pipefail
@@ -24,9 +24,9 @@ run() {  # name, pytest args...
 }
 # 1. The bundled kernels verified on every shape set named in $GEMM_SHAPES.
 run kernels-verify --gemm-kernels kernels/ --gemm-shapes "${GEMM_SHAPES:-quick,edge,standard}" --benchmark-skip "$@"
-# 2. The bundled kernels verified and timed against cuBLAS (the main job), JSON with raw samples.
-run kernels-timed --gemm-kernels kernels/ --gemm-shapes "${GEMM_TIMED_SHAPES:-standard}" \
-    --benchmark-json "$out/kernels-timed.json" --benchmark-save-data "$@"
+# 2. The main job: the bundled kernels verified, timed against cuBLAS and gated against baselines/.
+run kernels-timed --gemm-kernels kernels/ --gemm-shapes "${GEMM_TIMED_SHAPES:-quick,standard}" \
+    --benchmark-json "$out/kernels-timed.json" --benchmark-save-data --gemm-summary "$out/summary.md" "$@"
 # 3. The plugin's own tests, GPU ones included (broken kernels, margins, timing).
 run plugin-tests tests/ -m "gpu or not gpu"
 # 4. The deliberately broken kernels, for their failure messages (these cases are meant to fail).

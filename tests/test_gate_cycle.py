@@ -230,6 +230,7 @@ def test_a_corrupt_file_stops_a_run_and_is_only_replaced_by_an_update(recorded):
     )
     kept = [p.name for p in (recorded.path / "baselines").iterdir() if "unreadable" in p.name]
     assert len(kept) == 1 and sorted(_entries(recorded)) == KEYS
+    _run(recorded).assert_outcomes(passed=3)  # the kept copy does not stop later runs
 
 
 def test_entries_of_gone_cases_are_removed_only_when_their_whole_file_ran(recorded):
