@@ -7,9 +7,6 @@ dtypes = ["fp32"]
 params = { TILE = [32, 16] }
 block = ["TILE", "TILE"]
 grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]
-# The K loop loads whole TILE-wide slices of A and B with no bounds check along K,
-# so K must be a multiple of TILE. M and N may be anything (edge tiles are guarded).
-requires = ["K % TILE == 0"]
 */
 
 // Step 2: shared-memory tiling along K.
@@ -20,7 +17,8 @@ requires = ["K % TILE == 0"]
 // then takes its TILE products from shared memory. Each element loaded from global
 // memory is now used TILE times by the block instead of once per thread, cutting
 // global (L1/L2) traffic by a factor of TILE; shared memory is much faster.
-// Rows and columns past M and N load zeros and store nothing.
+// Rows, columns and K positions past M, N and K load zeros (which add nothing to the dot
+// product) and store nothing, so every shape works.
 
 template <int T>
 __global__ void sgemm_smem(int M, int N, int K, float alpha, const float* __restrict__ A,
@@ -32,8 +30,8 @@ __global__ void sgemm_smem(int M, int N, int K, float alpha, const float* __rest
     const int col = blockIdx.x * T + tx;
     float acc = 0.0f;
     for (int k0 = 0; k0 < K; k0 += T) {
-        As[ty][tx] = row < M ? A[(size_t)row * K + k0 + tx] : 0.0f;
-        Bs[ty][tx] = col < N ? B[(size_t)(k0 + ty) * N + col] : 0.0f;
+        As[ty][tx] = (row < M && k0 + tx < K) ? A[(size_t)row * K + k0 + tx] : 0.0f;
+        Bs[ty][tx] = (col < N && k0 + ty < K) ? B[(size_t)(k0 + ty) * N + col] : 0.0f;
         __syncthreads();
 #pragma unroll
         for (int k = 0; k < T; ++k) acc = fmaf(As[ty][k], Bs[k][tx], acc);
