@@ -190,7 +190,7 @@ class GpuRunner:
                 if changed:
                     faults.append(Fault("input modified", f"{name} (inputs must be read-only)", changed))
 
-            truth, gscale = self._truth(case, a_bits, b_bits, c0_bits)
+            truth, gscale = self.truth(case, a_bits, b_bits, c0_bits)
             kernel_stats = self.judge_output(case, gc, data, c0_bits, truth, gscale)
             operands = (data.a, a_bits), (data.b, b_bits)
             peer = self._peer(operands, c0_bits, case, dt, out, truth, gscale)
@@ -206,7 +206,7 @@ class GpuRunner:
             faults=tuple(faults),
         )
 
-    def _truth(self, case: Case, a_bits: Any, b_bits: Any, c0_bits: Any) -> tuple[Any, Any]:
+    def truth(self, case: Case, a_bits: Any, b_bits: Any, c0_bits: Any) -> tuple[Any, Any]:
         """The fp64 result and the scale G of the per-element bound, from the inputs' bits."""
         cp = self.cp
         dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))

@@ -157,7 +157,7 @@ class Timer:
 
         last = kernel_sets[(rounds - 1) % copies]
         c0_bits = None if data.c0 is None else upload_bits(cp, data.c0)
-        truth, gscale = runner._truth(case, upload_bits(cp, data.a), upload_bits(cp, data.b), c0_bits)
+        truth, gscale = runner.truth(case, upload_bits(cp, data.a), upload_bits(cp, data.b), c0_bits)
         last_output = runner.judge_output(case, last.c, data, c0_bits, truth, gscale)
         reference_output = runner.judge_output(case, cublas_sets[(rounds - 1) % copies].c, data, c0_bits, truth, gscale)
         runner.stream.synchronize()
