@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .nvml import sampled
+
 __all__ = [
     "SCHEMA",
     "BaselineError",
@@ -188,12 +190,7 @@ def entry_from_row(row: Mapping[str, Any], recorded: Mapping[str, Any]) -> dict[
 
 def recorded_info(gpu: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], plugin_version: str) -> dict[str, Any]:
     """How a run was recorded: software versions, and the clocks seen while timing."""
-    clocks = [
-        sample.get("sm_clock_mhz")
-        for row in rows
-        for sample in (row.get("nvml_before") or {}, row.get("nvml_after") or {})
-        if sample.get("sm_clock_mhz") is not None
-    ]
+    clocks = sampled(rows, "sm_clock_mhz")
     return {
         "pytest_gemm": plugin_version,
         "cupy": gpu.get("cupy_version"),

@@ -29,7 +29,7 @@ from .baselines import (
     set_aside,
 )
 from .gate import METRICS, judge, regression_text
-from .kernel_files import case_ids
+from .kernel_files import case_ids, shown_path
 from .options import GateSettings
 from .shapes import Shape
 from .spec import KernelFileError
@@ -78,10 +78,7 @@ class GateKeeper:
         return self._baselines[gpu]
 
     def _shown(self, path: Path) -> str:
-        try:
-            return str(path.relative_to(self.rootpath))
-        except ValueError:
-            return str(path)
+        return shown_path(path, self.rootpath)
 
     # -- the gate, where the test ran ---------------------------------------------------------
     @pytest.hookimpl(wrapper=True)

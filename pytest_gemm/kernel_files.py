@@ -12,9 +12,17 @@ from .cases import expand
 from .shapes import Shape
 from .spec import KernelFileError, KernelSpec, parse_cu_source, spec_from_mapping
 
-__all__ = ["SPEC_ATTR", "case_ids", "load_specs", "source_hash"]
+__all__ = ["SPEC_ATTR", "case_ids", "load_specs", "shown_path", "source_hash"]
 
 SPEC_ATTR = "__pytest_gemm__"
+
+
+def shown_path(path: Path, root: Path) -> str:
+    """``path`` as ids and messages show it: relative to the rootdir when it lies inside it."""
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
 
 
 def load_specs(path: Path, shown: str) -> list[KernelSpec]:

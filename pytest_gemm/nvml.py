@@ -8,10 +8,10 @@ monitor whose facts say why, and whose samples are empty.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["THROTTLE_REASONS", "GpuMonitor", "open_monitor", "throttle_flags"]
+__all__ = ["THROTTLE_REASONS", "GpuMonitor", "open_monitor", "sampled", "throttle_flags"]
 
 #: Clock-event reasons (NVML bit masks) that mean the clocks were held down while we measured.
 THROTTLE_REASONS = {
@@ -130,6 +130,16 @@ def _reason_names(mask: int | None) -> list[str]:
         return []
     names = {**THROTTLE_REASONS, **_OTHER_REASONS}
     return [name for bit, name in sorted(names.items()) if mask & bit]
+
+
+def sampled(rows: Iterable[Mapping[str, Any]], key: str) -> list[Any]:
+    """Every value of ``key`` in the NVML samples taken before and after timing the given rows."""
+    return [
+        sample[key]
+        for row in rows
+        for sample in (row.get("nvml_before") or {}, row.get("nvml_after") or {})
+        if sample.get(key) is not None
+    ]
 
 
 def throttle_flags(before: dict[str, Any], after: dict[str, Any]) -> list[str]:

@@ -19,7 +19,7 @@ from .ci_summary import CASE, CaseSummary
 from .compiler import CompileError, NvrtcUnavailable, compile_kernel
 from .device import DeviceUnavailable, KernelLaunchError, open_device
 from .gatekeeper import WHOLE_FILE, GateKeeper
-from .kernel_files import load_specs, source_hash
+from .kernel_files import load_specs, shown_path, source_hash
 from .nvml import GpuMonitor, open_monitor, throttle_flags
 from .options import Settings, add_options, read_settings
 from .peaks import peak_flops
@@ -90,7 +90,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
             f">= {t.stop.min_samples} samples, <= {t.stop.max_time:g} s per case"
         )
     g = s.gate
-    folder = _shown(config, g.folder)
+    folder = shown_path(g.folder, config.rootpath)
     if g.update:
         gate = f"recording baselines in {folder}/"
     else:
@@ -101,25 +101,18 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     ]
 
 
-def _shown(config: pytest.Config, path: Path) -> str:
-    try:
-        return str(path.relative_to(config.rootpath))
-    except ValueError:
-        return str(path)
-
-
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if SETTINGS not in parent.config.stash:
         return None
     if file_path.suffix == ".cu":
-        return CuKernelFile.from_parent(parent, path=file_path)
+        return KernelFile.from_parent(parent, path=file_path)
     if file_path.suffix == ".py" and not file_path.name.startswith(("test_", "conftest")):
         try:
             text = file_path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             return None
         if "gemm_kernel" in text:
-            return PyKernelFile.from_parent(parent, path=file_path)
+            return KernelFile.from_parent(parent, path=file_path)
     return None
 
 
@@ -138,11 +131,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.user_properties.append((WHOLE_FILE, {"file": item.case.spec.path, "whole": whole}))
 
 
-class _KernelFile(pytest.File):
-    """Shared collection logic: specs -> compile items (for .cu) and case items."""
+class KernelFile(pytest.File):
+    """A kernel file (.cu or .py): its specs become compile items (for .cu) and case items."""
 
     def _specs(self) -> list[KernelSpec]:
-        raise NotImplementedError
+        return load_specs(self.path, shown_path(self.path, self.config.rootpath))
 
     def collect(self) -> Iterator[pytest.Item]:
         settings = self.config.stash[SETTINGS]
@@ -165,22 +158,6 @@ class _KernelFile(pytest.File):
             for case in cases:
                 yield GemmCaseItem.from_case(self, case, settings.seed)
         self.n_cases = sum(len(cases) for _, cases in expanded)
-
-    def _relpath(self) -> str:
-        try:
-            return str(self.path.relative_to(self.config.rootpath))
-        except ValueError:
-            return str(self.path)
-
-
-class CuKernelFile(_KernelFile):
-    def _specs(self) -> list[KernelSpec]:
-        return load_specs(self.path, self._relpath())
-
-
-class PyKernelFile(_KernelFile):
-    def _specs(self) -> list[KernelSpec]:
-        return load_specs(self.path, self._relpath())
 
 
 def _with_params_id(item: pytest.Item, base: str, params: str) -> pytest.Item:
@@ -240,7 +217,7 @@ class GemmCaseItem(_TextFailure, pytest.Function):
     gemm_clock: DeviceClock
 
     @classmethod
-    def from_case(cls, parent: _KernelFile, case: Case, base_seed: int) -> GemmCaseItem:
+    def from_case(cls, parent: KernelFile, case: Case, base_seed: int) -> GemmCaseItem:
         def gemm_case(gemm_device: Any, request: pytest.FixtureRequest) -> None:
             _run_case(gemm_device, request, None)
 

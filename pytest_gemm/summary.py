@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from .nvml import sampled
+
 __all__ = ["format_time", "gpu_line", "row_flags", "timing_tables"]
 
 
@@ -47,12 +49,7 @@ def row_flags(row: dict[str, Any]) -> str:
 
 
 def _clock_range(rows: Iterable[dict[str, Any]], key: str) -> str:
-    values = [
-        sample[key]
-        for row in rows
-        for sample in (row.get("nvml_before") or {}, row.get("nvml_after") or {})
-        if sample.get(key) is not None
-    ]
+    values = sampled(rows, key)
     if not values:
         return "?"
     low, high = min(values), max(values)
