@@ -21,6 +21,8 @@ requires = ["K % 4 == 0", "N % 4 == 0"]
 // separates the slices. The long global-memory latency now overlaps with arithmetic
 // instead of stalling every warp at the top of each slice. A deeper slice (BK = 16) halves
 // the number of barriers again and is the default.
+// Measured on the H100 at 4096^3: 43.7 TFLOP/s with BK 16 (84.3% of cuBLAS), 2.2x step 6;
+// with BK 8, 26.7 TFLOP/s (51.6%).
 
 #define BM 128
 #define BN 128
