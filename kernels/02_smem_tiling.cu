@@ -1,14 +1,3 @@
-/* pytest-gemm
-name = "sgemm_smem"
-description = "TILE x TILE blocks of A and B staged through shared memory"
-entry = "sgemm_smem<TILE>"
-args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
-dtypes = ["fp32"]
-params = { TILE = [32, 16] }
-block = ["TILE", "TILE"]
-grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]
-*/
-
 // Step 2: shared-memory tiling along K.
 //
 // Change from step 1: a block of TILE x TILE threads computes a TILE x TILE tile of C.
@@ -20,6 +9,17 @@ grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]
 // Rows, columns and K positions past M, N and K load zeros (which add nothing to the dot
 // product) and store nothing, so every shape works.
 // Measured on the H100 at 4096^3: 8.90 TFLOP/s (TILE 32), 1.52x step 1 (5.85), 17% of cuBLAS.
+
+/* pytest-gemm
+name = "sgemm_smem"
+description = "TILE x TILE blocks of A and B staged through shared memory"
+entry = "sgemm_smem<TILE>"
+args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
+dtypes = ["fp32"]
+params = { TILE = [32, 16] }
+block = ["TILE", "TILE"]
+grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]
+*/
 
 template <int T>
 __global__ void sgemm_smem(int M, int N, int K, float alpha, const float* __restrict__ A,

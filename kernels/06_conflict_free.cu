@@ -1,3 +1,24 @@
+// Step 6: a bank-conflict-free shared-memory layout.
+//
+// Change from step 5 (same 128 x 128 tile, 256 threads, 8 x 8 results per thread):
+// - Writing A transposed put two threads of a warp on the same bank (rows r of A land
+//   BM floats apart, and BM is a multiple of 32). Each row of the transposed tile is
+//   padded by PAD floats, which shifts consecutive k rows to different banks.
+// - In step 5 a thread's 8 columns of B were 8 consecutive floats, so the float4 loads of
+//   neighbouring threads were 32 bytes apart and two of every eight collided. Here a
+//   thread owns two groups of 4 columns, 64 apart: neighbouring threads read neighbouring
+//   float4s, 128 contiguous bytes per quarter warp. Rows are split the same way.
+// - The 32 threads of a warp form a 4 x 8 grid of threads (a 32 x 64 patch of C) instead
+//   of 2 x 16 (16 x 128): per k the warp needs 32 values of A and 64 of B rather than 16
+//   and 128, fewer shared-memory bytes for the same 2048 multiply-adds.
+// - The copy loops are kept rolled (#pragma unroll 1) and __launch_bounds__ asks for two
+//   blocks per SM. The first version of this step unrolled them like step 5 and needed
+//   133-140 registers a thread: one block of 256 threads per SM instead of two (ncu: 12.5%
+//   occupancy against step 5's 25%), which made it 35% SLOWER than step 5 even with no
+//   bank conflicts left (ncu: 0 shared-load conflicts, against 270 million in step 5).
+//   Rolled, the kernel needs 116 registers.
+// Measured on the H100 at 4096^3: 34.7 TFLOP/s, 67.2% of cuBLAS, 1.11x step 5.
+
 /* pytest-gemm
 name = "sgemm_conflict_free"
 description = "step 5 with a padded A tile, split 4-wide thread columns and 4 x 8 warps: no shared-memory bank conflicts"
@@ -12,28 +33,12 @@ grid = ["cdiv(N, 128)", "cdiv(M, 128)"]
 requires = ["K % 4 == 0", "N % 4 == 0"]
 */
 
-// Step 6: a bank-conflict-free shared-memory layout.
-//
-// Change from step 5 (same 128 x 128 tile, 256 threads, 8 x 8 results per thread):
-// - Writing A transposed put two threads of a warp on the same bank (rows r of A land
-//   BM floats apart, and BM is a multiple of 32). Each row of the transposed tile is
-//   padded by PAD floats, which shifts consecutive k rows to different banks.
-// - In step 5 a thread's 8 columns of B were 8 consecutive floats, so the float4 loads of
-//   neighbouring threads were 32 bytes apart and two of every eight collided. Here a
-//   thread owns two groups of 4 columns, 64 apart: neighbouring threads read neighbouring
-//   float4s, 128 contiguous bytes per quarter warp. Rows are split the same way.
-// - The 32 threads of a warp form a 4 x 8 grid of threads (a 32 x 64 patch of C) instead
-//   of 2 x 16 (16 x 128): per k the warp needs 32 values of A and 64 of B rather than 16
-//   and 128, fewer shared-memory bytes for the same 2048 multiply-adds.
-// Measured on the H100 at 4096^3: 20.1 TFLOP/s, 38.9% of cuBLAS: SLOWER than step 5
-// (31.3 TFLOP/s). Not understood yet; to be profiled with ncu before this step lands.
-
 #define BM 128
 #define BN 128
 #define TM 8
 #define TN 8
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 2)
     sgemm_conflict_free(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
                         float beta, float* __restrict__ C) {
     __shared__ __align__(16) float As[BK][BM + PAD];  // transposed and padded: As[k][m]
@@ -48,6 +53,7 @@ extern "C" __global__ void __launch_bounds__(256)
     float acc[TM][TN] = {};
     float a[TM], b[TN];
     for (int k0 = 0; k0 < K; k0 += BK) {
+#pragma unroll 1
         for (int i = tid; i < BM * BK / 4; i += 256) {  // a float4 along K from one row of A
             const int r = i / (BK / 4), c = (i % (BK / 4)) * 4;
             const float4 v = (row0 + r < M && k0 + c < K)
@@ -58,6 +64,7 @@ extern "C" __global__ void __launch_bounds__(256)
             As[c + 2][r] = v.z;
             As[c + 3][r] = v.w;
         }
+#pragma unroll 1
         for (int i = tid; i < BK * BN / 4; i += 256) {  // a float4 along N from one row of B
             const int r = i / (BN / 4), c = (i % (BN / 4)) * 4;
             *reinterpret_cast<float4*>(&Bs[r][c]) =

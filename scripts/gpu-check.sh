@@ -3,6 +3,11 @@
 # Usage: scripts/gpu-check.sh [extra pytest args for the bundled-kernel runs]
 #   GEMM_SHAPES       shape sets verified (default quick,edge,standard)
 #   GEMM_TIMED_SHAPES shape sets timed and gated against baselines/ (default quick,standard)
+#   GEMM_PARTS        which parts run (default verify,timed,plugin,broken), to split the work over
+#                     several device calls of at most 10 minutes each
+#   GEMM_WORKERS      pytest-xdist workers for the verification run (default 1: no xdist)
+#   GEMM_UPDATE_BASELINES=1 the timed run records baselines/ (--gemm-update-baselines); the
+#                     updated files are copied into the archive
 #   GEMM_ACCEPTANCE=1 also run scripts/timing-acceptance.sh (Nsight Compute comparison, repeat runs)
 #                     and scripts/gate-acceptance.sh (the regression gate on slowed kernels; bundled baselines)
 set -uo pipefail
@@ -22,18 +27,29 @@ run() {  # name, pytest args...
     echo "== $name: exit $rc in $((SECONDS - t0)) s: $(tail -n 1 "$out/$name.log")"
     [ $rc -eq 0 ] || status=1
 }
+parts=",${GEMM_PARTS:-verify,timed,plugin,broken},"
+workers=()
+[ "${GEMM_WORKERS:-1}" -gt 1 ] && workers=(-p xdist -n "$GEMM_WORKERS")
+update=()
+[ "${GEMM_UPDATE_BASELINES:-0}" = 1 ] && update=(--gemm-update-baselines)
 # 1. The bundled kernels verified on every shape set named in $GEMM_SHAPES.
-run kernels-verify --gemm-kernels kernels/ --gemm-shapes "${GEMM_SHAPES:-quick,edge,standard}" --benchmark-skip "$@"
+[[ $parts == *,verify,* ]] && run kernels-verify --gemm-kernels kernels/ --gemm-shapes "${GEMM_SHAPES:-quick,edge,standard}" \
+    --benchmark-skip "${workers[@]}" "$@"
 # 2. The main job: the bundled kernels verified, timed against cuBLAS and gated against baselines/.
-run kernels-timed --gemm-kernels kernels/ --gemm-shapes "${GEMM_TIMED_SHAPES:-quick,standard}" \
-    --benchmark-json "$out/kernels-timed.json" --benchmark-save-data --gemm-summary "$out/summary.md" "$@"
+if [[ $parts == *,timed,* ]]; then
+    run kernels-timed --gemm-kernels kernels/ --gemm-shapes "${GEMM_TIMED_SHAPES:-quick,standard}" \
+        --benchmark-json "$out/kernels-timed.json" --benchmark-save-data --gemm-summary "$out/summary.md" "${update[@]}" "$@"
+    [ ${#update[@]} -gt 0 ] && cp -r baselines "$out/baselines"
+fi
 # 3. The plugin's own tests, GPU ones included (broken kernels, margins, timing).
-run plugin-tests tests/ -m "gpu or not gpu"
+[[ $parts == *,plugin,* ]] && run plugin-tests tests/ -m "gpu or not gpu"
 # 4. The deliberately broken kernels, for their failure messages (these cases are meant to fail).
-python3 -m pytest -p no:cacheprovider --gemm-kernels tests/kernels_broken/faults.cu tests/kernels_broken/timing_cheat.cu \
-    -m gpu --gemm-shapes 256,100x100x64,4096 -k "not 4096 or memo_naive" --gemm-max-time 0.3 -rf \
-    >"$out/broken-demo.log" 2>&1
-echo "== broken-demo (failures expected): $(tail -n 1 "$out/broken-demo.log")"
+if [[ $parts == *,broken,* ]]; then
+    python3 -m pytest -p no:cacheprovider --gemm-kernels tests/kernels_broken/faults.cu tests/kernels_broken/timing_cheat.cu \
+        -m gpu --gemm-shapes 256,100x100x64,4096 -k "not 4096 or memo_naive" --gemm-max-time 0.3 -rf \
+        >"$out/broken-demo.log" 2>&1
+    echo "== broken-demo (failures expected): $(tail -n 1 "$out/broken-demo.log")"
+fi
 if [ "${GEMM_ACCEPTANCE:-0}" = 1 ]; then
     bash scripts/timing-acceptance.sh "$out" || status=1
     bash scripts/gate-acceptance.sh "$out" | tee "$out/gate-acceptance.txt" || status=1
