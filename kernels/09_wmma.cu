@@ -5,8 +5,8 @@
 // computes its patch lane by lane: it hands 16 x 16 x 16 fragments to nvcuda::wmma, which
 // loads them from shared memory and multiplies them with warp-wide instructions, keeping
 // the 16 x 16 fp32 results spread over the lanes.
-// - Block tile 128 x 128, K slice 32. Four warps each own a 64 x 64 patch (4 x 4
-//   fragments; WN = 32 gives 8 warps of 64 x 32).
+// - Block tile 128 x 128, K slice 32. With WN = 64 four warps each own a 64 x 64 patch
+//   (4 x 4 fragments); with WN = 32 eight warps own 64 x 32 patches.
 // - The copies from global memory use cp.async: each thread starts 16-byte copies straight
 //   into shared memory (no trip through registers) and STAGES slices are in flight at
 //   once, in a ring with one barrier per slice. The register prefetch of steps 7-8 was
@@ -20,13 +20,13 @@
 // the FP32 pipes, and the operands are half as many bytes. The epilogue goes through
 // shared memory: each warp stores a fragment as fp32, then its lanes apply alpha and beta
 // and write 16-bit C with bounds checks.
-// Measured on the H100 at 4096^3 (default variant): bf16 295 TFLOP/s, 37.6% of cuBLAS bf16
-// (785 TFLOP/s in the same run); fp16 294 TFLOP/s, 38.7%. That is 6.4x step 8's fp32
-// throughput, but short of the 40%-of-cuBLAS target: cuBLAS uses Hopper's warpgroup
-// wgmma instructions, while WMMA compiles to the warp-level HMMA instructions of
+// Measured on the H100 at 4096^3 (default variants, 4 stages): bf16 298 TFLOP/s, 38.7% of
+// cuBLAS bf16 in the same run (WN 64); fp16 301 TFLOP/s, 39.9% (WN 32). That is 6.4x step
+// 8's fp32 throughput, but just short of the 40%-of-cuBLAS target: cuBLAS uses Hopper's
+// warpgroup wgmma instructions, while WMMA compiles to the warp-level HMMA instructions of
 // Ampere, fed through a layout we cannot choose (step 10 goes further on the same
-// instructions). The variants are within 2% of each other (WN 32 with 4 stages was 0.7%
-// faster for fp16, 5% slower for bf16).
+// instructions). All four variants are within 4% of each other; the default of each
+// dtype was the fastest in two separate runs.
 //
 // requires: rows of A (length K) and of B and C (length N) are copied in 16-byte pieces of
 // 8 elements, which must start on 16-byte boundaries and lie wholly inside or outside the
@@ -39,7 +39,7 @@ description = "WMMA 16x16x16 fragments, cp.async multi-stage copies; fp16 inputs
 entry = "gemm_wmma<__half>"
 args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
 dtypes = ["fp16"]
-params = { WN = [64, 32], STAGES = [3, 4] }
+params = { WN = [32, 64], STAGES = [4, 3] }
 block = ["2 * (128 / WN) * 32"]
 grid = ["cdiv(N, 128)", "cdiv(M, 128)"]
 shared_mem = "STAGES * (128 * (32 + 8) + 32 * (128 + 8)) * 2"
@@ -52,7 +52,7 @@ description = "WMMA 16x16x16 fragments, cp.async multi-stage copies; bf16 inputs
 entry = "gemm_wmma<__nv_bfloat16>"
 args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
 dtypes = ["bf16"]
-params = { WN = [64, 32], STAGES = [3, 4] }
+params = { WN = [64, 32], STAGES = [4, 3] }
 block = ["2 * (128 / WN) * 32"]
 grid = ["cdiv(N, 128)", "cdiv(M, 128)"]
 shared_mem = "STAGES * (128 * (32 + 8) + 32 * (128 + 8)) * 2"
