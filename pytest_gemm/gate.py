@@ -5,6 +5,12 @@ absolute device time) is worse than the baseline by more than the threshold AND 
 intervals do not overlap. It improved when it is better by more than the threshold, with the
 intervals apart. Anything else is the same. A case measured while the GPU throttled is
 unstable, whatever its numbers; a case with no entry is new.
+
+The ratio cancels changes of the whole GPU (clocks, power) but adds cuBLAS's own changes: at
+small shapes cuBLAS's time can move by several percent from one process to the next while the
+kernel's does not. So with the ratio gated, a verdict also needs the kernel's own device time
+to have moved the same way by at least half the threshold; otherwise the case is the same, with
+a note that the reference moved.
 """
 
 from __future__ import annotations
@@ -66,6 +72,17 @@ def judge(
         verdict = "improved"
     else:
         verdict = "same"
+    if verdict != "same" and metric == "ratio":
+        own = row["median_s"] / entry["median_s"] - 1
+        confirmed = (
+            own > threshold / 2 if verdict == "regressed" else entry["median_s"] / row["median_s"] - 1 > threshold / 2
+        )
+        if not confirmed:
+            notes.append(
+                f"reference moved: the ratio changed {100 * change:+.1f}% but the kernel's own device time "
+                f"{100 * own:+.1f}% (cuBLAS changed, not the kernel)"
+            )
+            verdict = "same"
     return GateResult(verdict, metric, threshold, change, tuple(notes))
 
 

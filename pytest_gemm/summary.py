@@ -39,6 +39,8 @@ def row_flags(row: dict[str, Any]) -> str:
         flags.append(verdict)
     if any("source changed" in note for note in gate.get("notes", [])):
         flags.append("source changed")
+    if any(note.startswith("reference moved") for note in gate.get("notes", [])):
+        flags.append("cuBLAS moved")
     if row.get("throttle"):
         flags.append("throttled")
     if row.get("stop") == "time cap":

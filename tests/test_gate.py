@@ -140,6 +140,28 @@ def test_the_gated_metric_can_be_absolute_time():
         judge(drifted, _entry(), metric="tflops")
 
 
+def test_a_ratio_change_the_kernel_time_does_not_share_is_cublas_moving_not_the_kernel():
+    """Seen on the H100: cuBLAS fp32 at 256^3 ran 12.85 us in one process and 12.2 us in the next."""
+    moved = _row(1.0)
+    moved["ratio"] *= 1.053  # the reference got 5% faster; the kernel's own time did not change
+    moved["ratio_ci"] = [v * 1.053 for v in moved["ratio_ci"]]
+    result = judge(moved, _entry())
+    assert result.verdict == "same" and result.change == pytest.approx(0.053)
+    assert result.notes == (
+        "reference moved: the ratio changed +5.3% but the kernel's own device time +0.0% "
+        "(cuBLAS changed, not the kernel)",
+    )
+    slower_reference = _row(1.0)
+    slower_reference["ratio"] /= 1.10
+    slower_reference["ratio_ci"] = [v / 1.10 for v in slower_reference["ratio_ci"]]
+    assert judge(slower_reference, _entry()).verdict == "same"  # not an improvement of the kernel either
+    # A real regression moves both; half the threshold in the kernel's own time is enough.
+    partly = _row(1.10)
+    partly["median_s"] /= 1.07  # the GPU ran 7% faster at the same time
+    partly["ci_s"] = [v / 1.07 for v in partly["ci_s"]]
+    assert judge(partly, _entry()).verdict == "regressed"
+
+
 def test_a_per_kernel_threshold_changes_the_verdict():
     assert judge(_row(1.10), _entry(), threshold=0.15).verdict == "same"
     assert judge(_row(1.03), _entry(), threshold=0.02).verdict == "regressed"

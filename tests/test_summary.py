@@ -56,3 +56,5 @@ def test_flags_say_what_deserves_a_second_look():
     assert row_flags(row) == ""
     flagged = dict(row, verdict="wrong", suspicious=["x"], throttle=["power cap"], stop="time cap", cache="hot")
     assert row_flags(flagged) == "WRONG OUTPUT, SUSPICIOUS, throttled, time cap, hot L2"
+    gated = dict(row, gate={"verdict": "same", "change": 0.053, "notes": ["reference moved: the ratio changed +5.3%"]})
+    assert row_flags(gated) == "cuBLAS moved"
