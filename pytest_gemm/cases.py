@@ -122,3 +122,16 @@ def launch_geometry(spec: KernelSpec, variant: Variant, shape: Shape) -> LaunchG
         raise KernelFileError(spec.path, f"{threads} threads per block for {env}; CUDA allows 1024", key="block")
     smem = value("shared_mem", spec.shared_mem, 0, 232448) if spec.shared_mem is not None else 0
     return LaunchGeometry(grid, block, smem)
+
+
+def variant_shared_mem(spec: KernelSpec, variant: Variant) -> int | str:
+    """Dynamic shared memory of a variant in bytes, or ``"by shape"`` when it depends on M, N or K."""
+    if spec.shared_mem is None:
+        return 0
+    if spec.shared_mem.names & {"M", "N", "K"}:
+        return "by shape"
+    try:
+        v = spec.shared_mem(variant.as_dict())
+    except ExpressionError as exc:
+        raise KernelFileError(spec.path, str(exc), line=spec.line, key="shared_mem") from None
+    return int(v)

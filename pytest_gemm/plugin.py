@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from .benchmark_bridge import DeviceClock, record_device_times
-from .cases import Case, case_seed, expand
+from .cases import Case, case_seed, expand, variant_shared_mem
 from .ci_summary import CASE, CaseSummary
 from .compiler import CompileError, NvrtcUnavailable, compile_kernel
 from .device import DeviceUnavailable, KernelLaunchError, open_device
@@ -201,6 +201,7 @@ class GemmCompileItem(_TextFailure, pytest.Item):
             "spill_loads": r.spill_loads if r else None,
             "stack_bytes": r.stack_bytes if r else None,
             "static_smem": r.static_smem if r else None,
+            "dynamic_smem": variant_shared_mem(self.spec, self.variant),
         }
         self.user_properties.append(("gemm_compile", row))
 

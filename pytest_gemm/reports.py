@@ -55,11 +55,13 @@ class CompileReport:
         width = max(len(r["file"] + "::" + r["kernel"]) for r in self.rows) + 2
         tr.write_line(
             f"{'kernel':<{width}} {'arch':<8} {'regs':>5} {'spill st/ld B':>14} {'stack B':>8} {'static smem B':>14}"
+            f" {'dynamic smem B':>15}"
         )
         for row in sorted(self.rows, key=lambda r: (r["file"], r["kernel"], r["arch"])):
             spills = f"{row['spill_stores']}/{row['spill_loads']}"
             flag = "  SPILLS" if (row["spill_stores"] or row["spill_loads"]) else ""
             tr.write_line(
                 f"{row['file'] + '::' + row['kernel']:<{width}} {row['arch']:<8} {row['registers']!s:>5} "
-                f"{spills:>14} {row['stack_bytes']!s:>8} {row['static_smem']!s:>14}{flag}"
+                f"{spills:>14} {row['stack_bytes']!s:>8} {row['static_smem']!s:>14} "
+                f"{row.get('dynamic_smem', 0)!s:>15}{flag}"
             )

@@ -73,6 +73,24 @@ def test_compile_items_pass_fail_and_report(pytester, naive_source):
     )
 
 
+def test_compile_report_shows_dynamic_shared_memory_per_variant(pytester, naive_source):
+    header = 'params = { S = [2, 4] }\nshared_mem = "S * 1024"\n*/'
+    by_shape = 'shared_mem = "N * 4"\n*/'
+    kernels = pytester.mkdir("kernels")
+    (kernels / "smem.cu").write_text(naive_source.replace("*/", header, 1))
+    (kernels / "shape.cu").write_text(naive_source.replace("*/", by_shape, 1))
+    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "--gemm-archs", "sm_90")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*kernel*static smem B  dynamic smem B",
+            "*kernels/shape.cu::sgemm_naive *sm_90*0/0*0*by shape",
+            "*kernels/smem.cu::sgemm_naive[[]S2[]]*sm_90*0/0*0*2048",
+            "*kernels/smem.cu::sgemm_naive[[]S4[]]*sm_90*0/0*0*4096",
+        ]
+    )
+
+
 def test_compile_report_survives_xdist(pytester, naive_source):
     pytest.importorskip("xdist")
     (pytester.mkdir("kernels") / "good.cu").write_text(naive_source)
