@@ -10,23 +10,32 @@
 // - The copies from global memory use cp.async: each thread starts 16-byte copies straight
 //   into shared memory (no trip through registers) and STAGES slices are in flight at
 //   once, in a ring with one barrier per slice. The register prefetch of steps 7-8 was
-//   tried first: with it this kernel reached 238-253 TFLOP/s, with cp.async 294-296.
-// - Shared-memory rows are padded by 8 elements (16 bytes) so that the rows of one
-//   fragment load fall on different banks. WMMA gives no control over the fragment layout,
-//   so padding is the only remedy available here.
+//   tried first: with it this kernel reached 238-253 TFLOP/s, with cp.async 294-296. A
+//   thread copies the same piece of the same rows in every slice, so its addresses and
+//   bounds tests are worked out once, before the loop (234 -> 182 SASS instructions per
+//   slice for sm_90).
+// - Shared-memory rows are padded by PAD elements so that the rows one fragment load reads
+//   fall on different banks; WMMA gives no control over the fragment layout, so padding is
+//   the only remedy here. The amount matters. With 16 bytes (PAD 8) the fragment loads are
+//   conflict-free, but ncu counted 1.5x the L2-to-SM traffic the copies need (100.7 M
+//   sectors against 67.1 M for step 10 on the same product) and L2 busy at 88% of its
+//   peak, probably because every other row then starts mid-sector and a 32-byte sector
+//   split over two 128-byte lines of shared memory is fetched once per line. With 32
+//   bytes (PAD 16) each sector lands whole, at the price of 2-way bank conflicts on the
+//   fragment loads: 7-12% faster with four warps (WN 64), about 20% slower with eight
+//   (WN 32), which load twice as many A fragments per multiply-add.
 // - bf16 fragment loads go through PTX (see load_shared below): mma.h's own bf16 load
 //   made the bf16 kernel 1.7x slower than fp16.
 // Why it is faster: a tensor core multiply-adds 16-bit inputs at many times the rate of
 // the FP32 pipes, and the operands are half as many bytes. The epilogue goes through
-// shared memory: each warp stores a fragment as fp32, then its lanes apply alpha and beta
-// and write 16-bit C with bounds checks.
-// Measured on the H100 at 4096^3 (default variants, 4 stages): bf16 298 TFLOP/s, 38.7% of
-// cuBLAS bf16 in the same run (WN 64); fp16 301 TFLOP/s, 39.9% (WN 32). That is 6.4x step
-// 8's fp32 throughput, but just short of the 40%-of-cuBLAS target: cuBLAS uses Hopper's
-// warpgroup wgmma instructions, while WMMA compiles to the warp-level HMMA instructions of
-// Ampere, fed through a layout we cannot choose (step 10 goes further on the same
-// instructions). All four variants are within 4% of each other; the default of each
-// dtype was the fastest in two separate runs.
+// shared memory: each warp stores a fragment as fp32, then each lane applies alpha and
+// beta to 8 consecutive elements of a row and writes them with one 16-byte store.
+// Measured on the H100 at 4096^3 (default variant WN 64, PAD 16, 4 stages): bf16 341
+// TFLOP/s, 43.5% of cuBLAS bf16 in the same run; fp16 327 TFLOP/s, 42.7%; 7.4x step 8's
+// fp32 throughput. With PAD 8 the same kernel made 306 and 305 TFLOP/s (38.8%, 40.0%).
+// cuBLAS uses Hopper's warpgroup wgmma instructions, while WMMA compiles to the warp-level
+// HMMA instructions of Ampere, fed through a layout we cannot choose (step 10 goes
+// further on the same instructions).
 //
 // requires: rows of A (length K) and of B and C (length N) are copied in 16-byte pieces of
 // 8 elements, which must start on 16-byte boundaries and lie wholly inside or outside the
@@ -39,10 +48,10 @@ description = "WMMA 16x16x16 fragments, cp.async multi-stage copies; fp16 inputs
 entry = "gemm_wmma<__half>"
 args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
 dtypes = ["fp16"]
-params = { WN = [32, 64], STAGES = [4, 3] }
+params = { WN = [64, 32], PAD = [16, 8], STAGES = [4, 3] }
 block = ["2 * (128 / WN) * 32"]
 grid = ["cdiv(N, 128)", "cdiv(M, 128)"]
-shared_mem = "STAGES * (128 * (32 + 8) + 32 * (128 + 8)) * 2"
+shared_mem = "STAGES * (128 * (32 + PAD) + 32 * (128 + PAD)) * 2"
 requires = ["K % 8 == 0", "N % 8 == 0"]
 */
 
@@ -52,10 +61,10 @@ description = "WMMA 16x16x16 fragments, cp.async multi-stage copies; bf16 inputs
 entry = "gemm_wmma<__nv_bfloat16>"
 args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
 dtypes = ["bf16"]
-params = { WN = [64, 32], STAGES = [4, 3] }
+params = { WN = [64, 32], PAD = [16, 8], STAGES = [4, 3] }
 block = ["2 * (128 / WN) * 32"]
 grid = ["cdiv(N, 128)", "cdiv(M, 128)"]
-shared_mem = "STAGES * (128 * (32 + 8) + 32 * (128 + 8)) * 2"
+shared_mem = "STAGES * (128 * (32 + PAD) + 32 * (128 + PAD)) * 2"
 requires = ["K % 8 == 0", "N % 8 == 0"]
 */
 
@@ -67,7 +76,6 @@ requires = ["K % 8 == 0", "N % 8 == 0"]
 #define BK 32
 #define BN 128
 #define WM 64
-#define PAD 8  // elements: 16 bytes
 #define THREADS ((BM / WM) * (BN / WN) * 32)
 #define A_LOADS (BM * BK / 8 / THREADS)  // 16-byte pieces of A per thread per slice
 #define B_LOADS (BK * BN / 8 / THREADS)
@@ -135,19 +143,33 @@ __global__ void __launch_bounds__(THREADS, 2)
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const int slices = (K + BK - 1) / BK;
 
+    // The copies are worked out once: each thread copies the same 16-byte piece of rows r,
+    // r + A_ROWS_STEP, ... of A and of B in every slice; per slice only the K offset moves.
+    constexpr int A_ROWS_STEP = THREADS / (BK / 8), B_ROWS_STEP = THREADS / (BN / 8);
+    const int a_row = tid / (BK / 8), a_col = tid % (BK / 8) * 8;
+    const int b_row = tid / (BN / 8), b_col = tid % (BN / 8) * 8;
+    const E* a_src = A + (size_t)(row0 + a_row) * K + a_col;
+    const E* b_src = B + (size_t)b_row * N + col0 + b_col;
+    const unsigned a_dst = shared_address(&As[0][a_row][a_col]), b_dst = shared_address(&Bs[0][b_row][b_col]);
+    unsigned a_rows_ok = 0;  // bit l: row a_row + l * A_ROWS_STEP lies inside A
+#pragma unroll
+    for (int l = 0; l < A_LOADS; ++l) a_rows_ok |= (unsigned)(row0 + a_row + l * A_ROWS_STEP < M) << l;
+    const bool b_col_ok = col0 + b_col < N;
+
     auto load_slice = [&](int s, int slice) {
         const int k0 = slice * BK;
+        const bool a_k_ok = k0 + a_col < K;
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
-            const int i = tid + l * THREADS, r = i / (BK / 8), c = (i % (BK / 8)) * 8;
-            const bool ok = row0 + r < M && k0 + c < K;
-            cp_async16(shared_address(&As[s][r][c]), ok ? &A[(size_t)(row0 + r) * K + k0 + c] : A, ok);
+            const bool ok = a_k_ok && (a_rows_ok >> l & 1);
+            const E* src = a_src + (size_t)l * A_ROWS_STEP * K + k0;
+            cp_async16(a_dst + sizeof(As[0]) * s + l * A_ROWS_STEP * (BK + PAD) * sizeof(E), ok ? src : A, ok);
         }
 #pragma unroll
         for (int l = 0; l < B_LOADS; ++l) {
-            const int i = tid + l * THREADS, r = i / (BN / 8), c = (i % (BN / 8)) * 8;
-            const bool ok = k0 + r < K && col0 + c < N;
-            cp_async16(shared_address(&Bs[s][r][c]), ok ? &B[(size_t)(k0 + r) * N + col0 + c] : B, ok);
+            const bool ok = b_col_ok && k0 + b_row + l * B_ROWS_STEP < K;
+            const E* src = b_src + (size_t)(k0 + l * B_ROWS_STEP) * N;
+            cp_async16(b_dst + sizeof(Bs[0]) * s + l * B_ROWS_STEP * (BN + PAD) * sizeof(E), ok ? src : B, ok);
         }
     };
 
@@ -185,24 +207,29 @@ __global__ void __launch_bounds__(THREADS, 2)
     cp_async_wait<0>();
     __syncthreads();  // the staging tiles reuse the stage buffers
 
-    // Epilogue: one fragment at a time through this warp's fp32 staging tile.
+    // Epilogue: one fragment at a time through this warp's fp32 staging tile. Each lane
+    // takes 8 consecutive elements of one row (half a fragment row) and writes them with one
+    // 16-byte store; N % 8 == 0 and 8-aligned columns put the 8 wholly inside or outside C.
     float* tile = staging[warp];
+    const int er = lane / 2, ec = (lane % 2) * 8;
 #pragma unroll
     for (int i = 0; i < WM / 16; ++i) {
 #pragma unroll
         for (int j = 0; j < WN / 16; ++j) {
             wmma::store_matrix_sync(tile, acc[i][j], 16, wmma::mem_row_major);
             __syncwarp();
-            const int r0 = row0 + wr * WM + i * 16, c0 = col0 + wc * WN + j * 16;
-#pragma unroll 2
-            for (int e = lane; e < 256; e += 32) {
-                const int row = r0 + e / 16, col = c0 + e % 16;
-                if (row < M && col < N) {
-                    E* out = &C[(size_t)row * N + col];
-                    float v = alpha * tile[e];
-                    if (beta != 0.0f) v = fmaf(beta, to_float(*out), v);
-                    *out = from_float<E>(v);
+            const int row = row0 + wr * WM + i * 16 + er, col = col0 + wc * WN + j * 16 + ec;
+            if (row < M && col < N) {
+                uint4* out = reinterpret_cast<uint4*>(&C[(size_t)row * N + col]);
+                union { uint4 v; E e[8]; } packed, old;
+                if (beta != 0.0f) old.v = *out;
+#pragma unroll
+                for (int e = 0; e < 8; ++e) {
+                    float v = alpha * tile[er * 16 + ec + e];
+                    if (beta != 0.0f) v = fmaf(beta, to_float(old.e[e]), v);
+                    packed.e[e] = from_float<E>(v);
                 }
+                *out = packed.v;
             }
             __syncwarp();
         }
