@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
-from pytest_gemm.compiler import CompileError, compile_kernel, parse_ptxas_resources
+from pytest_gemm.compiler import CompileError, _compile, _include_dirs, compile_kernel, parse_ptxas_resources
 from pytest_gemm.spec import parse_cu_file, parse_cu_source
 
 from conftest import KERNELS, requires_nvrtc
@@ -113,3 +116,36 @@ def test_dtype_fixture_kernels_compile_with_cuda_headers():
 
     for spec in parse_cu_file(ROOT / "tests" / "kernels_dtypes" / "naive_dtypes.cu"):
         assert compile_kernel(spec, spec.variants()[0], "sm_90").resources.spill_stores == 0
+
+
+def _module_strings(path: Path) -> dict[str, str]:
+    """Module-level string constants of a Python file, read without importing it (it needs CuPy)."""
+    tree = ast.parse(path.read_text())
+    return {
+        node.targets[0].id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    }
+
+
+SCRIPT_SOURCES = Path(__file__).parent.parent / "scripts" / "mma_ceiling.py"
+SCRIPT_OPTIONS = ("--gpu-architecture=sm_90", "-std=c++17", "--ptxas-options=-v")
+
+
+@pytest.mark.parametrize("mode", range(5))
+def test_mma_ceiling_ablation_kernels_build_without_spills(mode):
+    source = _module_strings(SCRIPT_SOURCES)["ABLATION_SOURCE"]
+    options = (*SCRIPT_OPTIONS, *(f"-I{d}" for d in _include_dirs()), f"-DMODE={mode}")
+    resources = _compile(source, "mma_ceiling.py", "loop", options, "sm_90").resources
+    assert resources.spill_stores == resources.spill_loads == 0
+
+
+@pytest.mark.parametrize("chains", [4, 8, 16, 32])
+def test_mma_ceiling_peak_kernels_build_without_spills(chains):
+    source = _module_strings(SCRIPT_SOURCES)["PEAK_SOURCE"]
+    options = (*SCRIPT_OPTIONS, f"-DILP={chains}", '-DDT="bf16"')
+    resources = _compile(source, "mma_ceiling.py", "mma_loop", options, "sm_90").resources
+    assert resources.spill_stores == resources.spill_loads == 0
