@@ -22,22 +22,38 @@
 // and from 367 to 421 TFLOP/s (bf16).
 // Measured on the H100 at 4096^3 (default variant BK 32, 3 stages): bf16 421 TFLOP/s,
 // 53.0% of cuBLAS bf16 in the same run; fp16 414 TFLOP/s, 53.9%; 1.23x and 1.26x step 9.
-// Short of the 60% target. mma.sync itself tops out at 671 TFLOP/s on this H100
-// (scripts/mma_ceiling.py: register operands, 8 warps per SM, 1980 MHz; 2,568 FLOP per SM
-// per clock, 63% of wgmma's 4,096). Adding this loop's parts one at a time (same script):
-// ldmatrix and one barrier per slice still make 606 TFLOP/s, but the cp.async ring brings
-// it to 435-461 whether the data comes from L2 or from L1. By our estimate the ldmatrix
-// reads (64 KB) and cp.async writes (32 KB) of two blocks per 512 mma keep shared memory
-// about 90% busy at the mma peak, so the two cannot both run flat out. Tried without a
-// gain: spreading the copies between the mma (-10%), 5-6 stages, an L2 prefetch hint,
-// copies issued before the barrier, 128 x 256 and 256 x 128 tiles (one block per SM:
-// 400-404 TFLOP/s), eight warps of 64 x 32 (-10%). BK 64 with 4 stages needs 128 KB, so
-// only one block fits per SM: 343 TFLOP/s.
+// mma.sync itself tops out at 671 TFLOP/s on this H100 (scripts/mma_ceiling.py: register
+// operands, 8 warps per SM, 1980 MHz; 2,568 FLOP per SM per clock, 63% of wgmma's 4,096).
+// This loop on data in L2 (same script) makes 606 TFLOP/s without copies, 423-426 with the
+// cp.async ring, but 525-561 when TMA does the copies, although either copy path alone
+// moves 8.3-8.6 TB/s into shared memory. So the cost is not bandwidth but the copying that
+// every thread does between its mma (address and bounds arithmetic, 8 LDGSTS per slice and
+// their commit/wait, in the memory pipe that ldmatrix also uses).
+// Tried without a gain: spreading the copies between the mma (-10%), 5-6 stages, an L2
+// prefetch hint, copies issued before the barrier, 128 x 256 and 256 x 128 tiles (one block
+// per SM: 400-404 TFLOP/s; with an mbarrier ring instead of the barrier: 420-429), fragments
+// double-buffered across k steps (-6%), eight warps of 64 x 32 (-10%). BK 64 with 4 stages
+// needs 128 KB, so only one block fits per SM: 343 TFLOP/s.
+//
+// The TMA-fed version (hgemm_mma_tma_*, built for sm_90): the same warp tiling and inner
+// loop, but thread 0 alone copies each slice with TMA (cp.async.bulk.tensor: one or two
+// boxes of A and two of B, from tensor maps the harness builds; header key tensor_maps) into
+// the same swizzled layouts, an mbarrier per stage says when a slice has landed, and the
+// epilogue goes through shared memory to write whole 16-byte pieces of rows. BK 64 halves
+// the barriers per FLOP and, with 3 stages (96 KB), still fits two blocks per SM.
+// Measured on the H100 at 4096^3 (BK 64, 3 stages): bf16 458 TFLOP/s, 60.4% of cuBLAS bf16
+// in the same run; fp16 446 TFLOP/s, 61.1% (the cp.async version: 391 and 395, 51.9% and
+// 53.5%, in that run, which throttled harder than most). Without the staged epilogue:
+// 59.6% and 60.1%. In a later run of all steps: bf16 454 TFLOP/s, 59.3%; fp16 467, 61.1%.
+// The SM clock moved between 1650 and 1980 MHz while timing (power cap), so these ratios
+// move by a few percent from run to run: bf16 sits at the 60% target, not clearly above it.
 //
 // requires: cp.async moves whole 16-byte pieces (8 elements) of rows of A (length K) and B
 // (length N), which must start on 16-byte boundaries and lie wholly inside or outside the
 // matrix: K and N must be multiples of 8. M may be anything; missing rows and slices past
-// K are zero-filled by cp.async itself.
+// K are zero-filled by cp.async itself. The TMA version has the same rule for another
+// reason: a tensor map needs the distance between stored rows to be a multiple of 16 bytes;
+// TMA zero-fills whatever part of a box lies outside the matrix.
 
 /* pytest-gemm
 name = "hgemm_mma_fp16"
@@ -62,6 +78,36 @@ params = { BK = [32, 64], STAGES = [3, 4] }
 block = [128]
 grid = ["cdiv(N, 128)", "cdiv(M, 128)"]
 shared_mem = "STAGES * (128 * BK + BK * 128) * 2"
+requires = ["K % 8 == 0", "N % 8 == 0"]
+*/
+
+/* pytest-gemm
+name = "hgemm_mma_tma_fp16"
+description = "step 10's mma.sync + ldmatrix main loop fed by TMA copies (one thread, 2-D tensor maps, mbarrier per stage), epilogue in 16-byte rows; fp16 in and out, fp32 accumulation"
+entry = "gemm_mma_tma<__half>"
+args = ["M", "N", "K", "alpha", "A_map", "B_map", "beta", "C"]
+dtypes = ["fp16"]
+arch = "sm_90"
+params = { BK = [64, 32], STAGES = [3] }
+block = [128]
+grid = ["cdiv(N, 128)", "cdiv(M, 128)"]
+shared_mem = "STAGES * (128 * BK + BK * 128) * 2 + 1024"
+tensor_maps = { A = { box = [32, 128], swizzle = 64 }, B = { box = [64, "BK"], swizzle = 128 } }
+requires = ["K % 8 == 0", "N % 8 == 0"]
+*/
+
+/* pytest-gemm
+name = "hgemm_mma_tma_bf16"
+description = "step 10's mma.sync + ldmatrix main loop fed by TMA copies (one thread, 2-D tensor maps, mbarrier per stage), epilogue in 16-byte rows; bf16 in and out, fp32 accumulation"
+entry = "gemm_mma_tma<__nv_bfloat16>"
+args = ["M", "N", "K", "alpha", "A_map", "B_map", "beta", "C"]
+dtypes = ["bf16"]
+arch = "sm_90"
+params = { BK = [64, 32], STAGES = [3] }
+block = [128]
+grid = ["cdiv(N, 128)", "cdiv(M, 128)"]
+shared_mem = "STAGES * (128 * BK + BK * 128) * 2 + 1024"
+tensor_maps = { A = { box = [32, 128], swizzle = 64 }, B = { box = [64, "BK"], swizzle = 128 } }
 requires = ["K % 8 == 0", "N % 8 == 0"]
 */
 
@@ -260,5 +306,167 @@ __global__ void __launch_bounds__(THREADS, 2)
                 *out = Elem<E>::pack(x, y);
             }
         }
+    }
+}
+
+// --- the TMA-fed version (sm_90) ----------------------------------------------------------
+// The driver's CUtensorMap: 128 opaque bytes that the harness builds (header key tensor_maps)
+// and passes by value as a __grid_constant__ parameter.
+struct alignas(64) TensorMap {
+    unsigned long long opaque[16];
+};
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+// Arrive, and say how many bytes the copies tied to this phase will bring.
+__device__ __forceinline__ void mbar_expect_bytes(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile(
+            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+// One box of a 2-D tensor map (coordinates: inner, outer) into shared memory; its bytes count
+// towards the mbarrier's phase. Parts of the box outside the matrix arrive as zeros.
+__device__ __forceinline__ void tma_load(unsigned dst, const TensorMap* map, int inner, int outer, unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+        ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(bar)
+        : "memory");
+}
+// Where TMA puts piece p (16 bytes) of row r of a slice, in elements. A arrives as boxes of
+// 32 columns (64-byte rows) with TMA's 64-byte swizzle, which is the a_offset swizzle above
+// for BK = 32; B as boxes of 64 columns (128-byte rows) with the 128-byte swizzle.
+__device__ __forceinline__ int a_box_offset(int r, int piece) {
+    return (piece >> 2) * (BM * 32) + r * 32 + (((piece & 3) ^ ((r >> 1) & 3)) << 3);
+}
+__device__ __forceinline__ int b_box_offset(int r, int piece) {
+    return (piece >> 3) * (BK * 64) + r * 64 + (((piece & 7) ^ (r & 7)) << 3);
+}
+
+// The same warp tiling and inner loop as gemm_mma; only the way slices reach shared memory,
+// and the epilogue, differ.
+template <typename E>
+__global__ void __launch_bounds__(THREADS, 2)
+    gemm_mma_tma(int M, int N, int K, float alpha, const __grid_constant__ TensorMap A_map,
+                 const __grid_constant__ TensorMap B_map, float beta, E* __restrict__ C) {
+    extern __shared__ __align__(128) unsigned char smem_bytes[];
+    // TMA's swizzle patterns repeat every 1 KB (hence 1 KB of slack in shared_mem).
+    const unsigned a_smem = (smem_addr(smem_bytes) + 1023) & ~1023u;  // STAGES slices of BM x BK ...
+    const unsigned b_smem = a_smem + STAGES * BM * BK * sizeof(E);      // ... then STAGES slices of BK x BN
+    __shared__ __align__(8) unsigned long long full_bar[STAGES];       // completes when a slice has landed
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int wr = warp / (BN / WN), wc = warp % (BN / WN);
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const int slices = (K + BK - 1) / BK;
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) mbar_init(smem_addr(&full_bar[s]), 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    // Thread 0 alone copies a slice: BK / 32 boxes of A and two of B, a handful of
+    // instructions where gemm_mma has every thread compute and issue its own 16-byte copies.
+    auto load_slice = [&](int stage, int slice) {
+        const unsigned bar = smem_addr(&full_bar[stage]);
+        // The warps' ldmatrix reads of this stage (ordered by the barrier) before TMA's writes.
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        mbar_expect_bytes(bar, (BM * BK + BK * BN) * sizeof(E));
+        const unsigned a_dst = a_smem + stage * (BM * BK * sizeof(E));
+#pragma unroll
+        for (int h = 0; h < BK / 32; ++h)
+            tma_load(a_dst + h * (BM * 32 * sizeof(E)), &A_map, slice * BK + 32 * h, row0, bar);
+        tma_load(b_smem + stage * (BK * BN * sizeof(E)), &B_map, col0, slice * BK, bar);
+        tma_load(b_smem + stage * (BK * BN * sizeof(E)) + BK * 64 * sizeof(E), &B_map, col0 + 64, slice * BK, bar);
+    };
+
+    // Where this lane's ldmatrix rows start inside a stage, as in gemm_mma.
+    unsigned a_frag[BK / 16], b_frag[NI / 2];
+#pragma unroll
+    for (int ks = 0; ks < BK / 16; ++ks) a_frag[ks] = a_box_offset(wr * WM + lane % 16, ks * 2 + lane / 16) * sizeof(E);
+#pragma unroll
+    for (int nj = 0; nj < NI / 2; ++nj)
+        b_frag[nj] = b_box_offset(lane % 16, (wc * WN + nj * 16) / 8 + lane / 16) * sizeof(E);
+
+    float acc[MI][NI][4] = {};
+    if (tid == 0)
+        for (int s = 0; s < STAGES - 1 && s < slices; ++s) load_slice(s, s);
+
+    int stage = 0, next_stage = STAGES - 1;
+    for (int kt = 0; kt < slices; ++kt) {
+        mbar_wait(smem_addr(&full_bar[stage]), (kt / STAGES) & 1);  // slice kt has landed
+        __syncthreads();  // and slice kt - 1, whose stage is refilled next, is no longer read
+        if (tid == 0 && kt + STAGES - 1 < slices) load_slice(next_stage, kt + STAGES - 1);
+
+        const unsigned a_base = a_smem + stage * (BM * BK * sizeof(E));
+        const unsigned b_base = b_smem + stage * (BK * BN * sizeof(E));
+#pragma unroll
+        for (int ks = 0; ks < BK / 16; ++ks) {
+            unsigned a[MI][4], b[NI / 2][4];
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) ldmatrix_x4(a[mi], a_base + a_frag[ks] + mi * 16 * 32 * sizeof(E));
+#pragma unroll
+            for (int nj = 0; nj < NI / 2; ++nj) ldmatrix_x4_trans(b[nj], b_base + b_frag[nj] + ks * 16 * 64 * sizeof(E));
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < NI; ++ni)
+                    Elem<E>::mma(acc[mi][ni], a[mi], b[ni / 2][(ni % 2) * 2], b[ni / 2][(ni % 2) * 2 + 1]);
+        }
+        stage = stage + 1 == STAGES ? 0 : stage + 1;
+        next_stage = next_stage + 1 == STAGES ? 0 : next_stage + 1;
+    }
+    // Epilogue, staged through shared memory so that C is written (and read, for beta) in
+    // 16-byte pieces of whole rows: each warp parks 32 rows x 64 columns of fp32 at a time
+    // (rows padded to 72 floats, so the 8-byte writes of a half-warp hit 32 different banks),
+    // then every lane moves 8 consecutive columns.
+    using Pair = typename Elem<E>::Pair;
+    __syncthreads();  // every warp is done reading the stages; reuse them
+    float* park = reinterpret_cast<float*>(smem_bytes + (a_smem - smem_addr(smem_bytes))) + warp * (32 * 72);
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+#pragma unroll
+        for (int m2 = 0; m2 < 2; ++m2)
+#pragma unroll
+            for (int half = 0; half < 2; ++half)
+#pragma unroll
+                for (int ni = 0; ni < NI; ++ni)
+                    *reinterpret_cast<float2*>(&park[(m2 * 16 + lane / 4 + half * 8) * 72 + ni * 8 + (lane % 4) * 2]) =
+                        make_float2(acc[pass * 2 + m2][ni][half * 2], acc[pass * 2 + m2][ni][half * 2 + 1]);
+        __syncwarp();
+#pragma unroll
+        for (int it = 0; it < 8; ++it) {
+            const int r = it * 4 + lane / 8, c = (lane % 8) * 8;
+            const int row = row0 + wr * WM + pass * 32 + r, col = col0 + wc * WN + c;
+            if (row < M && col < N) {
+                const float4 v0 = *reinterpret_cast<const float4*>(&park[r * 72 + c]);
+                const float4 v1 = *reinterpret_cast<const float4*>(&park[r * 72 + c + 4]);
+                float x[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+                uint4* out = reinterpret_cast<uint4*>(&C[(size_t)row * N + col]);
+#pragma unroll
+                for (int i = 0; i < 8; ++i) x[i] *= alpha;
+                if (beta != 0.0f) {
+                    const uint4 old = *out;
+                    const Pair* p = reinterpret_cast<const Pair*>(&old);
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const float2 f = Elem<E>::unpack(p[i]);
+                        x[2 * i] = fmaf(beta, f.x, x[2 * i]), x[2 * i + 1] = fmaf(beta, f.y, x[2 * i + 1]);
+                    }
+                }
+                uint4 packed;
+                Pair* q = reinterpret_cast<Pair*>(&packed);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) q[i] = Elem<E>::pack(x[2 * i], x[2 * i + 1]);
+                *out = packed;
+            }
+        }
+        __syncwarp();
     }
 }

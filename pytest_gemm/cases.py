@@ -8,8 +8,18 @@ from dataclasses import dataclass
 from .expr import ExpressionError
 from .shapes import Shape
 from .spec import KernelFileError, KernelSpec, Variant
+from .tensor_maps import TensorMapSpec
 
-__all__ = ["AB_CASES", "AlphaBeta", "Case", "LaunchGeometry", "case_seed", "expand", "launch_geometry"]
+__all__ = [
+    "AB_CASES",
+    "AlphaBeta",
+    "Case",
+    "LaunchGeometry",
+    "case_seed",
+    "expand",
+    "launch_geometry",
+    "tensor_map_box",
+]
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,28 @@ def launch_geometry(spec: KernelSpec, variant: Variant, shape: Shape) -> LaunchG
         raise KernelFileError(spec.path, f"{threads} threads per block for {env}; CUDA allows 1024", key="block")
     smem = value("shared_mem", spec.shared_mem, 0, 232448) if spec.shared_mem is not None else 0
     return LaunchGeometry(grid, block, smem)
+
+
+def tensor_map_box(spec: KernelSpec, tensor_map: TensorMapSpec, variant: Variant) -> tuple[int, int]:
+    """The ``[inner, outer]`` box of one of the kernel's tensor maps, in elements, for one variant."""
+    env = variant.as_dict()
+    sizes = []
+    for expr in tensor_map.box:
+        try:
+            v = expr(env)
+        except ExpressionError as exc:
+            raise KernelFileError(spec.path, str(exc), line=spec.line, key="tensor_maps") from None
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise KernelFileError(
+                spec.path,
+                f"{tensor_map.operand}: box {expr.text!r} gives {v!r} for {env}; expected an integer",
+                line=spec.line,
+                key="tensor_maps",
+            )
+        sizes.append(v)
+    return sizes[0], sizes[1]
 
 
 def variant_shared_mem(spec: KernelSpec, variant: Variant) -> int | str:

@@ -7,15 +7,19 @@ it can run unchanged in a worker process.
 
 from __future__ import annotations
 
+import ctypes
 import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .cases import Case, launch_geometry
+from .archs import arch_runs_on
+from .cases import Case, launch_geometry, tensor_map_box
 from .compiler import compile_kernel
 from .dtypes import DType, get_dtype
+from .spec import KernelFileError, KernelSpec
+from .tensor_maps import MAP_ARGS, TensorMapLayout, layout_problems
 from .verify import ErrorStats, Fault, VerificationResult, count_changed, error_stats
 
 __all__ = ["DeviceUnavailable", "GpuRunner", "KernelLaunchError", "open_device"]
@@ -24,6 +28,11 @@ _GUARD_BYTES = 64 * 1024  # guard before each buffer, and at least this much aft
 _GUARD_ROWS = 256  # the guard after a buffer also covers this many extra rows (tiles up to 256)
 _LD_PAD = 16  # extra elements per row when the kernel takes lda/ldb/ldc; the padding is guarded too
 _MAX_DYNAMIC_SMEM_ATTR = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+# CUtensorMapDataType by storage type, and the other cuTensorMapEncodeTiled choices the harness makes
+_TMA_DATA_TYPES = {"float16": 6, "float32": 7, "float64": 8, "bfloat16": 9}
+_TMA_SWIZZLE_MODES = {0: 0, 32: 1, 64: 2, 128: 3}
+_TMA_L2_PROMOTION_128B = 2
+_TMA_OOB_FILL_ZEROS = 0
 
 
 class DeviceUnavailable(RuntimeError):
@@ -107,7 +116,17 @@ class GpuRunner:
         self.pci_bus_id = cupy.cuda.runtime.deviceGetPCIBusId(index)
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._functions: dict[tuple, Any] = {}
+        self._tensor_maps: dict[tuple, np.ndarray] = {}
         self._timer: Any = None
+
+    def cannot_run(self, spec: KernelSpec) -> str | None:
+        """Why this device cannot run a kernel pinned to another architecture (None when it can)."""
+        if spec.arch and not arch_runs_on(spec.arch, self.capability):
+            return (
+                f"{spec.name} is built for {spec.arch} (its header's arch), "
+                f"which this {self.name} ({self.arch}) cannot run"
+            )
+        return None
 
     def facts(self) -> dict[str, Any]:
         """What CUDA and CuPy say about this device and its software (NVML adds the rest)."""
@@ -144,9 +163,10 @@ class GpuRunner:
 
     # -- kernels ---------------------------------------------------------------------------------
     def _function(self, case: Case) -> Any:
-        key = (case.spec.path, case.spec.name, case.variant, self.arch)
+        arch = case.spec.arch or self.arch
+        key = (case.spec.path, case.spec.name, case.variant, arch)
         if key not in self._functions:
-            compiled = compile_kernel(case.spec, case.variant, self.arch)
+            compiled = compile_kernel(case.spec, case.variant, arch)
             module = self.cp.cuda.function.Module()
             module.load(compiled.cubin)
             self._functions[key] = (module, module.get_function(compiled.lowered_name))
@@ -274,7 +294,33 @@ class GpuRunner:
             "ldb": np.int32(gb.ld),
             "ldc": np.int32(gc.ld),
         }
+        for arg, (operand, g, gdt) in zip(MAP_ARGS, (("A", ga, dt), ("B", gb, dt), ("C", gc, out))):
+            if arg in spec.args:
+                values[arg] = self._tensor_map(case, operand, g, gdt)
         fn(geom.grid, geom.block, tuple(values[a] for a in spec.args), shared_mem=geom.shared_mem)
+
+    def _tensor_map(self, case: Case, operand: str, g: GuardedMatrix, dt: DType) -> np.ndarray:
+        """The 128-byte CUtensorMap of one operand's storage, as a one-element array CuPy passes by value."""
+        spec = case.spec
+        inner, outer = tensor_map_box(spec, spec.tensor_map(operand), case.variant)
+        layout = TensorMapLayout(
+            operand, g.rows, g.cols, g.ld, dt.itemsize, inner, outer, spec.tensor_map(operand).swizzle
+        )
+        problems = layout_problems(layout)
+        if problems:
+            raise KernelFileError(
+                spec.path,
+                f"{spec.name}[{case.id}]: cannot build {operand}_map: " + "; ".join(problems),
+                line=spec.line,
+                key="tensor_maps",
+            )
+        address = g.pointer().data.ptr
+        key = (address, layout, dt.storage)
+        if key not in self._tensor_maps:
+            if len(self._tensor_maps) > 256:
+                self._tensor_maps.clear()
+            self._tensor_maps[key] = _encode_tensor_map(address, layout, dt)
+        return self._tensor_maps[key]
 
     def _peer(self, operands, c0_bits, case: Case, dt: DType, out: DType, truth, gscale) -> ErrorStats:
         """cuBLAS at the kernel's own dtype (fp32 without TF32; TF32 by rounding the operands).
@@ -324,6 +370,36 @@ def case_inputs(case: Case, seed: int) -> CaseInputs:
     b = _random(rng, (k, n), np_dtype(dt))
     c0 = _random(rng, (m, n), np_dtype(out)) if case.ab.prior else None
     return CaseInputs(a, b, c0, case.spec.layout == "col")
+
+
+def _encode_tensor_map(address: int, layout: TensorMapLayout, dt: DType) -> np.ndarray:
+    """Ask the CUDA driver (cuTensorMapEncodeTiled) for a 2-D tiled tensor map of one operand."""
+    try:
+        encode = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+    except (OSError, AttributeError) as exc:
+        raise KernelLaunchError(f"cannot load cuTensorMapEncodeTiled from the CUDA driver: {exc}") from None
+    encode.restype = ctypes.c_int
+    storage = ctypes.create_string_buffer(128 + 64)  # CUtensorMap is 128 bytes, 64-byte aligned
+    aligned = (ctypes.addressof(storage) + 63) // 64 * 64
+    rc = encode(
+        ctypes.c_void_p(aligned),
+        _TMA_DATA_TYPES[dt.storage],
+        2,
+        ctypes.c_void_p(address),
+        (ctypes.c_uint64 * 2)(layout.cols, layout.rows),
+        (ctypes.c_uint64 * 1)(layout.pitch_bytes),
+        (ctypes.c_uint32 * 2)(layout.box_inner, layout.box_outer),
+        (ctypes.c_uint32 * 2)(1, 1),
+        0,  # no interleave
+        _TMA_SWIZZLE_MODES[layout.swizzle],
+        _TMA_L2_PROMOTION_128B,
+        _TMA_OOB_FILL_ZEROS,
+    )
+    if rc != 0:
+        raise KernelLaunchError(f"cuTensorMapEncodeTiled failed with CUDA error {rc} for {layout}")
+    record = np.zeros(1, dtype=np.dtype([("bytes", np.uint8, 128)]))
+    record.view(np.uint8)[:] = np.frombuffer(ctypes.string_at(aligned, 128), dtype=np.uint8)
+    return record
 
 
 def np_dtype(dt: DType) -> np.dtype:

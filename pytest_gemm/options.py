@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from .archs import ARCH_PATTERN
 from .dtypes import DTYPES
 from .gate import METRICS
 from .shapes import Shape, ShapeError, parse_shapes
@@ -16,7 +17,6 @@ from .timing import TimingSettings
 
 __all__ = ["Settings", "add_options", "read_settings"]
 
-_ARCH = re.compile(r"^sm_\d{2,3}[a-z]?$")
 
 # name, ini default, help
 _OPTIONS = (
@@ -156,7 +156,7 @@ def read_settings(config: pytest.Config) -> Settings:
             raise pytest.UsageError(f"--gemm-dtypes / gemm_dtypes: unknown dtype {d!r}; expected {', '.join(DTYPES)}")
     archs = _split(_value(config, "archs"))
     for arch in archs:
-        if not _ARCH.match(arch):
+        if not ARCH_PATTERN.match(arch):
             raise pytest.UsageError(
                 f"--gemm-archs / gemm_archs: {arch!r} is not an architecture such as sm_90 or sm_90a"
             )

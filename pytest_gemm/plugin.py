@@ -147,7 +147,7 @@ class KernelFile(pytest.File):
         for spec, cases in expanded:
             if spec.kind == "cu":
                 for variant in spec.variants():
-                    for arch in settings.archs:
+                    for arch in (spec.arch,) if spec.arch else settings.archs:
                         parts = [spec.name] if len(specs) > 1 else []
                         parts += [variant.id, arch]
                         params = "-".join(p for p in parts if p)
@@ -252,6 +252,9 @@ class GemmCaseItem(_TextFailure, pytest.Function):
 
 def _run_case(device: Any, request: pytest.FixtureRequest, benchmark: Any) -> None:
     item = request.node
+    reason = device.cannot_run(item.case.spec)
+    if reason:
+        pytest.skip(reason)
     result = device.verify(item.case, item.gemm_seed)
     item.user_properties.append(("gemm_margin", result.kernel.margin))
     replay = f"pytest '{item.nodeid}' --gemm-kernels --gemm-seed {item.base_seed}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .archs import parse_arch
 from .dtypes import DTYPES
 
 if sys.version_info >= (3, 11):
@@ -21,6 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 from .expr import Expression, ExpressionError
+from .tensor_maps import MAP_ARGS, SWIZZLES, TensorMapSpec
 
 __all__ = [
     "ARG_NAMES",
@@ -32,7 +34,7 @@ __all__ = [
     "spec_from_mapping",
 ]
 
-ARG_NAMES = ("M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc")
+ARG_NAMES = ("M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc", *MAP_ARGS)
 SHAPE_NAMES = frozenset({"M", "N", "K"})
 _HEADER = re.compile(r"/\*\s*pytest-gemm[ \t]*\r?\n(.*?)\*/", re.DOTALL)
 _ENTRY = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<.*>)?\s*$", re.DOTALL)
@@ -51,6 +53,8 @@ OPTIONAL = (
     "description",
     "expect_fast",
     "regression_threshold",
+    "arch",
+    "tensor_maps",
 )
 
 
@@ -100,6 +104,8 @@ class KernelSpec:
     description: str = ""
     expect_fast: str = ""  # why timing above peak or far beyond cuBLAS is expected (empty: it is suspicious)
     regression_threshold: float | None = None  # overrides --gemm-threshold for this kernel
+    arch: str | None = None  # built only for this architecture (e.g. sm_90a), whatever --gemm-archs says
+    tensor_maps: tuple[TensorMapSpec, ...] = ()
     source: str = field(default="", repr=False, compare=False)
     function: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
 
@@ -125,6 +131,9 @@ class KernelSpec:
 
     def output_dtype(self, dtype: str) -> str:
         return self.c_dtype or dtype
+
+    def tensor_map(self, operand: str) -> TensorMapSpec:
+        return next(t for t in self.tensor_maps if t.operand == operand)
 
 
 def parse_cu_source(path: str | Path, text: str) -> list[KernelSpec]:
@@ -203,13 +212,17 @@ def spec_from_mapping(
         check.fail(
             "regression_threshold", f"expected a fraction such as 0.1 (10%), above 0 and at most 10, got {threshold!r}"
         )
+    args = check.args(data["args"]) if kind == "cu" else ()
+    param_names = frozenset(name for name, _ in params)
+    tensor_maps = check.tensor_maps(data.get("tensor_maps", {}), param_names, args)
+    arch = check.arch(data["arch"]) if "arch" in data else None
     return KernelSpec(
         path=str(path),
         name=name,
         line=line,
         kind=kind,
         entry=entry,
-        args=check.args(data["args"]) if kind == "cu" else (),
+        args=args,
         dtypes=check.dtypes(data["dtypes"]),
         block=check.dims("block", data["block"], names) if kind == "cu" else (),
         grid=check.dims("grid", data["grid"], names) if kind == "cu" else (),
@@ -222,6 +235,8 @@ def spec_from_mapping(
         description=description,
         expect_fast=expect_fast.strip(),
         regression_threshold=float(threshold) if threshold is not None else None,
+        arch=arch,
+        tensor_maps=tensor_maps,
         source=source,
         function=function,
     )
@@ -250,8 +265,8 @@ class _Checker:
             if value.count(arg) > 1:
                 self.fail("args", f"argument {arg!r} is listed twice")
         for needed in ("A", "B", "C"):
-            if needed not in value:
-                self.fail("args", f"the kernel must take {needed}")
+            if needed not in value and f"{needed}_map" not in value:
+                self.fail("args", f"the kernel must take {needed} (or its tensor map {needed}_map)")
         if ("alpha" in value) != ("beta" in value):
             self.fail("args", "a kernel takes both alpha and beta, or neither")
         return tuple(value)
@@ -299,8 +314,48 @@ class _Checker:
             self.fail("options", 'expected a list of compiler flags, e.g. ["-use_fast_math"]')
         for flag in value:
             if _ARCH_FLAGS.match(flag):
-                self.fail("options", f"{flag!r}: the harness chooses the architecture (see --gemm-archs)")
+                self.fail(
+                    "options",
+                    f"{flag!r}: the harness chooses the architecture (see --gemm-archs, or the header's arch key)",
+                )
         return tuple(value)
+
+    def arch(self, value: Any) -> str:
+        try:
+            parse_arch(value if isinstance(value, str) else repr(value))
+        except ValueError as exc:
+            self.fail("arch", f"{exc}; it names the one architecture this kernel is built for")
+        return value
+
+    def tensor_maps(self, value: Any, params: frozenset[str], args: tuple[str, ...]) -> tuple[TensorMapSpec, ...]:
+        example = 'e.g. tensor_maps = { A = { box = [64, "BM"], swizzle = 128 } }'
+        if not isinstance(value, Mapping):
+            self.fail(
+                "tensor_maps", f"expected a table of operand = {{ box = [inner, outer], swizzle = bytes }}, {example}"
+            )
+        out = []
+        for operand, entry in value.items():
+            if f"{operand}_map" not in MAP_ARGS:
+                self.fail("tensor_maps", f"{operand!r} is not an operand; expected A, B or C")
+            if not isinstance(entry, Mapping) or set(entry) - {"box", "swizzle"} or "box" not in entry:
+                self.fail("tensor_maps", f"{operand}: expected {{ box = [inner, outer], swizzle = bytes }}, {example}")
+            box = entry["box"]
+            if not isinstance(box, list) or len(box) != 2:
+                self.fail("tensor_maps", f"{operand}: box is [inner, outer] in elements, got {box!r}")
+            exprs = tuple(self.expression("tensor_maps", b, params) for b in box)
+            swizzle = entry.get("swizzle", 0)
+            if swizzle not in SWIZZLES or isinstance(swizzle, bool):
+                self.fail(
+                    "tensor_maps",
+                    f"{operand}: swizzle is one of {', '.join(map(str, SWIZZLES))} bytes, got {swizzle!r}",
+                )
+            if f"{operand}_map" not in args:
+                self.fail("tensor_maps", f"{operand}: the kernel does not take {operand}_map; add it to args")
+            out.append(TensorMapSpec(operand, (exprs[0], exprs[1]), swizzle))
+        for arg in args:
+            if arg in MAP_ARGS and MAP_ARGS[arg] not in value:
+                self.fail("tensor_maps", f"{arg} is in args but tensor_maps has no entry for {MAP_ARGS[arg]}")
+        return tuple(out)
 
     def params(self, value: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
         if not isinstance(value, Mapping):

@@ -16,10 +16,11 @@ pytestmark = requires_nvrtc
 
 
 def test_bundled_kernels_compile_for_sm80_and_sm90_without_spills():
+    """Each bundled kernel builds without spills for sm_80 and sm_90, or for the one arch its header names."""
     for path in sorted(KERNELS.glob("*.cu")):
         for spec in parse_cu_file(path):
             for variant in spec.variants():
-                for arch in ("sm_80", "sm_90"):
+                for arch in (spec.arch,) if spec.arch else ("sm_80", "sm_90"):
                     result = compile_kernel(spec, variant, arch)
                     assert result.cubin[:4] == b"\x7fELF"
                     r = result.resources
@@ -94,6 +95,22 @@ def test_compile_report_shows_dynamic_shared_memory_per_variant(pytester, naive_
     )
 
 
+def test_a_kernel_pinned_to_an_arch_is_built_only_for_it(pytester, naive_source):
+    kernels = pytester.mkdir("kernels")
+    (kernels / "pinned.cu").write_text(naive_source.replace("*/", 'arch = "sm_90a"\n*/', 1))
+    (kernels / "free.cu").write_text(naive_source)
+    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "--gemm-archs", "sm_80,sm_86")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*kernels/free.cu::sgemm_naive *sm_80*",
+            "*kernels/free.cu::sgemm_naive *sm_86*",
+            "*kernels/pinned.cu::sgemm_naive *sm_90a*",
+        ]
+    )
+    assert "pinned.cu::sgemm_naive  sm_80" not in result.stdout.str()
+
+
 def test_compile_report_survives_xdist(pytester, naive_source):
     pytest.importorskip("xdist")
     (pytester.mkdir("kernels") / "good.cu").write_text(naive_source)
@@ -137,10 +154,29 @@ SCRIPT_OPTIONS = ("--gpu-architecture=sm_90", "-std=c++17", "--ptxas-options=-v"
 
 @pytest.mark.parametrize("mode", range(5))
 def test_mma_ceiling_ablation_kernels_build_without_spills(mode):
-    source = _module_strings(SCRIPT_SOURCES)["ABLATION_SOURCE"]
+    strings = _module_strings(SCRIPT_SOURCES)
+    source = strings["FRAGMENT_SOURCE"] + strings["ABLATION_SOURCE"]
     options = (*SCRIPT_OPTIONS, *(f"-I{d}" for d in _include_dirs()), f"-DMODE={mode}")
     resources = _compile(source, "mma_ceiling.py", "loop", options, "sm_90").resources
     assert resources.spill_stores == resources.spill_loads == 0
+
+
+@pytest.mark.parametrize(("tma", "no_mma"), [(0, 0), (0, 1), (1, 0), (1, 1)])
+def test_mma_ceiling_copy_kernels_build_without_spills(tma, no_mma):
+    strings = _module_strings(SCRIPT_SOURCES)
+    source = strings["FRAGMENT_SOURCE"] + strings["COPY_SOURCE"]
+    options = (*SCRIPT_OPTIONS, *(f"-I{d}" for d in _include_dirs()), f"-DUSE_TMA={tma}", f"-DNO_MMA={no_mma}")
+    resources = _compile(source, "mma_ceiling.py", "loop", options, "sm_90").resources
+    assert resources.spill_stores == resources.spill_loads == 0
+
+
+@pytest.mark.parametrize(("mi", "ni"), [(4, 8), (8, 4), (2, 8), (4, 4), (2, 16), (1, 32)])
+def test_mma_ceiling_pattern_kernels_build_without_spills(mi, ni):
+    source = _module_strings(SCRIPT_SOURCES)["PATTERN_SOURCE"]
+    for order in range(4):
+        options = (*SCRIPT_OPTIONS, f"-DMI={mi}", f"-DNI={ni}", f"-DORDER={order}")
+        resources = _compile(source, "mma_ceiling.py", "pattern", options, "sm_90").resources
+        assert resources.spill_stores == resources.spill_loads == 0
 
 
 @pytest.mark.parametrize("chains", [4, 8, 16, 32])

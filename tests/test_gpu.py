@@ -176,3 +176,44 @@ def test_every_dtype_passes_with_correct_kernels(pytester):
         "--benchmark-skip",
     )
     result.assert_outcomes(passed=4 * 3 * 3)
+
+
+def _capability() -> tuple[int, int]:
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    return int(props["major"]), int(props["minor"])
+
+
+def test_a_kernel_built_for_another_arch_skips_with_the_reason(pytester, naive_source):
+    other = "sm_80" if _capability()[0] != 8 else "sm_90"
+    (pytester.path / "pinned.cu").write_text(naive_source.replace("*/", f'arch = "{other}"\n*/', 1))
+    result = pytester.runpytest("--gemm-kernels", "pinned.cu", "-m", "gpu", "--gemm-shapes", "64", "-rs")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines([f"*sgemm_naive is built for {other} (its header's arch), which this * cannot run*"])
+
+
+def test_tensor_map_kernel_verifies_and_a_missing_pitch_rule_is_reported(pytester):
+    """Step 11 (wgmma + TMA) verifies on edge tiles; without its requires rule, K = 13 is refused by name."""
+    if _capability() != (9, 0):
+        pytest.skip("step 11 is built for sm_90a and needs a compute capability 9.0 GPU")
+    text = (KERNELS / "11_wgmma_tma.cu").read_text()
+    (pytester.path / "wgmma.cu").write_text(re.sub(r"^requires = .*$", "", text, flags=re.M))
+    result = pytester.runpytest(
+        "--gemm-kernels",
+        "wgmma.cu",
+        "-m",
+        "gpu",
+        "-k",
+        "STAGES4",
+        "--gemm-shapes",
+        "128x256x64,200x264x72,64x64x13",
+        "--benchmark-skip",
+    )
+    result.assert_outcomes(passed=2 * 3, failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*wgmma.cu:*key 'tensor_maps': hgemm_wgmma_bf16[[]STAGES4-bf16-64x64x13[]]: cannot build "
+            "A_map: the rows of A are 13 elements (26 bytes) apart; a TMA tensor map needs a multiple of 16 bytes*"
+        ]
+    )

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gemm.cases import AB_CASES, case_seed, expand, launch_geometry
+from pytest_gemm.cases import AB_CASES, case_seed, expand, launch_geometry, tensor_map_box
 from pytest_gemm.shapes import Shape
 from pytest_gemm.spec import KernelFileError, parse_cu_source
 
@@ -126,6 +126,16 @@ BAD = [
     ("expect_fast = true", "expect_fast", "non-empty string saying why"),
     ("regression_threshold = 0", "regression_threshold", "expected a fraction such as 0.1"),
     ("regression_threshold = '5%'", "regression_threshold", "expected a fraction such as 0.1"),
+    ("arch = 'sm90'", "arch", "not an architecture such as sm_90"),
+    ("arch = 90", "arch", "not an architecture such as sm_90"),
+    ("tensor_maps = { A = { box = [64, 64] } }", "tensor_maps", "does not take A_map; add it to args"),
+    ("tensor_maps = { D = { box = [1, 1] } }", "tensor_maps", "'D' is not an operand"),
+    ("tensor_maps = { A = { box = [64] } }", "tensor_maps", "box is [inner, outer]"),
+    ("tensor_maps = { A = { box = [64, 'TILE'] } }", "tensor_maps", "unknown name 'TILE'"),
+    ("tensor_maps = { A = { box = [64, 64], swizzle = 16 } }", "tensor_maps", "swizzle is one of 0, 32, 64, 128"),
+    ("tensor_maps = { A = { size = [64, 64] } }", "tensor_maps", "expected { box = [inner, outer]"),
+    ("args = ['M', 'N', 'K', 'A_map', 'B', 'C']", "tensor_maps", "A_map is in args but tensor_maps has no entry"),
+    ("args = ['M', 'N', 'K', 'B', 'C']", "args", "must take A (or its tensor map A_map)"),
 ]
 
 
@@ -146,3 +156,34 @@ def test_malformed_headers_name_the_file_key_and_expectation(naive_source, chang
     assert str(err).startswith("kernels/bad.cu:")
     assert message in str(err)
     assert err.key == key
+
+
+TMA_HEADER = """/* pytest-gemm
+entry = "gemm"
+args = ["M", "N", "K", "A_map", "B_map", "C"]
+dtypes = ["bf16"]
+arch = "sm_90a"
+params = { BM = [128, 64] }
+block = [384]
+grid = ["cdiv(N, 256)", "cdiv(M, BM)"]
+tensor_maps = { A = { box = [64, "BM"], swizzle = 128 }, B = { box = [64, 64] } }
+*/
+"""
+
+
+def test_arch_and_tensor_maps_are_read_into_the_spec():
+    (spec,) = parse_cu_source("k.cu", TMA_HEADER)
+    assert spec.arch == "sm_90a"
+    assert spec.args == ("M", "N", "K", "A_map", "B_map", "C")
+    a, b = spec.tensor_map("A"), spec.tensor_map("B")
+    assert (a.swizzle, b.swizzle) == (128, 0)
+    boxes = [tensor_map_box(spec, a, v) for v in spec.variants()]
+    assert boxes == [(64, 128), (64, 64)]
+    assert tensor_map_box(spec, b, spec.variants()[0]) == (64, 64)
+
+
+def test_a_tensor_map_box_that_is_not_an_integer_names_the_key():
+    (spec,) = parse_cu_source("k.cu", TMA_HEADER.replace('box = [64, "BM"]', 'box = [64, "BM / 3"]'))
+    with pytest.raises(KernelFileError, match=r"A: box 'BM / 3' gives 42\.6.* expected an integer") as info:
+        tensor_map_box(spec, spec.tensor_map("A"), spec.variants()[0])
+    assert info.value.key == "tensor_maps"
