@@ -301,11 +301,9 @@ class GpuRunner:
 
     def _tensor_map(self, case: Case, operand: str, g: GuardedMatrix, dt: DType) -> np.ndarray:
         """The 128-byte CUtensorMap of one operand's storage, as a one-element array CuPy passes by value."""
-        spec = case.spec
-        inner, outer = tensor_map_box(spec, spec.tensor_map(operand), case.variant)
-        layout = TensorMapLayout(
-            operand, g.rows, g.cols, g.ld, dt.itemsize, inner, outer, spec.tensor_map(operand).swizzle
-        )
+        spec, wanted = case.spec, case.spec.tensor_map(operand)
+        inner, outer = tensor_map_box(spec, wanted, case.variant)
+        layout = TensorMapLayout(operand, g.rows, g.cols, g.ld, dt.itemsize, inner, outer, wanted.swizzle)
         problems = layout_problems(layout)
         if problems:
             raise KernelFileError(
