@@ -20,8 +20,10 @@
 // without a round trip through shared memory. Hoisting the copy and ldmatrix address
 // arithmetic out of the loop took it from 260 to 172 SASS instructions per slice (sm_90)
 // and from 367 to 421 TFLOP/s (bf16).
-// Measured on the H100 at 4096^3 (default variant BK 32, 3 stages): bf16 421 TFLOP/s,
-// 53.0% of cuBLAS bf16 in the same run; fp16 414 TFLOP/s, 53.9%; 1.23x and 1.26x step 9.
+// Measured on the H100 at 4096^3 (default variants BK 32 with 3 stages for bf16, 4 for
+// fp16): bf16 418 TFLOP/s, 53.1% of cuBLAS bf16 in the same run; fp16 417 TFLOP/s, 54.4%;
+// 1.21x and 1.27x step 9. (bf16 runs 3 and 4 stages within 0.5% of each other; fp16 with 3
+// stages was 6-8% slower than with 4 in three of four runs.)
 // mma.sync itself tops out at 671 TFLOP/s on this H100 (scripts/mma_ceiling.py: register
 // operands, 8 warps per SM, 1980 MHz; 2,568 FLOP per SM per clock, 63% of wgmma's 4,096).
 // This loop on data in L2 (same script) makes 606 TFLOP/s without copies, 423-426 with the
@@ -35,18 +37,26 @@
 // double-buffered across k steps (-6%), eight warps of 64 x 32 (-10%). BK 64 with 4 stages
 // needs 128 KB, so only one block fits per SM: 343 TFLOP/s.
 //
-// The TMA-fed version (hgemm_mma_tma_*, built for sm_90): the same warp tiling and inner
-// loop, but thread 0 alone copies each slice with TMA (cp.async.bulk.tensor: one or two
-// boxes of A and two of B, from tensor maps the harness builds; header key tensor_maps) into
-// the same swizzled layouts, an mbarrier per stage says when a slice has landed, and the
-// epilogue goes through shared memory to write whole 16-byte pieces of rows. BK 64 halves
-// the barriers per FLOP and, with 3 stages (96 KB), still fits two blocks per SM.
-// Measured on the H100 at 4096^3 (BK 64, 3 stages): bf16 458 TFLOP/s, 60.4% of cuBLAS bf16
-// in the same run; fp16 446 TFLOP/s, 61.1% (the cp.async version: 391 and 395, 51.9% and
-// 53.5%, in that run, which throttled harder than most). Without the staged epilogue:
-// 59.6% and 60.1%. In a later run of all steps: bf16 454 TFLOP/s, 59.3%; fp16 467, 61.1%.
-// The SM clock moved between 1650 and 1980 MHz while timing (power cap), so these ratios
-// move by a few percent from run to run: bf16 sits at the 60% target, not clearly above it.
+// The TMA-fed version (hgemm_mma_tma_*, built for sm_90): the same warp tiles and inner
+// loop, but thread 0 alone copies each slice with TMA (cp.async.bulk.tensor: two boxes of A
+// and TILE_N / 64 of B, from tensor maps the harness builds; header key tensor_maps) into the
+// same swizzled layouts, and two mbarriers per stage take the place of the block barrier:
+// "full" completes when a slice has landed, "empty" when all warps have read it. A warp waits
+// only for its own next slice; thread 0 refills the stage of the previous slice one k step
+// into the current one, once every warp has released it, so no warp waits for the slowest at
+// every slice. BK 64 halves the waits per FLOP and, with 3 stages (96 KB), still fits two
+// blocks per SM. The epilogue goes through shared memory to write whole 16-byte pieces of rows.
+// Measured on the H100 at 4096^3 (default TILE_N 128, BK 64, 3 stages), one run of all steps:
+// bf16 464 TFLOP/s, 60.9% of cuBLAS bf16 in the same run; fp16 466 TFLOP/s, 62.1%; 1.11x and
+// 1.12x the cp.async version (418 and 417 TFLOP/s, 53.1% and 54.4%, in that run). In six more
+// measurements bf16 made 60.8-61.3%, fp16 61.6-62.5%. The first TMA-fed version, with
+// __syncthreads after the mbarrier wait, made 58.9-60.1% in the same runs.
+// TILE_N 256 (blocks of 128 x 256, eight warps, one block per SM, 25% fewer L2-to-SM bytes
+// per FLOP) makes the same 60.6-61.4%, so L2 bandwidth is not what limits it. Also tried:
+// BK 32 with 4 to 6 stages (49-50%), a persistent grid whose copies run on into the next
+// tile while the warps write C (56.6-58.0%), refilling two slices behind instead of one (no
+// gain), and a separate producer warp (nine warps leave ptxas 168 registers per thread, and
+// the warp tile then spills).
 //
 // requires: cp.async moves whole 16-byte pieces (8 elements) of rows of A (length K) and B
 // (length N), which must start on 16-byte boundaries and lie wholly inside or outside the
@@ -61,7 +71,7 @@ description = "mma.sync m16n8k16 + ldmatrix, XOR-swizzled shared memory, multi-s
 entry = "gemm_mma<__half>"
 args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
 dtypes = ["fp16"]
-params = { BK = [32, 64], STAGES = [3, 4] }
+params = { BK = [32, 64], STAGES = [4, 3] }
 block = [128]
 grid = ["cdiv(N, 128)", "cdiv(M, 128)"]
 shared_mem = "STAGES * (128 * BK + BK * 128) * 2"
@@ -83,30 +93,30 @@ requires = ["K % 8 == 0", "N % 8 == 0"]
 
 /* pytest-gemm
 name = "hgemm_mma_tma_fp16"
-description = "step 10's mma.sync + ldmatrix main loop fed by TMA copies (one thread, 2-D tensor maps, mbarrier per stage), epilogue in 16-byte rows; fp16 in and out, fp32 accumulation"
+description = "step 10's mma.sync + ldmatrix main loop fed by TMA copies (one thread, 2-D tensor maps), a full/empty mbarrier ring instead of the block barrier, epilogue in 16-byte rows; fp16 in and out, fp32 accumulation"
 entry = "gemm_mma_tma<__half>"
 args = ["M", "N", "K", "alpha", "A_map", "B_map", "beta", "C"]
 dtypes = ["fp16"]
 arch = "sm_90"
-params = { BK = [64, 32], STAGES = [3] }
-block = [128]
-grid = ["cdiv(N, 128)", "cdiv(M, 128)"]
-shared_mem = "STAGES * (128 * BK + BK * 128) * 2 + 1024"
+params = { TILE_N = [128, 256], BK = [64], STAGES = [3] }
+block = ["TILE_N"]
+grid = ["cdiv(N, TILE_N)", "cdiv(M, 128)"]
+shared_mem = "STAGES * (128 * BK + BK * TILE_N) * 2 + 1024"
 tensor_maps = { A = { box = [32, 128], swizzle = 64 }, B = { box = [64, "BK"], swizzle = 128 } }
 requires = ["K % 8 == 0", "N % 8 == 0"]
 */
 
 /* pytest-gemm
 name = "hgemm_mma_tma_bf16"
-description = "step 10's mma.sync + ldmatrix main loop fed by TMA copies (one thread, 2-D tensor maps, mbarrier per stage), epilogue in 16-byte rows; bf16 in and out, fp32 accumulation"
+description = "step 10's mma.sync + ldmatrix main loop fed by TMA copies (one thread, 2-D tensor maps), a full/empty mbarrier ring instead of the block barrier, epilogue in 16-byte rows; bf16 in and out, fp32 accumulation"
 entry = "gemm_mma_tma<__nv_bfloat16>"
 args = ["M", "N", "K", "alpha", "A_map", "B_map", "beta", "C"]
 dtypes = ["bf16"]
 arch = "sm_90"
-params = { BK = [64, 32], STAGES = [3] }
-block = [128]
-grid = ["cdiv(N, 128)", "cdiv(M, 128)"]
-shared_mem = "STAGES * (128 * BK + BK * 128) * 2 + 1024"
+params = { TILE_N = [128, 256], BK = [64], STAGES = [3] }
+block = ["TILE_N"]
+grid = ["cdiv(N, TILE_N)", "cdiv(M, 128)"]
+shared_mem = "STAGES * (128 * BK + BK * TILE_N) * 2 + 1024"
 tensor_maps = { A = { box = [32, 128], swizzle = 64 }, B = { box = [64, "BK"], swizzle = 128 } }
 requires = ["K % 8 == 0", "N % 8 == 0"]
 */
@@ -285,7 +295,10 @@ __global__ void __launch_bounds__(THREADS, 2)
     cp_async_wait<0>();
 
     // Epilogue: lane holds rows lane / 4 and lane / 4 + 8, columns 2 * (lane % 4) + {0, 1} of
-    // each 16 x 8 tile; N % 8 == 0, so a pair is wholly inside or outside.
+    // each 16 x 8 tile; N % 8 == 0, so a pair is wholly inside or outside. With beta, the
+    // eight pairs of C a lane owns in a row are all read before any is written: the compiler
+    // cannot tell that a read does not alias an earlier write, so reading and writing pair by
+    // pair costs a memory round trip per pair (it doubled the time at 1024^3).
     using Pair = typename Elem<E>::Pair;
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
@@ -293,17 +306,19 @@ __global__ void __launch_bounds__(THREADS, 2)
         for (int half = 0; half < 2; ++half) {
             const int row = row0 + wr * WM + mi * 16 + lane / 4 + half * 8;
             if (row >= M) continue;
+            Pair* out = reinterpret_cast<Pair*>(&C[(size_t)row * N + col0 + wc * WN + (lane % 4) * 2]);
+            Pair old[NI];
 #pragma unroll
             for (int ni = 0; ni < NI; ++ni) {
-                const int col = col0 + wc * WN + ni * 8 + (lane % 4) * 2;
-                if (col >= N) continue;
-                Pair* out = reinterpret_cast<Pair*>(&C[(size_t)row * N + col]);
-                float x = alpha * acc[mi][ni][half * 2], y = alpha * acc[mi][ni][half * 2 + 1];
-                if (beta != 0.0f) {
-                    const float2 c = Elem<E>::unpack(*out);
-                    x = fmaf(beta, c.x, x), y = fmaf(beta, c.y, y);
-                }
-                *out = Elem<E>::pack(x, y);
+                const bool read = beta != 0.0f && col0 + wc * WN + ni * 8 + (lane % 4) * 2 < N;
+                old[ni] = read ? out[ni * 4] : Elem<E>::pack(0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni) {
+                if (col0 + wc * WN + ni * 8 + (lane % 4) * 2 >= N) continue;
+                const float2 c = Elem<E>::unpack(old[ni]);
+                out[ni * 4] = Elem<E>::pack(fmaf(beta, c.x, alpha * acc[mi][ni][half * 2]),
+                                            fmaf(beta, c.y, alpha * acc[mi][ni][half * 2 + 1]));
             }
         }
     }
@@ -351,39 +366,47 @@ __device__ __forceinline__ int b_box_offset(int r, int piece) {
     return (piece >> 3) * (BK * 64) + r * 64 + (((piece & 7) ^ (r & 7)) << 3);
 }
 
-// The same warp tiling and inner loop as gemm_mma; only the way slices reach shared memory,
-// and the epilogue, differ.
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// The same 64 x 64 warp tiles and inner loop as gemm_mma, in blocks of 128 x TILE_N (eight
+// warps for 256, four for 128). TILE_N is a param of the TMA-fed kernels only.
+#ifndef TILE_N
+#define TILE_N 128
+#endif
+#define CONSUMERS ((BM / WM) * (TILE_N / WN))
 template <typename E>
-__global__ void __launch_bounds__(THREADS, 2)
+__global__ void __launch_bounds__(CONSUMERS * 32, TILE_N == 128 ? 2 : 1)
     gemm_mma_tma(int M, int N, int K, float alpha, const __grid_constant__ TensorMap A_map,
                  const __grid_constant__ TensorMap B_map, float beta, E* __restrict__ C) {
     extern __shared__ __align__(128) unsigned char smem_bytes[];
     // TMA's swizzle patterns repeat every 1 KB (hence 1 KB of slack in shared_mem).
     const unsigned a_smem = (smem_addr(smem_bytes) + 1023) & ~1023u;  // STAGES slices of BM x BK ...
-    const unsigned b_smem = a_smem + STAGES * BM * BK * sizeof(E);      // ... then STAGES slices of BK x BN
-    __shared__ __align__(8) unsigned long long full_bar[STAGES];       // completes when a slice has landed
+    const unsigned b_smem = a_smem + STAGES * BM * BK * sizeof(E);      // ... then STAGES slices of BK x TILE_N
+    __shared__ __align__(8) unsigned long long full_bar[STAGES];       // a slice has landed
+    __shared__ __align__(8) unsigned long long empty_bar[STAGES];      // every warp is done with it
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int wr = warp / (BN / WN), wc = warp % (BN / WN);
-    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const int wr = warp / (TILE_N / WN), wc = warp % (TILE_N / WN);
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * TILE_N;
     const int slices = (K + BK - 1) / BK;
     if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) mbar_init(smem_addr(&full_bar[s]), 1);
+        for (int s = 0; s < STAGES; ++s) mbar_init(smem_addr(&full_bar[s]), 1), mbar_init(smem_addr(&empty_bar[s]), CONSUMERS);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
-    // Thread 0 alone copies a slice: BK / 32 boxes of A and two of B, a handful of
-    // instructions where gemm_mma has every thread compute and issue its own 16-byte copies.
+    // Thread 0 alone copies a slice: BK / 32 boxes of A and TILE_N / 64 of B.
     auto load_slice = [&](int stage, int slice) {
         const unsigned bar = smem_addr(&full_bar[stage]);
-        // The warps' ldmatrix reads of this stage (ordered by the barrier) before TMA's writes.
+        // The warps' ldmatrix reads of this stage (ordered by empty_bar) before TMA's writes.
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        mbar_expect_bytes(bar, (BM * BK + BK * BN) * sizeof(E));
+        mbar_expect_bytes(bar, (BM * BK + BK * TILE_N) * sizeof(E));
         const unsigned a_dst = a_smem + stage * (BM * BK * sizeof(E));
+        const unsigned b_dst = b_smem + stage * (BK * TILE_N * sizeof(E));
 #pragma unroll
-        for (int h = 0; h < BK / 32; ++h)
-            tma_load(a_dst + h * (BM * 32 * sizeof(E)), &A_map, slice * BK + 32 * h, row0, bar);
-        tma_load(b_smem + stage * (BK * BN * sizeof(E)), &B_map, col0, slice * BK, bar);
-        tma_load(b_smem + stage * (BK * BN * sizeof(E)) + BK * 64 * sizeof(E), &B_map, col0 + 64, slice * BK, bar);
+        for (int h = 0; h < BK / 32; ++h) tma_load(a_dst + h * (BM * 32 * sizeof(E)), &A_map, slice * BK + 32 * h, row0, bar);
+#pragma unroll
+        for (int h = 0; h < TILE_N / 64; ++h) tma_load(b_dst + h * (BK * 64 * sizeof(E)), &B_map, col0 + 64 * h, slice * BK, bar);
     };
 
     // Where this lane's ldmatrix rows start inside a stage, as in gemm_mma.
@@ -396,16 +419,11 @@ __global__ void __launch_bounds__(THREADS, 2)
 
     float acc[MI][NI][4] = {};
     if (tid == 0)
-        for (int s = 0; s < STAGES - 1 && s < slices; ++s) load_slice(s, s);
-
-    int stage = 0, next_stage = STAGES - 1;
-    for (int kt = 0; kt < slices; ++kt) {
+        for (int s = 0; s < STAGES && s < slices; ++s) load_slice(s, s);
+    for (int kt = 0, stage = 0, prev = 0; kt < slices; ++kt) {
         mbar_wait(smem_addr(&full_bar[stage]), (kt / STAGES) & 1);  // slice kt has landed
-        __syncthreads();  // and slice kt - 1, whose stage is refilled next, is no longer read
-        if (tid == 0 && kt + STAGES - 1 < slices) load_slice(next_stage, kt + STAGES - 1);
-
         const unsigned a_base = a_smem + stage * (BM * BK * sizeof(E));
-        const unsigned b_base = b_smem + stage * (BK * BN * sizeof(E));
+        const unsigned b_base = b_smem + stage * (BK * TILE_N * sizeof(E));
 #pragma unroll
         for (int ks = 0; ks < BK / 16; ++ks) {
             unsigned a[MI][4], b[NI / 2][4];
@@ -418,9 +436,20 @@ __global__ void __launch_bounds__(THREADS, 2)
 #pragma unroll
                 for (int ni = 0; ni < NI; ++ni)
                     Elem<E>::mma(acc[mi][ni], a[mi], b[ni / 2][(ni % 2) * 2], b[ni / 2][(ni % 2) * 2 + 1]);
+            // A k step into slice kt, thread 0 refills the stage of slice kt - 1 once every
+            // warp has released it: by then the other warps are past it too, so warp 0
+            // seldom waits, and no barrier holds the other warps.
+            if (ks == 0 && tid == 0 && kt >= 1 && kt - 1 + STAGES < slices) {
+                mbar_wait(smem_addr(&empty_bar[prev]), ((kt - 1) / STAGES) & 1);
+                load_slice(prev, kt - 1 + STAGES);
+            }
+            __syncwarp();  // warp 0 whole again before its next ldmatrix
         }
+        // The mma above consumed every fragment of this stage, so the warp's reads are done.
+        __syncwarp();
+        if (lane == 0) mbar_arrive(smem_addr(&empty_bar[stage]));
+        prev = stage;
         stage = stage + 1 == STAGES ? 0 : stage + 1;
-        next_stage = next_stage + 1 == STAGES ? 0 : next_stage + 1;
     }
     // Epilogue, staged through shared memory so that C is written (and read, for beta) in
     // 16-byte pieces of whole rows: each warp parks 32 rows x 64 columns of fp32 at a time
@@ -440,6 +469,14 @@ __global__ void __launch_bounds__(THREADS, 2)
                     *reinterpret_cast<float2*>(&park[(m2 * 16 + lane / 4 + half * 8) * 72 + ni * 8 + (lane % 4) * 2]) =
                         make_float2(acc[pass * 2 + m2][ni][half * 2], acc[pass * 2 + m2][ni][half * 2 + 1]);
         __syncwarp();
+        // With beta, a lane reads its eight pieces of C before writing any (see gemm_mma).
+        uint4 old[8];
+#pragma unroll
+        for (int it = 0; it < 8; ++it) {
+            const int row = row0 + wr * WM + pass * 32 + it * 4 + lane / 8, col = col0 + wc * WN + (lane % 8) * 8;
+            old[it] = beta != 0.0f && row < M && col < N ? *reinterpret_cast<const uint4*>(&C[(size_t)row * N + col])
+                                                         : make_uint4(0, 0, 0, 0);
+        }
 #pragma unroll
         for (int it = 0; it < 8; ++it) {
             const int r = it * 4 + lane / 8, c = (lane % 8) * 8;
@@ -447,24 +484,16 @@ __global__ void __launch_bounds__(THREADS, 2)
             if (row < M && col < N) {
                 const float4 v0 = *reinterpret_cast<const float4*>(&park[r * 72 + c]);
                 const float4 v1 = *reinterpret_cast<const float4*>(&park[r * 72 + c + 4]);
-                float x[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-                uint4* out = reinterpret_cast<uint4*>(&C[(size_t)row * N + col]);
-#pragma unroll
-                for (int i = 0; i < 8; ++i) x[i] *= alpha;
-                if (beta != 0.0f) {
-                    const uint4 old = *out;
-                    const Pair* p = reinterpret_cast<const Pair*>(&old);
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        const float2 f = Elem<E>::unpack(p[i]);
-                        x[2 * i] = fmaf(beta, f.x, x[2 * i]), x[2 * i + 1] = fmaf(beta, f.y, x[2 * i + 1]);
-                    }
-                }
+                const float x[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+                const Pair* p = reinterpret_cast<const Pair*>(&old[it]);
                 uint4 packed;
                 Pair* q = reinterpret_cast<Pair*>(&packed);
 #pragma unroll
-                for (int i = 0; i < 4; ++i) q[i] = Elem<E>::pack(x[2 * i], x[2 * i + 1]);
-                *out = packed;
+                for (int i = 0; i < 4; ++i) {
+                    const float2 f = Elem<E>::unpack(p[i]);
+                    q[i] = Elem<E>::pack(fmaf(beta, f.x, alpha * x[2 * i]), fmaf(beta, f.y, alpha * x[2 * i + 1]));
+                }
+                *reinterpret_cast<uint4*>(&C[(size_t)row * N + col]) = packed;
             }
         }
         __syncwarp();

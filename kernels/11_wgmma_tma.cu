@@ -205,22 +205,28 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     // Epilogue: the accumulator layout of wgmma m64nN: warp w of the warpgroup holds rows
     // 16 w + lane / 4 (+ 8), and register 4 j + {0, 1} (+ {2, 3} for the lower row) holds
     // columns 8 j + 2 (lane % 4) + {0, 1}. N % 8 == 0, so a pair is wholly inside or outside.
+    // With beta, each group of eight pairs of C is read before any of it is written: the
+    // compiler cannot tell that a read does not alias an earlier write, so reading and
+    // writing pair by pair costs a memory round trip per pair (it doubled the time at 1024^3).
     const int warp = t / 32, lane = t % 32;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         const int row = row0 + consumer * 64 + warp * 16 + lane / 4 + half * 8;
         if (row >= M) continue;
+        __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(&C[(size_t)row * N + col0 + 2 * (lane % 4)]);
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            const int col = col0 + 8 * j + 2 * (lane % 4);
-            if (col >= N) continue;
-            __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(&C[(size_t)row * N + col]);
-            float x = alpha * d[4 * j + 2 * half], y = alpha * d[4 * j + 2 * half + 1];
-            if (beta != 0.0f) {
-                const float2 c = __bfloat1622float2(*out);
-                x = fmaf(beta, c.x, x), y = fmaf(beta, c.y, y);
+        for (int j0 = 0; j0 < BN / 8; j0 += 8) {
+            __nv_bfloat162 old[8];
+#pragma unroll
+            for (int j = j0; j < j0 + 8; ++j)
+                old[j - j0] = beta != 0.0f && col0 + 8 * j + 2 * (lane % 4) < N ? out[4 * j] : __floats2bfloat162_rn(0.0f, 0.0f);
+#pragma unroll
+            for (int j = j0; j < j0 + 8; ++j) {
+                if (col0 + 8 * j + 2 * (lane % 4) >= N) continue;
+                const float2 c = __bfloat1622float2(old[j - j0]);
+                out[4 * j] = __floats2bfloat162_rn(fmaf(beta, c.x, alpha * d[4 * j + 2 * half]),
+                                                   fmaf(beta, c.y, alpha * d[4 * j + 2 * half + 1]));
             }
-            *out = __floats2bfloat162_rn(x, y);
         }
     }
 }
