@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-__version__ = "0.1.0"
+from .specs.pyfile import SPEC_ATTR, header_from_arguments
+
+__version__ = "0.2.0"
 __all__ = ["__version__", "gemm_kernel"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -21,24 +23,26 @@ def gemm_kernel(
     name: str | None = None,
     description: str = "",
 ) -> Callable[[F], F]:
-    """Mark a Python function in a kernel file as a GEMM kernel.
+    """Mark a top-level Python function in a kernel file as a GEMM kernel.
 
-    The harness calls ``fn(A, B, C, alpha, beta, **params)`` with CuPy device arrays
-    (A is M x K, B is K x N, C is M x N; transposed views for ``layout="col"``) and the
-    function must write ``alpha * A @ B + beta * C`` into ``C`` in place. The keywords
-    state the same facts as a ``.cu`` header and are checked the same way.
+    The harness calls ``fn(A, B, C, alpha, beta, **params)`` in a GPU worker with CuPy device
+    arrays (A is M x K, B is K x N, C is M x N; transposed views for ``layout="col"``), and the
+    function must write ``alpha * A @ B + beta * C`` into ``C`` in place. The keywords state the
+    same facts as a ``.cu`` header and must be literals: the pytest process reads them from the
+    file's syntax tree without running it.
     """
-    data: dict[str, Any] = {"dtypes": list(dtypes), "layout": layout, "description": description}
-    data["requires"] = [requires] if isinstance(requires, str) else list(requires)
-    if params:
-        data["params"] = {k: list(v) for k, v in params.items()}
-    if c_dtype is not None:
-        data["c_dtype"] = c_dtype
-    if name is not None:
-        data["name"] = name
+    data = header_from_arguments(
+        dtypes=dtypes,
+        requires=requires,
+        layout=layout,
+        params=params,
+        c_dtype=c_dtype,
+        name=name,
+        description=description,
+    )
 
     def mark(fn: F) -> F:
-        fn.__pytest_gemm__ = data  # type: ignore[attr-defined]
+        setattr(fn, SPEC_ATTR, data)
         return fn
 
     return mark

@@ -14,48 +14,45 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .baselines import (
-    BaselineError,
-    BaselineFile,
-    baseline_paths,
-    entry_from_row,
-    gpu_slug,
-    load,
-    merge,
-    recorded_info,
-    save,
-    set_aside,
-)
-from .gate import METRICS, judge
-from .kernel_files import case_ids
-from .shapes import Shape
-from .spec import KernelFileError
-from .summary import format_time
+from .baselines.store import BaselineError, BaselineFile, baseline_paths, gpu_slug, load, merge, save
+from .baselines.update import gone_reason, record
+from .judge.gate import judge
+from .options import add_cli_arguments
+from .records.case_record import METRICS, CaseRecord
+from .records.plain import PlainError
+from .records.verdicts import GateVerdict, Sanity
+from .report.tables import format_time
+from .specs.spec import KernelFileError
 
 __all__ = ["main"]
-
-_MARKS = {"regressed": "+", "improved": "-", "same": " ", "new": "n", "unstable": "?"}
 
 
 class CliError(Exception):
     """A problem with the command's input; printed and exit status 2."""
 
 
-def _run_rows(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The GPU facts and the timing rows of a saved pytest-benchmark JSON run."""
+def _run_rows(path: Path) -> tuple[dict[str, Any], list[CaseRecord]]:
+    """The GPU facts and the case records of a saved pytest-benchmark JSON run."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         benchmarks = data["benchmarks"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CliError(f"{path}: not a pytest-benchmark JSON file ({exc})") from None
-    rows = [b["extra_info"]["gemm"] for b in benchmarks if isinstance(b.get("extra_info", {}).get("gemm"), dict)]
+    rows = []
+    for bench in benchmarks:
+        gemm = (bench.get("extra_info") or {}).get("gemm") if isinstance(bench, dict) else None
+        if isinstance(gemm, dict):
+            try:
+                rows.append(CaseRecord.from_dict(gemm))
+            except PlainError as exc:
+                raise CliError(f"{path}: benchmark {bench.get('name')!r} is not a pytest-gemm case ({exc})") from None
     if not rows:
         raise CliError(f"{path}: holds no pytest-gemm cases (was it written by a timed pytest --gemm-kernels run?)")
     return data.get("machine_info", {}).get("gpu") or {}, rows
 
 
-def _gpu_name(gpu: dict[str, Any], rows: list[dict[str, Any]], path: Path) -> str:
-    name = gpu.get("name") or next((r.get("gpu") for r in rows if r.get("gpu")), None)
+def _gpu_name(gpu: dict[str, Any], rows: list[CaseRecord], path: Path) -> str:
+    name = gpu.get("name") or next((r.gpu for r in rows if r.gpu), None)
     if not name:
         raise CliError(f"{path}: does not say which GPU it was measured on")
     return name
@@ -68,7 +65,7 @@ def _load(path: Path, gpu: str | None = None) -> BaselineFile | None:
         raise CliError(str(exc)) from None
 
 
-def _interval(kind: str, value: float, interval: list[float]) -> str:
+def _interval(kind: str, value: float, interval: Any) -> str:
     if kind == "time":
         return f"{format_time(value)} [{format_time(interval[0])}, {format_time(interval[1])}]"
     return f"{value:.4g} [{interval[0]:.4g}, {interval[1]:.4g}]"
@@ -117,28 +114,29 @@ def cmd_compare(args: argparse.Namespace) -> int:
     baseline = _load(path, gpu=name)
     if baseline is None:
         raise CliError(f"{path}: no such baseline file for {name}")
-    label = METRICS[args.metric][2]
+    metric = args.gate_metric
+    label = METRICS[metric][2]
     print(f"{run} against {path} ({name}); {label}, threshold {100 * args.threshold:g}% (or the kernel's own)")
-    value, interval, _ = METRICS[args.metric]
+    value, interval, _ = METRICS[metric]
     table = [["", "before", "after", "change", "case"]]
-    counts: dict[str, int] = {}
-    for row in sorted(rows, key=lambda r: r["test"]):
-        entry = baseline.get(row["test"])
-        result = judge(row, entry, metric=args.metric, threshold=row.get("regression_threshold") or args.threshold)
+    counts: dict[GateVerdict, int] = {}
+    for row in sorted(rows, key=lambda r: r.test):
+        entry = baseline.get(row.test)
+        result = judge(row, entry, metric=metric, threshold=row.regression_threshold or args.threshold)
         counts[result.verdict] = counts.get(result.verdict, 0) + 1
         table.append(
             [
-                _MARKS[result.verdict],
-                _interval(args.metric, entry[value], entry[interval]) if entry else "-",
-                _interval(args.metric, row[value], row[interval]),
+                result.verdict.mark,
+                _interval(metric, entry[value], entry[interval]) if entry else "-",
+                _interval(metric, getattr(row, value), getattr(row, interval)),
                 f"{100 * result.change:+.1f}%" if result.change is not None else "",
-                row["test"] + ("  (source changed)" if any("source" in n for n in result.notes) else ""),
+                row.test + ("  (source changed)" if any("source" in n for n in result.notes) else ""),
             ]
         )
     print("\n".join(_table(table, {1, 2, 3})))
-    print("marks: + regressed, - improved, n new, ? unstable (throttled), blank: same")
-    print(", ".join(f"{counts.get(v, 0)} {v}" for v in _MARKS))
-    return 1 if counts.get("regressed") else 0
+    print("marks: " + ", ".join(f"{v.mark} {v}" for v in GateVerdict if v.mark.strip()) + ", blank: same")
+    print(", ".join(f"{counts.get(v, 0)} {v}" for v in GateVerdict))
+    return 1 if counts.get(GateVerdict.REGRESSED) else 0
 
 
 # -- update --------------------------------------------------------------------------------------
@@ -146,25 +144,18 @@ def cmd_update(args: argparse.Namespace) -> int:
     run = Path(args.source)
     gpu, rows = _run_rows(run)
     name = _gpu_name(gpu, rows, run)
-    good = [r for r in rows if r.get("verdict", "ok") == "ok"]
+    good = [r for r in rows if r.verdict == Sanity.OK]
     path = Path(args.baselines) / f"{gpu_slug(name)}.json"
     try:
-        baseline = load(path, gpu=name) or BaselineFile(path, name)
+        changes, notes = record(path, name, good, gpu, __version__)
     except BaselineError as exc:
-        if path.exists() and "recorded on" not in str(exc):
-            moved = set_aside(path)
-            print(f"{path} was unreadable ({exc}); kept as {moved}")
-            baseline = BaselineFile(path, name)
-        else:
-            raise CliError(str(exc)) from None
-    recorded = recorded_info(gpu, good, __version__)
-    changes = merge(baseline, {r["test"]: entry_from_row(r, recorded) for r in good})
-    if changes:
-        save(baseline)
+        raise CliError(str(exc)) from None
     print(f"{path}: {changes.summary() if changes else 'unchanged'} (from {run}; entries are never removed here)")
     for kind, keys in (("added", changes.added), ("changed", changes.changed)):
         for key in keys:
             print(f"  {kind}: {key}")
+    for note in notes:
+        print(f"  note: {note}")
     return 0
 
 
@@ -179,16 +170,13 @@ def cmd_prune(args: argparse.Namespace) -> int:
         assert baseline is not None
         total, gone = len(baseline.entries), []
         for key, entry in sorted(baseline.entries.items()):
-            source = root / entry["file"]
-            if not source.exists():
-                gone.append((key, "its kernel file is gone"))
-                continue
             try:
-                shape = Shape(*(int(v) for v in entry["shape"].split("x")))
-                if key not in case_ids(source, entry["file"], shape):
-                    gone.append((key, "the file no longer has this case"))
-            except (KernelFileError, ValueError, TypeError) as exc:
+                why = gone_reason(key, entry, root)
+            except KernelFileError as exc:
                 print(f"  kept {key}: cannot read {entry['file']} ({exc})")
+                continue
+            if why:
+                gone.append((key, why))
         for key, why in gone:
             print(f"  {'would remove' if args.dry_run else 'removed'} {key}: {why}")
         if gone and not args.dry_run:
@@ -201,21 +189,24 @@ def cmd_prune(args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pytest-gemm", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"pytest-gemm {__version__}")
-    parser.add_argument("--baselines", default="baselines", help="the baseline folder (default: baselines)")
+    shared = argparse.ArgumentParser(add_help=False)  # the options the plugin has too, with its defaults
+    add_cli_arguments(shared)
     sub = parser.add_subparsers(dest="command", required=True)
-    show = sub.add_parser("show", help="print baseline files as tables")
+    show = sub.add_parser("show", parents=[shared], help="print baseline files as tables")
     show.add_argument("files", nargs="*", help="baseline files (default: every file in the baseline folder)")
     show.set_defaults(func=cmd_show)
-    compare = sub.add_parser("compare", help="compare a saved run with its GPU's baselines; exit 1 on a regression")
+    compare = sub.add_parser(
+        "compare", parents=[shared], help="compare a saved run with its GPU's baselines; exit 1 on a regression"
+    )
     compare.add_argument("run", help="a pytest-benchmark JSON file of a timed run")
     compare.add_argument("baseline", nargs="?", help="the baseline file (default: the one for the run's GPU)")
-    compare.add_argument("--threshold", type=float, default=0.05, help="regression threshold (default 0.05)")
-    compare.add_argument("--metric", choices=sorted(METRICS), default="ratio", help="gated metric (default ratio)")
     compare.set_defaults(func=cmd_compare)
-    update = sub.add_parser("update", help="record a saved run as its GPU's baselines (no GPU needed)")
+    update = sub.add_parser(
+        "update", parents=[shared], help="record a saved run as its GPU's baselines (no GPU needed)"
+    )
     update.add_argument("--from", dest="source", required=True, help="a pytest-benchmark JSON file of a timed run")
     update.set_defaults(func=cmd_update)
-    prune = sub.add_parser("prune", help="remove entries whose kernel file or case no longer exists")
+    prune = sub.add_parser("prune", parents=[shared], help="remove entries whose kernel file or case no longer exists")
     prune.add_argument("--root", default=".", help="the directory kernel paths are relative to (default: .)")
     prune.add_argument("--dry-run", action="store_true", help="only say what would be removed")
     prune.set_defaults(func=cmd_prune)

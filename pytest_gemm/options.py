@@ -1,104 +1,175 @@
-"""Command-line options and their ini settings, read once into a plain :class:`Settings` record."""
+"""Options, defined once. The plugin adds each as ``--gemm-NAME`` with an ini setting ``gemm_NAME``;
+the ``pytest-gemm`` command adds the ones it shares as ``--NAME``, with the same default, help and
+checks. :func:`read_settings` turns the values into one plain :class:`Settings` record.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import pytest
+from .records.case_record import METRICS
+from .records.dtypes import DTYPES
+from .records.request import TimingSettings
+from .records.shapes import Shape, ShapeError, parse_shapes
+from .specs.archs import ARCH_PATTERN
 
-from .archs import ARCH_PATTERN
-from .dtypes import DTYPES
-from .gate import METRICS
-from .shapes import Shape, ShapeError, parse_shapes
-from .stats import StopRule
-from .timing import TimingSettings
-
-__all__ = ["Settings", "add_options", "read_settings"]
+__all__ = ["OPTIONS", "GateSettings", "Option", "OptionError", "Settings", "add_cli_arguments", "read_settings"]
 
 
-# name, ini default, help
-_OPTIONS = (
-    (
+class OptionError(ValueError):
+    """A bad option value; the message says what was expected."""
+
+
+def _number(kind: type, low: float, high: float) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            expected = "an integer" if kind is int else "a number"
+            raise OptionError(f"expected {expected} from {low:g} to {high:g}, got {text!r}")
+        return value
+
+    return convert
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def convert(text: str) -> str:
+        if text not in choices:
+            raise OptionError(f"expected one of {', '.join(choices)}, got {text!r}")
+        return text
+
+    return convert
+
+
+def _split(text: str) -> list[str]:
+    return [t for t in re.split(r"[,\s]+", text.strip()) if t]
+
+
+def _shapes(text: str) -> list[Shape]:
+    try:
+        return parse_shapes(text)
+    except ShapeError as exc:
+        raise OptionError(str(exc)) from None
+
+
+def _dtypes(text: str) -> list[str] | None:
+    for d in _split(text):
+        if d not in DTYPES:
+            raise OptionError(f"unknown dtype {d!r}; expected {', '.join(DTYPES)}")
+    return _split(text) or None
+
+
+def _archs(text: str) -> list[str]:
+    for arch in _split(text):
+        if not ARCH_PATTERN.match(arch):
+            raise OptionError(f"{arch!r} is not an architecture such as sm_90 or sm_90a")
+    return _split(text)
+
+
+def _seed(text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise OptionError(f"expected an integer, got {text!r}") from None
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: ``--gemm-NAME`` and ``gemm_NAME`` in pytest, ``--NAME`` in the command when ``command``."""
+
+    name: str
+    default: str
+    help: str
+    convert: Callable[[str], Any] = str
+    command: bool = False
+
+    @property
+    def key(self) -> str:
+        return self.name.replace("-", "_")
+
+    def label(self) -> str:
+        return f"--gemm-{self.name} / gemm_{self.key}"
+
+
+#: the timeout: long enough for the slowest phase of a legitimate case (docs/architecture.md), short
+#: enough that a hanging kernel costs one minute, not the run
+DEFAULT_TIMEOUT = "60"
+
+OPTIONS = (
+    Option(
         "shapes",
         "quick",
         "shape sets (quick, standard, edge, llm) and/or shapes such as 1024 or 4096x4096x1024, comma-separated",
+        _shapes,
     ),
-    ("dtypes", "", "only these dtypes (fp32, tf32, fp16, bf16, fp64), comma-separated; default: all a kernel declares"),
-    ("archs", "sm_80,sm_90", "architectures the no-GPU compile tests build for, comma-separated"),
-    ("seed", "0", "base seed of the random inputs; each case derives its own seed from it and its id"),
-    ("max-time", "1.0", "timing: seconds per case after which timing stops even if the noise target is not met"),
-    ("min-samples", "10", "timing: fewest kernel/cuBLAS pairs timed per case, whatever the time cap"),
-    ("noise", "0.005", "timing: stop once each median's 95%% interval half-width is within this fraction"),
-    ("baselines", "baselines", "gate: folder of baseline files (one JSON file per GPU model), relative to the rootdir"),
-    (
+    Option(
+        "dtypes",
+        "",
+        "only these dtypes (fp32, tf32, fp16, bf16, fp64), comma-separated; default: all declared",
+        _dtypes,
+    ),
+    Option("archs", "sm_80,sm_90", "architectures the no-GPU compile tests build for, comma-separated", _archs),
+    Option("seed", "0", "base seed of the random inputs; each case derives its own seed from it and its id", _seed),
+    Option(
+        "timeout",
+        DEFAULT_TIMEOUT,
+        "seconds a case may spend in one phase (verifying; timing gets max-time more) before its GPU worker "
+        "is killed and replaced and the case fails as timed out",
+        _number(float, 0.1, 86400.0),
+    ),
+    Option(
+        "max-time",
+        "1.0",
+        "timing: seconds per case after which timing stops even if the noise target is not met",
+        _number(float, 0.0, 3600.0),
+    ),
+    Option(
+        "min-samples",
+        "10",
+        "timing: fewest kernel/cuBLAS pairs timed per case, whatever the time cap",
+        _number(int, 3, 100_000),
+    ),
+    Option(
+        "noise",
+        "0.005",
+        "timing: stop once each median's 95%% interval half-width is within this fraction",
+        _number(float, 1e-4, 0.5),
+    ),
+    Option(
+        "baselines",
+        "baselines",
+        "gate: folder of baseline files (one JSON file per GPU model), relative to the rootdir",
+        command=True,
+    ),
+    Option(
         "threshold",
         "0.05",
         "gate: a case regressed when slower than its baseline by more than this fraction "
         "(and significantly); a kernel header's regression_threshold overrides it",
+        _number(float, 0.0, 10.0),
+        command=True,
     ),
-    ("gate-metric", "ratio", "gate: 'ratio' (kernel/cuBLAS time, measured pair by pair in the same run) or 'time'"),
+    Option(
+        "gate-metric",
+        "ratio",
+        "gate: 'ratio' (kernel/cuBLAS time, measured pair by pair in the same run) or 'time'",
+        _choice(tuple(METRICS)),
+        command=True,
+    ),
 )
-#: on/off options: name, help
-_FLAGS = (
+#: on/off options: name, help (ini: a boolean)
+FLAGS = (
     ("hot-cache", "timing: keep L2 warm (no flush, no input rotation) instead of flushing it before each launch"),
     ("fail-new", "gate: fail timed cases that have no baseline entry (default: reported as new, passing)"),
     ("fail-unstable", "gate: fail cases timed while the GPU throttled (default: reported as unstable, passing)"),
 )
-
-
-def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("gemm", "pytest-gemm: verify and time GEMM kernels")
-    group.addoption(
-        "--gemm-kernels",
-        action="store_true",
-        default=False,
-        help="collect GEMM kernel files (.cu with a pytest-gemm header, .py with @gemm_kernel) "
-        "from the given paths, or from the gemm_kernel_paths ini setting",
-    )
-    parser.addini(
-        "gemm_kernel_paths",
-        "kernel paths used by --gemm-kernels when no path is given",
-        type="args",
-        default=["kernels"],
-    )
-    for name, default, text in _OPTIONS:
-        key = name.replace("-", "_")
-        group.addoption(
-            f"--gemm-{name}", dest=f"gemm_{key}", default=None, help=f"{text} (ini: gemm_{key}, default {default!r})"
-        )
-        parser.addini(f"gemm_{key}", text.replace("%%", "%"), default=default)
-    for name, text in _FLAGS:
-        key = name.replace("-", "_")
-        group.addoption(
-            f"--gemm-{name}", dest=f"gemm_{key}", action="store_true", default=None, help=f"{text} (ini: gemm_{key})"
-        )
-        parser.addini(f"gemm_{key}", text, type="bool", default=False)
-    group.addoption(
-        "--gemm-update-baselines",
-        action="store_true",
-        default=False,
-        help="record the timed cases that passed as this GPU's baselines (added, changed and removed entries "
-        "are printed); the gate is not applied",
-    )
-    group.addoption(
-        "--gemm-summary",
-        metavar="PATH",
-        default=None,
-        help="write a markdown table of every case and its verdict to PATH (also appended to $GITHUB_STEP_SUMMARY "
-        "when that is set)",
-    )
-
-
-@dataclass(frozen=True)
-class Settings:
-    shapes: list[Shape]
-    dtypes: list[str] | None
-    archs: list[str]
-    seed: int
-    timing: TimingSettings = field(default_factory=TimingSettings)
-    gate: GateSettings = field(default_factory=lambda: GateSettings(Path("baselines")))
+BY_NAME = {option.name: option for option in OPTIONS}
 
 
 @dataclass(frozen=True)
@@ -114,77 +185,67 @@ class GateSettings:
     summary: Path | None = None
 
 
-def _flag(config: pytest.Config, name: str) -> bool:
-    key = name.replace("-", "_")
-    cli = config.getoption(f"gemm_{key}")
-    return bool(config.getini(f"gemm_{key}")) if cli is None else bool(cli)
+@dataclass(frozen=True)
+class Settings:
+    shapes: list[Shape]
+    dtypes: list[str] | None
+    archs: list[str]
+    seed: int
+    timeout: float = float(DEFAULT_TIMEOUT)
+    timing: TimingSettings = field(default_factory=TimingSettings)
+    gate: GateSettings = field(default_factory=lambda: GateSettings(Path("baselines")))
 
 
-def _value(config: pytest.Config, name: str) -> str:
-    key = name.replace("-", "_")
-    cli = config.getoption(f"gemm_{key}")
-    return str(cli if cli is not None else config.getini(f"gemm_{key}"))
+def read_settings(
+    value: Callable[[str], str], flag: Callable[[str], bool], root: Path, *, update: bool, summary: str | None
+) -> Settings:
+    """Check every option; ``value(name)`` and ``flag(name)`` give what the user set (or the default).
 
+    A bad value raises :class:`OptionError` with the option's label in the message.
+    """
 
-def _number(config: pytest.Config, name: str, kind: type, low: float, high: float) -> float:
-    text = _value(config, name)
-    try:
-        value = kind(text)
-    except ValueError:
-        value = None
-    if value is None or not low <= value <= high:
-        expected = "an integer" if kind is int else "a number"
-        raise pytest.UsageError(
-            f"--gemm-{name} / gemm_{name.replace('-', '_')}: expected {expected} from {low:g} to {high:g}, got {text!r}"
-        )
-    return value
+    def get(name: str) -> Any:
+        option = BY_NAME[name]
+        try:
+            return option.convert(value(name))
+        except OptionError as exc:
+            raise OptionError(f"{option.label()}: {exc}") from None
 
-
-def _split(text: str) -> list[str]:
-    return [t for t in re.split(r"[,\s]+", text.strip()) if t]
-
-
-def read_settings(config: pytest.Config) -> Settings:
-    """Read and check every option; a bad value is a usage error that names the option."""
-    try:
-        shapes = parse_shapes(_value(config, "shapes"))
-    except ShapeError as exc:
-        raise pytest.UsageError(f"--gemm-shapes / gemm_shapes: {exc}") from None
-    dtypes = _split(_value(config, "dtypes")) or None
-    for d in dtypes or ():
-        if d not in DTYPES:
-            raise pytest.UsageError(f"--gemm-dtypes / gemm_dtypes: unknown dtype {d!r}; expected {', '.join(DTYPES)}")
-    archs = _split(_value(config, "archs"))
-    for arch in archs:
-        if not ARCH_PATTERN.match(arch):
-            raise pytest.UsageError(
-                f"--gemm-archs / gemm_archs: {arch!r} is not an architecture such as sm_90 or sm_90a"
-            )
-    try:
-        seed = int(_value(config, "seed"), 0)
-    except ValueError:
-        raise pytest.UsageError(
-            f"--gemm-seed / gemm_seed: expected an integer, got {_value(config, 'seed')!r}"
-        ) from None
-    hot = _flag(config, "hot-cache")
-    stop = StopRule(
-        target=_number(config, "noise", float, 1e-4, 0.5),
-        min_samples=int(_number(config, "min-samples", int, 3, 100_000)),
-        max_time=_number(config, "max-time", float, 0.0, 3600.0),
+    timing = TimingSettings(
+        noise=get("noise"),
+        min_samples=int(get("min-samples")),
+        max_time=get("max-time"),
+        cold_cache=not flag("hot-cache"),
     )
-    metric = _value(config, "gate-metric")
-    if metric not in METRICS:
-        raise pytest.UsageError(
-            f"--gemm-gate-metric / gemm_gate_metric: expected one of {', '.join(METRICS)}, got {metric!r}"
-        )
-    summary = config.getoption("gemm_summary")
     gate = GateSettings(
-        folder=config.rootpath / _value(config, "baselines"),
-        threshold=_number(config, "threshold", float, 0.0, 10.0),
-        metric=metric,
-        fail_new=_flag(config, "fail-new"),
-        fail_unstable=_flag(config, "fail-unstable"),
-        update=bool(config.getoption("gemm_update_baselines")),
+        folder=root / get("baselines"),
+        threshold=get("threshold"),
+        metric=get("gate-metric"),
+        fail_new=flag("fail-new"),
+        fail_unstable=flag("fail-unstable"),
+        update=update,
         summary=Path(summary) if summary else None,
     )
-    return Settings(shapes, dtypes, archs, seed, TimingSettings(stop=stop, cold_cache=not hot), gate)
+    return Settings(get("shapes"), get("dtypes"), get("archs"), get("seed"), get("timeout"), timing, gate)
+
+
+def add_cli_arguments(parser: Any) -> None:
+    """Add the options the ``pytest-gemm`` command shares with the plugin to an argparse parser."""
+    import argparse
+
+    for option in OPTIONS:
+        if not option.command:
+            continue
+
+        def convert(text: str, option: Option = option) -> Any:
+            try:
+                return option.convert(text)
+            except OptionError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+
+        parser.add_argument(
+            f"--{option.name}",
+            default=option.convert(option.default),
+            type=convert,
+            help=f"{option.help} (default {option.default!r}; pytest: --gemm-{option.name})",
+        )

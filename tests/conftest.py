@@ -12,17 +12,20 @@ BROKEN = Path(__file__).resolve().parent / "kernels_broken"
 
 
 def _device_reason() -> str | None:
-    from pytest_gemm.device import DeviceUnavailable, open_device
+    """Ask a GPU worker, as the plugin does (this process never opens the device itself)."""
+    from pytest_gemm.isolation.workers import WorkerPool
+    from pytest_gemm.worker.serve import DEFAULT_BACKEND
 
+    pool = WorkerPool(DEFAULT_BACKEND, None, timeout=60.0)
     try:
-        open_device()
-    except DeviceUnavailable as exc:
-        return f"no CUDA device: {exc}"
-    return None
+        reason = pool.probe()
+    finally:
+        pool.close()
+    return None if reason is None else f"no CUDA device: {reason}"
 
 
 def _nvrtc_reason() -> str | None:
-    from pytest_gemm.compiler import NvrtcUnavailable, nvrtc_version
+    from pytest_gemm.compiler.nvrtc import NvrtcUnavailable, nvrtc_version
 
     try:
         nvrtc_version()

@@ -1,0 +1,241 @@
+"""Baseline files: one JSON file per GPU model under ``baselines/``, read strictly, written atomically.
+
+A file holds, for each case (keyed by its test id: kernel file, kernel, variant, dtype, shape and
+alpha/beta case), the gated metrics with their intervals and how they were recorded. Keys are
+sorted and the formatting is fixed so that diffs review well. Nothing here touches a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..records.case_record import CaseRecord, nvml_values
+
+__all__ = [
+    "SCHEMA",
+    "BaselineError",
+    "BaselineFile",
+    "Changes",
+    "OtherGpuError",
+    "baseline_paths",
+    "entry_from_record",
+    "gpu_slug",
+    "load",
+    "merge",
+    "recorded_info",
+    "render",
+    "save",
+    "set_aside",
+]
+
+SCHEMA = 1
+_ENTRY_KEYS = frozenset(
+    {
+        "file",
+        "kernel",
+        "dtype",
+        "shape",
+        "ab",
+        "ratio",
+        "ratio_ci",
+        "median_s",
+        "ci_s",
+        "tflops",
+        "samples",
+        "source_sha256",
+        "recorded",
+    }
+)
+
+
+class BaselineError(Exception):
+    """A baseline file that cannot be used; the message names the file and the problem."""
+
+
+class OtherGpuError(BaselineError):
+    """A readable baseline file recorded on another GPU model: never used, never overwritten."""
+
+
+def gpu_slug(name: str) -> str:
+    """The file name stem for a GPU model: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    if not slug:
+        raise BaselineError(f"cannot name a baseline file after the GPU {name!r}")
+    return slug
+
+
+@dataclass
+class BaselineFile:
+    """The baselines of one GPU model."""
+
+    path: Path
+    gpu: str
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.entries.get(key)
+
+
+def load(path: Path, *, gpu: str | None = None) -> BaselineFile | None:
+    """Read and check a baseline file; None when it does not exist.
+
+    ``gpu``, when given, must be the model the file was recorded on: a baseline from another
+    GPU model is never used.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot be read: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BaselineError(
+            f"{path}: not valid JSON ({exc}); fix it, restore it from version control, "
+            "or record it again with --gemm-update-baselines"
+        ) from None
+    if not isinstance(data, dict):
+        raise BaselineError(f"{path}: expected a JSON object with 'schema', 'gpu' and 'entries'")
+    if data.get("schema") != SCHEMA:
+        raise BaselineError(
+            f"{path}: schema version {data.get('schema')!r} is not one this pytest-gemm reads ({SCHEMA}); "
+            "upgrade pytest-gemm, or record the baselines again with --gemm-update-baselines"
+        )
+    model, entries = data.get("gpu"), data.get("entries")
+    if not isinstance(model, str) or not isinstance(entries, dict):
+        raise BaselineError(f"{path}: expected 'gpu' (a string) and 'entries' (an object)")
+    for key, entry in entries.items():
+        problem = _entry_problem(entry)
+        if problem:
+            raise BaselineError(f"{path}: entry {key!r}: {problem}")
+    if gpu is not None and model != gpu:
+        raise OtherGpuError(f"{path}: recorded on {model!r}, not on this GPU ({gpu!r}); it is not used")
+    return BaselineFile(path, model, dict(entries))
+
+
+def _entry_problem(entry: Any) -> str | None:
+    if not isinstance(entry, dict):
+        return "expected an object"
+    missing = sorted(_ENTRY_KEYS - entry.keys())
+    if missing:
+        return f"missing {', '.join(missing)}"
+    for key in ("ratio", "median_s"):
+        if not isinstance(entry[key], (int, float)) or isinstance(entry[key], bool) or entry[key] <= 0:
+            return f"{key} must be a positive number"
+    for key in ("ratio_ci", "ci_s"):
+        ci = entry[key]
+        if not (isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci)):
+            return f"{key} must be a list of two numbers"
+    return None
+
+
+def baseline_paths(folder: Path) -> list[Path]:
+    """The baseline files in a folder (files set aside as unreadable are not among them)."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.json") if ".unreadable-" not in p.name and not p.name.startswith("."))
+
+
+def render(baseline: BaselineFile) -> str:
+    """The file's text: sorted keys, two-space indent, one trailing newline."""
+    data = {"schema": SCHEMA, "gpu": baseline.gpu, "entries": baseline.entries}
+    return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def save(baseline: BaselineFile) -> None:
+    """Write atomically: a temporary file in the same folder, then a rename over the old one."""
+    text = render(baseline)
+    baseline.path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{baseline.path.name}.", suffix=".tmp", dir=baseline.path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, baseline.path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def set_aside(path: Path) -> Path:
+    """Move an unreadable baseline file out of the way (kept, never deleted) and return where it went."""
+    target = path.with_name(f"{path.stem}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
+    os.replace(path, target)
+    return target
+
+
+def entry_from_record(record: CaseRecord, recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """A baseline entry from a timed case's record."""
+    return {
+        "file": record.file,
+        "kernel": record.kernel,
+        "dtype": record.dtype,
+        "shape": record.shape,
+        "ab": record.ab,
+        "ratio": record.ratio,
+        "ratio_ci": list(record.ratio_ci),
+        "median_s": record.median_s,
+        "ci_s": list(record.ci_s),
+        "tflops": record.tflops,
+        "samples": record.samples,
+        "source_sha256": record.source_sha256,
+        "recorded": dict(recorded),
+    }
+
+
+def recorded_info(gpu: Mapping[str, Any], records: Iterable[CaseRecord], plugin_version: str) -> dict[str, Any]:
+    """How a run was recorded: software versions, and the clocks seen while timing."""
+    clocks = nvml_values(records, "sm_clock_mhz")
+    return {
+        "pytest_gemm": plugin_version,
+        "cupy": gpu.get("cupy_version"),
+        "cublas": gpu.get("cublas_version"),
+        "driver": gpu.get("driver_version"),
+        "sm_clock_mhz": [min(clocks), max(clocks)] if clocks else None,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+@dataclass
+class Changes:
+    """What an update did to one baseline file."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+    def summary(self) -> str:
+        return f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed"
+
+
+def merge(baseline: BaselineFile, new: Mapping[str, dict[str, Any]], remove: Iterable[str] = ()) -> Changes:
+    """Put ``new`` entries into ``baseline`` and drop the keys in ``remove``; report what changed."""
+    changes = Changes()
+    for key, entry in sorted(new.items()):
+        old = baseline.entries.get(key)
+        if old is None:
+            changes.added.append(key)
+        elif _measured(old) != _measured(entry):
+            changes.changed.append(key)
+        baseline.entries[key] = entry
+    for key in sorted(set(remove) - set(new)):
+        if baseline.entries.pop(key, None) is not None:
+            changes.removed.append(key)
+    return changes
+
+
+def _measured(entry: Mapping[str, Any]) -> tuple:
+    return (entry["ratio"], tuple(entry["ratio_ci"]), entry["median_s"], entry["source_sha256"])

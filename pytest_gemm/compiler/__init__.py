@@ -1,0 +1,1 @@
+"""Kernel sources to cubins with NVRTC (no GPU needed), cached on disk."""

@@ -1,0 +1,233 @@
+"""A GPU worker process owned by the pytest process: started on demand, time-limited, replaced when lost.
+
+One worker runs at a time, and cases run in it one after the other: a worker keeps its CUDA
+context, its loaded kernels and its cuBLAS handle from case to case. It is replaced when a case
+leaves it unusable: a sticky CUDA error, a time limit (the process group is killed), or its death.
+The worker's stdout and stderr go to a file; what it printed while running a case (a kernel's
+printf, a Python kernel's prints) comes back with that case's outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from typing import IO, Any
+
+from ..records.outcome import Failure, Outcome
+from ..records.plain import PlainError, from_plain, to_plain
+from ..records.request import Request
+from ..records.verdicts import FailureKind
+from .protocol import receive, send
+
+__all__ = ["WorkerPool", "describe_exit"]
+
+START_TIMEOUT = 180.0  # seconds a new worker may take to open the device (importing CuPy, creating a context)
+COMPILE_TIMEOUT = 600.0  # seconds NVRTC may take for one kernel variant
+_OUTPUT_TAIL = 64 * 1024  # bytes of a worker's output kept per case
+
+
+def describe_exit(code: int | None) -> str:
+    """'signal 11 (SIGSEGV)' or 'exit code 1', as ``Popen.returncode`` reports it."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"signal {-code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+class _Process:
+    """One running worker: the process, its two pipes and its output file."""
+
+    def __init__(self, command: list[str]) -> None:
+        req_read, self._req_write = os.pipe()
+        self._rep_read, rep_write = os.pipe()
+        self.output: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as the worker lives
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+        try:
+            self.popen = subprocess.Popen(
+                [*command, "--requests", str(req_read), "--replies", str(rep_write)],
+                pass_fds=(req_read, rep_write),
+                stdin=subprocess.DEVNULL,
+                stdout=self.output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
+            )
+        finally:
+            os.close(req_read)
+            os.close(rep_write)
+        self.requests = Connection(self._req_write, readable=False)
+        self.replies = Connection(self._rep_read, writable=False)
+        self.pid = self.popen.pid
+
+    def output_since(self, offset: int) -> str:
+        self.output.flush()
+        end = os.fstat(self.output.fileno()).st_size
+        self.output.seek(max(offset, end - _OUTPUT_TAIL))
+        return self.output.read().decode("utf-8", errors="replace")
+
+    def output_end(self) -> int:
+        return os.fstat(self.output.fileno()).st_size
+
+    def kill_keeping_output(self) -> int | None:
+        """Kill the worker and everything it started, close the pipes; its exit status."""
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a process stuck in the driver
+            self.popen.wait(timeout=30)
+        for conn in (self.requests, self.replies):
+            with contextlib.suppress(OSError):
+                conn.close()
+        return self.popen.returncode
+
+    def kill(self) -> int | None:
+        """Kill the worker and everything it started; its exit status."""
+        code = self.kill_keeping_output()
+        self.output.close()
+        return code
+
+    def stop(self) -> None:
+        """Ask the worker to end; kill it if it does not."""
+        try:
+            send(self.requests, "stop")
+            self.popen.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+
+class WorkerPool:
+    """The GPU worker of one pytest process (one at a time; replaced whenever it is lost)."""
+
+    def __init__(self, backend: str, cubin_cache: str | None, timeout: float) -> None:
+        self.command = [sys.executable, "-m", "pytest_gemm.worker", "--backend", backend]
+        if cubin_cache:
+            self.command += ["--cubin-cache", cubin_cache]
+        self.timeout = timeout
+        self.facts: dict[str, Any] | None = None
+        self.unavailable: str | None = None
+        self.started = 0
+        self.replaced: Counter[str] = Counter()  # why workers were replaced
+        self._process: _Process | None = None
+
+    # -- the worker ------------------------------------------------------------------------------
+    def _start(self) -> _Process | Failure:
+        process = _Process(self.command)
+        self.started += 1
+        try:
+            if not process.replies.poll(START_TIMEOUT):
+                process.kill()
+                return Failure(FailureKind.TIMEOUT, f"the GPU worker did not start within {START_TIMEOUT:g} s", "start")
+            kind, body = receive(process.replies)
+        except (EOFError, OSError):
+            code = process.kill_keeping_output()
+            output = process.output_since(0)
+            process.output.close()
+            detail = tuple(output.strip().splitlines()[-20:])
+            return Failure(FailureKind.WORKER_DIED, describe_exit(code), "start", detail)
+        if kind == "hello":
+            self.facts = self.facts or body["facts"]
+            self._process = process
+            return process
+        process.stop()
+        if kind == "unavailable":
+            self.unavailable = str(body)
+            return Failure(FailureKind.INTERNAL, self.unavailable, "start")
+        return Failure(FailureKind.INTERNAL, f"the GPU worker could not start: {body}", "start")
+
+    def _discard(self, why: str) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process = None
+            self.replaced[why] += 1
+
+    def probe(self) -> str | None:
+        """Start a worker now: None when it has a device, else why not (no device, or it cannot start)."""
+        if self.unavailable is not None:
+            return self.unavailable
+        process = self._process or self._start()
+        if isinstance(process, Failure):
+            return self.unavailable or f"{process.kind}: {process.message}"
+        return None
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._process.stop()
+            self._process = None
+
+    # -- one case --------------------------------------------------------------------------------
+    def _limit(self, phase: str, request: Request) -> float:
+        if phase == "compile":
+            return max(COMPILE_TIMEOUT, self.timeout)
+        if phase == "time" and request.timing is not None:
+            return self.timeout + request.timing.max_time
+        return self.timeout
+
+    def run(self, request: Request) -> Outcome:
+        """Run one request in the worker (starting one if needed); every fault comes back as an outcome."""
+        if self.unavailable is not None:
+            return Outcome(skip=f"no CUDA device: {self.unavailable}")
+        process = self._process or self._start()
+        if isinstance(process, Failure):
+            if self.unavailable is not None:
+                return Outcome(skip=f"no CUDA device: {self.unavailable}")
+            return Outcome(failure=process)
+        offset = process.output_end()
+        try:
+            outcome = self._exchange(process, request, offset)
+        except BaseException:
+            self._discard("interrupted")
+            raise
+        output = process.output_since(offset) if self._process is process else outcome.output
+        outcome = replace(outcome, output=output, worker=process.pid)
+        if outcome.failure is not None and outcome.failure.replace_worker and self._process is process:
+            self._discard(str(outcome.failure.kind))
+        return outcome
+
+    def _exchange(self, process: _Process, request: Request, offset: int) -> Outcome:
+        send(process.requests, "run", to_plain(request))
+        phase, start = "load", time.monotonic()
+        while True:
+            limit = self._limit(phase, request)
+            remaining = start + limit - time.monotonic()
+            try:
+                ready = remaining > 0 and process.replies.poll(remaining)
+                if not ready:
+                    return self._lost(process, offset, FailureKind.TIMEOUT, f"timed out after {limit:g} s", phase)
+                kind, body = receive(process.replies)
+            except (EOFError, OSError):
+                return self._lost(process, offset, FailureKind.WORKER_DIED, "", phase)
+            if kind == "phase":
+                phase, start = str(body), time.monotonic()
+            elif kind == "outcome":
+                try:
+                    return from_plain(Outcome, body)
+                except PlainError as exc:
+                    return self._lost(process, offset, FailureKind.INTERNAL, f"unreadable outcome ({exc})", phase)
+
+    def _lost(self, process: _Process, offset: int, kind: FailureKind, message: str, phase: str) -> Outcome:
+        """The worker cannot go on: kill it (if it still runs), and say why with what it printed."""
+        code = process.kill_keeping_output()
+        output = process.output_since(offset)
+        process.output.close()
+        self._process = None
+        self.replaced[str(kind)] += 1
+        if kind == FailureKind.WORKER_DIED:
+            message = describe_exit(code)
+        details: tuple[str, ...] = ()
+        if kind == FailureKind.TIMEOUT:
+            details = ("the worker was killed and replaced; --gemm-timeout (ini gemm_timeout) sets the limit",)
+        return Outcome(failure=Failure(kind, message, phase, details, replace_worker=True), output=output)

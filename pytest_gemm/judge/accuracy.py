@@ -1,0 +1,126 @@
+"""The pass rule: compare a kernel's output with the fp64 truth, with bounds from rounding-error analysis.
+
+Every function takes the array module (``numpy`` or ``cupy``) as ``xp`` so the same maths
+runs on the GPU in the harness and on recorded or simulated data in the CPU tests.
+
+Two tests, both must pass (constants and reasoning in the README, "How results are judged"):
+
+* per element: ``|C - C*| <= LAMBDA * (u_in + sqrt(K) * u_acc) * G + 2 * u_out * |C*|`` with
+  ``G = |alpha| |A| |B| + |beta| |C0|``; catches wrong values anywhere (skipped tiles, wrong
+  operand, ignored alpha or beta), and is safe against false alarms (probabilistic bound,
+  Higham & Mary 2019);
+* normwise, on the harness's zero-mean data: ``||C - C*||_F / ||C*||_F <= NORM_C *
+  (u_in + sqrt(K) * u_acc) + u_out``; catches a quietly lower precision (fp16-rounded
+  operands, TF32 products) that a per-element bound of the sqrt(K) form lets through at large K.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..records.dtypes import DType
+from ..records.outcome import ErrorStats
+
+__all__ = [
+    "LAMBDA",
+    "NORM_C",
+    "TILE",
+    "count_changed",
+    "element_bound",
+    "error_stats",
+    "norm_tolerance",
+]
+
+LAMBDA = 10.0
+NORM_C = 4.0
+TILE = 32
+WORST = 5
+MAX_TILES_LISTED = 8
+
+
+def element_bound(xp: Any, gscale: Any, truth: Any, k: int, dtype: DType, out: DType) -> Any:
+    """The per-element error bound for every element of C."""
+    scale = LAMBDA * (dtype.u_in + math.sqrt(k) * dtype.u_acc)
+    return scale * gscale + 2.0 * out.u_store * xp.abs(truth)
+
+
+def norm_tolerance(k: int, dtype: DType, out: DType) -> float:
+    """The largest ``||C - C*||_F / ||C*||_F`` a kernel of this precision may show on zero-mean data."""
+    return NORM_C * (dtype.u_in + math.sqrt(k) * dtype.u_acc) + out.u_store
+
+
+def error_stats(
+    xp: Any,
+    got: Any,
+    truth: Any,
+    gscale: Any,
+    k: int,
+    dtype: DType,
+    out: DType,
+    unchanged: Any | None = None,
+) -> ErrorStats:
+    """Judge ``got`` (M x N, float64) against ``truth``; ``unchanged`` marks elements C still holds from before."""
+    err = xp.abs(got - truth)
+    bound = xp.maximum(element_bound(xp, gscale, truth, k, dtype, out), xp.finfo(xp.float64).tiny)
+    finite = xp.isfinite(got)
+    ratio = xp.where(finite, err / bound, xp.inf)
+    bad_mask = ratio > 1.0
+    bad = int(bad_mask.sum())
+    nonfinite = int(got.size - int(finite.sum()))
+    unwritten = int((unchanged & bad_mask).sum()) if unchanged is not None else 0
+
+    truth_norm = float(xp.linalg.norm(truth))
+    diff_norm = float(xp.linalg.norm(xp.where(finite, got - truth, 0.0)))
+    if nonfinite:
+        norm_error = math.inf
+    elif truth_norm == 0.0:
+        norm_error = 0.0 if diff_norm == 0.0 else math.inf
+    else:
+        norm_error = diff_norm / truth_norm
+
+    flat = ratio.ravel()
+    count = WORST if bad else 1
+    order = xp.argsort(-flat, kind="stable")[:count]
+    n_cols = got.shape[1]
+    worst = tuple(
+        (int(i) // n_cols, int(i) % n_cols, float(got.ravel()[i]), float(truth.ravel()[i]), float(flat[i]))
+        for i in _to_host(order)
+    )
+    tiles, n_bad_tiles, n_tiles = tile_summary(xp, bad_mask)
+    return ErrorStats(
+        max_ratio=float(flat.max()),
+        median_ratio=float(xp.median(flat)),
+        bad=bad,
+        total=int(got.size),
+        nonfinite=nonfinite,
+        unwritten=unwritten,
+        norm_error=norm_error,
+        norm_tol=norm_tolerance(k, dtype, out),
+        worst=worst,
+        bad_tiles=tiles,
+        n_bad_tiles=n_bad_tiles,
+        n_tiles=n_tiles,
+        tile=TILE,
+    )
+
+
+def tile_summary(xp: Any, bad_mask: Any, tile: int = TILE) -> tuple[tuple[tuple[int, int], ...], int, int]:
+    """Which ``tile`` x ``tile`` blocks of C hold errors: (first few, how many, of how many)."""
+    m, n = bad_mask.shape
+    tm, tn = -(-m // tile), -(-n // tile)
+    padded = xp.zeros((tm * tile, tn * tile), dtype=bool)
+    padded[:m, :n] = bad_mask
+    per_tile = padded.reshape(tm, tile, tn, tile).any(axis=(1, 3))
+    where = _to_host(xp.argwhere(per_tile)[:MAX_TILES_LISTED])
+    return tuple((int(r), int(c)) for r, c in where), int(per_tile.sum()), tm * tn
+
+
+def count_changed(xp: Any, before: Any, after: Any) -> int:
+    """How many elements differ bitwise (NaN payloads included)."""
+    view = {1: xp.uint8, 2: xp.uint16, 4: xp.uint32, 8: xp.uint64}[before.dtype.itemsize]
+    return int((before.view(view) != after.view(view)).sum())
+
+
+def _to_host(a: Any) -> Any:
+    return a.get() if hasattr(a, "get") else a

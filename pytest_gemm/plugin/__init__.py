@@ -1,0 +1,112 @@
+"""The pytest glue: options, collection of kernel files, and the session that runs and reports cases.
+
+The entry point pytest loads (``pytest11``). Everything stateful lives in one
+:class:`~.session.GemmSession`, kept in ``config.stash`` and registered as a plugin.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ..options import FLAGS, OPTIONS, OptionError, read_settings
+from ..specs.files import is_kernel_file
+from . import hookspecs
+from .items import KernelFile
+from .session import SESSION, GemmSession
+
+__all__ = ["SESSION", "GemmSession"]
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gemm", "pytest-gemm: verify and time GEMM kernels")
+    group.addoption(
+        "--gemm-kernels",
+        action="store_true",
+        default=False,
+        help="collect GEMM kernel files (.cu with a pytest-gemm header, .py with @gemm_kernel) "
+        "from the given paths, or from the gemm_kernel_paths ini setting",
+    )
+    parser.addini(
+        "gemm_kernel_paths",
+        "kernel paths used by --gemm-kernels when no path is given",
+        type="args",
+        default=["kernels"],
+    )
+    for option in OPTIONS:
+        group.addoption(
+            f"--gemm-{option.name}",
+            dest=f"gemm_{option.key}",
+            default=None,
+            help=f"{option.help} (ini: gemm_{option.key}, default {option.default!r})",
+        )
+        parser.addini(f"gemm_{option.key}", option.help.replace("%%", "%"), default=option.default)
+    for name, text in FLAGS:
+        key = name.replace("-", "_")
+        group.addoption(
+            f"--gemm-{name}", dest=f"gemm_{key}", action="store_true", default=None, help=f"{text} (ini: gemm_{key})"
+        )
+        parser.addini(f"gemm_{key}", text, type="bool", default=False)
+    group.addoption(
+        "--gemm-update-baselines",
+        action="store_true",
+        default=False,
+        help="record the timed cases that passed as this GPU's baselines (added, changed and removed entries "
+        "are printed); the gate is not applied",
+    )
+    group.addoption(
+        "--gemm-summary",
+        metavar="PATH",
+        default=None,
+        help="write a markdown table of every case and its verdict to PATH (also appended to $GITHUB_STEP_SUMMARY "
+        "when that is set)",
+    )
+
+
+def _value(config: pytest.Config, name: str) -> str:
+    key = name.replace("-", "_")
+    cli = config.getoption(f"gemm_{key}")
+    return str(cli if cli is not None else config.getini(f"gemm_{key}"))
+
+
+def _flag(config: pytest.Config, name: str) -> bool:
+    key = name.replace("-", "_")
+    cli = config.getoption(f"gemm_{key}")
+    return bool(config.getini(f"gemm_{key}")) if cli is None else bool(cli)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gemm: a pytest-gemm case (compile or GPU)")
+    config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped with 'no CUDA device' without one")
+    config.addinivalue_line("markers", "gemm_compile: compiles a kernel with NVRTC (no GPU needed)")
+    if not config.getoption("gemm_kernels"):
+        return
+    try:
+        settings = read_settings(
+            lambda name: _value(config, name),
+            lambda name: _flag(config, name),
+            config.rootpath,
+            update=bool(config.getoption("gemm_update_baselines")),
+            summary=config.getoption("gemm_summary"),
+        )
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    session = GemmSession(config, settings)
+    config.stash[SESSION] = session
+    config.pluginmanager.register(session, "gemm-session")
+    # One malformed kernel file must not stop the others: its collection error is reported
+    # (and the run fails), but the rest of the kernels still run.
+    config.option.continue_on_collection_errors = True
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args = [str(config.rootpath / p) for p in config.getini("gemm_kernel_paths")]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if SESSION in parent.config.stash and is_kernel_file(file_path):
+        return KernelFile.from_parent(parent, path=file_path)
+    return None

@@ -1,0 +1,151 @@
+"""The regression gate and the baseline update inside pytest (owned by the session).
+
+The gate judges each timed case when its report is made, in the process that ran it (so it works
+under pytest-xdist): a regression turns the passing report into a failure with the comparison as
+its text. The update gathers the records of passing timed cases in the controlling process and
+writes each GPU's baseline file once, at the end of the session.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .. import __version__
+from ..baselines.store import BaselineError, BaselineFile, Changes, baseline_paths, gpu_slug, load
+from ..baselines.update import record
+from ..judge.gate import judge
+from ..options import GateSettings
+from ..records.case_record import METRICS, CaseRecord
+from ..records.verdicts import GateVerdict, Sanity
+from ..report.regression import accept_command, regression_text
+from ..specs.files import shown_path
+
+__all__ = ["Gatekeeper"]
+
+_LISTED = 20  # most keys listed per kind of change
+
+
+class Gatekeeper:
+    """Applies the gate to timed cases, or records them as baselines with ``--gemm-update-baselines``."""
+
+    def __init__(self, settings: GateSettings, rootpath: Path) -> None:
+        self.settings, self.rootpath = settings, rootpath
+        self._baselines: dict[str, BaselineFile | None] = {}
+        # the controlling process
+        self.to_record: list[CaseRecord] = []
+        self.whole_files: dict[str, bool] = {}
+        self.verdicts: Counter[GateVerdict] = Counter()
+        self.missing: set[str] = set()
+        self.written: list[tuple[Path, Changes, list[str]]] = []
+        self.update_errors: list[str] = []
+
+    def shown(self, path: Path) -> str:
+        return shown_path(path, self.rootpath)
+
+    def check_files(self) -> None:
+        """Read every baseline file now; an unreadable one stops a normal run with a usage error naming it."""
+        if self.settings.update:
+            return  # an update sets unreadable files aside and starts them again
+        for path in baseline_paths(self.settings.folder):
+            try:
+                load(path)
+            except BaselineError as exc:
+                raise pytest.UsageError(f"pytest-gemm: {exc}") from None
+
+    def _baseline(self, gpu: str) -> BaselineFile | None:
+        if gpu not in self._baselines:
+            self._baselines[gpu] = load(self.settings.folder / f"{gpu_slug(gpu)}.json", gpu=gpu)
+        return self._baselines[gpu]
+
+    # -- the gate, where the test ran ------------------------------------------------------------
+    def gate(self, report: pytest.TestReport, rec: CaseRecord) -> CaseRecord:
+        """Judge a passing timed case; fail its report when the gate says so. Returns the judged record."""
+        s = self.settings
+        path = s.folder / f"{gpu_slug(rec.gpu)}.json"
+        try:
+            baseline = self._baseline(rec.gpu)
+        except BaselineError as exc:
+            report.outcome, report.longrepr = "failed", f"pytest-gemm gate: {exc}"
+            return rec
+        entry = baseline.get(rec.test) if baseline else None
+        result = judge(rec, entry, metric=s.metric, threshold=rec.regression_threshold or s.threshold)
+        result = replace(result, baseline_file=self.shown(path), baseline_file_missing=baseline is None)
+        rec = rec.with_gate(result)
+        accept = accept_command(rec, self.shown(s.folder))
+        text = None
+        if result.verdict == GateVerdict.REGRESSED and entry is not None:
+            text = regression_text(rec, entry, result, accept)
+        elif result.verdict == GateVerdict.NEW and s.fail_new:
+            text = (
+                f"no baseline entry for {rec.test} in {self.shown(path)} (--gemm-fail-new / gemm_fail_new); "
+                f"record it with: {accept}"
+            )
+        elif result.verdict == GateVerdict.UNSTABLE and s.fail_unstable:
+            text = f"{rec.test}: {'; '.join(result.notes)} (--gemm-fail-unstable / gemm_fail_unstable)"
+        if text:
+            report.outcome, report.longrepr = "failed", text
+        return rec
+
+    # -- the controller: gather, then write once -------------------------------------------------
+    def collect(self, report: pytest.TestReport, rec: CaseRecord) -> None:
+        if self.settings.update:
+            if report.passed and rec.verdict == Sanity.OK:
+                self.to_record.append(rec)
+        elif rec.gate is not None:
+            self.verdicts[rec.gate.verdict] += 1
+            if rec.gate.baseline_file_missing:
+                self.missing.add(f"{rec.gpu} ({rec.gate.baseline_file})")
+
+    def write(self, gpu_facts: dict[str, Any]) -> None:
+        by_gpu: dict[str, list[CaseRecord]] = {}
+        for rec in self.to_record:
+            by_gpu.setdefault(rec.gpu, []).append(rec)
+        for gpu, records in sorted(by_gpu.items()):
+            path = self.settings.folder / f"{gpu_slug(gpu)}.json"
+            try:
+                changes, notes = record(
+                    path, gpu, records, gpu_facts, __version__, whole_files=self.whole_files, root=self.rootpath
+                )
+            except BaselineError as exc:
+                self.update_errors.append(f"{exc}; nothing written")
+                continue
+            self.written.append((path, changes, notes))
+
+    # -- what the run says at the end ------------------------------------------------------------
+    def summary_lines(self) -> tuple[str, list[str]] | None:
+        """The terminal section's title and lines (None: nothing to say)."""
+        s = self.settings
+        if s.update:
+            lines = []
+            if not self.written and not self.update_errors:
+                lines.append(
+                    "nothing recorded: no case was timed and passed (timing needs a GPU; it is off with "
+                    "--benchmark-skip or --benchmark-disable, and under pytest-xdist unless --benchmark-enable)"
+                )
+            for path, changes, notes in self.written:
+                lines.append(f"{self.shown(path)}: {changes.summary() if changes else 'unchanged'}")
+                for kind, keys in (
+                    ("added", changes.added),
+                    ("changed", changes.changed),
+                    ("removed", changes.removed),
+                ):
+                    lines += [f"  {kind}: {key}" for key in keys[:_LISTED]]
+                    if len(keys) > _LISTED:
+                        lines.append(f"  ... and {len(keys) - _LISTED} more {kind}")
+                lines += [f"  note: {note}" for note in notes]
+            lines += [f"error: {error}" for error in self.update_errors]
+            return "pytest-gemm baselines", lines
+        if not self.verdicts:
+            return None
+        counts = ", ".join(f"{self.verdicts[v]} {v}" for v in GateVerdict)
+        lines = [f"{METRICS[s.metric][2]}, threshold {100 * s.threshold:g}% (or the kernel's own): {counts}"]
+        lines += [
+            f"no baselines for {missing}: every timed case is new; record them with --gemm-update-baselines"
+            for missing in sorted(self.missing)
+        ]
+        return "pytest-gemm gate", lines

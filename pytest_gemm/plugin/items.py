@@ -1,0 +1,191 @@
+"""Test items: a kernel file is collected into compile items (``.cu``, no GPU) and case items (a GPU worker)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..compiler.nvrtc import CompileError, NvrtcUnavailable, compile_kernel
+from ..records.case_record import CompileRecord
+from ..specs.archs import parse_arch
+from ..specs.cases import Case, case_seed, expand, variant_shared_mem
+from ..specs.expr import ExpressionError
+from ..specs.files import load_specs, shown_path
+from ..specs.limits import KernelResources, launch_problems, limits_for_arch
+from ..specs.spec import KernelFileError, KernelSpec, Variant
+from .benchmark import DeviceClock
+from .properties import CASE, COMPILE
+
+if TYPE_CHECKING:
+    from .session import GemmSession
+
+__all__ = ["GemmCaseItem", "GemmCompileItem", "GemmFailure", "KernelFile"]
+
+
+class GemmFailure(Exception):
+    """A case failed; its message is the whole report (no Python traceback is useful here)."""
+
+
+#: Errors whose message says everything: shown without a traceback of the plugin's internals.
+_REPORTED_AS_TEXT = (GemmFailure, KernelFileError, CompileError)
+
+
+class _TextFailure:
+    """Mixin for items: failures with a complete message are shown as that message alone."""
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:
+        if isinstance(excinfo.value, _REPORTED_AS_TEXT):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)  # type: ignore[misc]
+
+
+def _session(config: pytest.Config) -> GemmSession:
+    from .session import SESSION
+
+    return config.stash[SESSION]
+
+
+class KernelFile(pytest.File):
+    """A kernel file (.cu or .py): its specs become compile items (for .cu) and case items."""
+
+    n_cases = -1
+
+    def collect(self) -> Iterator[pytest.Item]:
+        settings = _session(self.config).settings
+        try:
+            specs = load_specs(self.path, shown_path(self.path, self.config.rootpath))
+            expanded = [(spec, expand(spec, settings.shapes, settings.dtypes)) for spec in specs]
+        except KernelFileError as exc:
+            raise self.CollectError(str(exc)) from None
+        for spec, cases in expanded:
+            if spec.kind == "cu":
+                for variant in spec.variants():
+                    for arch in (spec.arch,) if spec.arch else settings.archs:
+                        parts = [spec.name] if len(specs) > 1 else []
+                        parts += [variant.id, arch]
+                        params = "-".join(p for p in parts if p)
+                        item = GemmCompileItem.from_parent(
+                            self, name=f"compile[{params}]", spec=spec, variant=variant, arch=arch
+                        )
+                        yield _with_params_id(item, "compile", params)
+            for case in cases:
+                yield GemmCaseItem.from_case(self, case, settings.seed)
+        self.n_cases = sum(len(cases) for _, cases in expanded)
+
+
+def _with_params_id(item: pytest.Item, base: str, params: str) -> pytest.Item:
+    """Give ``name[params]`` items the structured id that pytest >= 9.2 reads back from its cache.
+
+    pytest 9.2 keeps node ids as (path, names, params) and parses ``--lf`` entries that way;
+    an item whose name merely contains brackets would otherwise never match its own cache entry.
+    The string node id is unchanged, and older pytest versions have no structured id to fix.
+    """
+    parent_id = getattr(item.parent, "id", None)
+    if parent_id is not None and hasattr(parent_id, "with_params") and hasattr(item, "_id"):
+        item._id = parent_id.child(base).with_params(params)
+    return item
+
+
+def _variant_threads(spec: KernelSpec, variant: Variant) -> int | None:
+    """Threads per block of a variant, or None when the block depends on the shape."""
+    if any(expr.names & {"M", "N", "K"} for expr in spec.block):
+        return None
+    threads = 1
+    try:
+        for expr in spec.block:
+            threads *= int(expr(variant.as_dict()))
+    except (ExpressionError, TypeError, ValueError):
+        return None
+    return threads
+
+
+class GemmCompileItem(_TextFailure, pytest.Item):
+    """Compile one variant of a .cu kernel for one architecture with NVRTC (no GPU), and check it can launch."""
+
+    def __init__(self, *, spec: KernelSpec, variant: Variant, arch: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec, self.variant, self.arch = spec, variant, arch
+        self.add_marker("gemm")
+        self.add_marker("gemm_compile")
+
+    def runtest(self) -> None:
+        spec, variant = self.spec, self.variant
+        try:
+            result = compile_kernel(spec, variant, self.arch, _session(self.config).cubins)
+        except NvrtcUnavailable as exc:
+            pytest.skip(str(exc))
+        except CompileError as exc:
+            raise GemmFailure(f"{spec.path}: {spec.name} does not compile for {self.arch}:\n{exc.log}") from None
+        r = result.resources
+        dynamic = variant_shared_mem(spec, variant)
+        record = CompileRecord(
+            file=spec.path,
+            kernel=spec.name + (f"[{variant.id}]" if variant.id else ""),
+            arch=self.arch,
+            registers=r.registers if r else None,
+            spill_stores=r.spill_stores if r else None,
+            spill_loads=r.spill_loads if r else None,
+            stack_bytes=r.stack_bytes if r else None,
+            static_smem=r.static_smem if r else None,
+            dynamic_smem=dynamic,
+        )
+        self.user_properties.append((COMPILE, record.to_dict()))
+        major, minor, _ = parse_arch(self.arch)
+        limits, threads = limits_for_arch(self.arch, (major, minor)), _variant_threads(spec, variant)
+        if r is None or limits is None or threads is None:
+            return
+        problems = launch_problems(
+            threads, dynamic if isinstance(dynamic, int) else 0, KernelResources(r.registers, r.static_smem), limits
+        )
+        if problems:
+            raise GemmFailure(
+                f"{spec.path}: {record.kernel} compiles for {self.arch} but can never launch there:\n"
+                + "\n".join(f"  - {p}" for p in problems)
+            )
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, self.spec.line - 1, f"{self.spec.name} {self.name}"
+
+
+class GemmCaseItem(_TextFailure, pytest.Function):
+    """One GPU case: verify the kernel on one variant, dtype, shape and alpha/beta (in a GPU worker)."""
+
+    case: Case
+    base_seed: int
+    gemm_seed: int
+    gemm_clock: DeviceClock
+
+    @classmethod
+    def from_case(cls, parent: KernelFile, case: Case, base_seed: int) -> GemmCaseItem:
+        def gemm_case(request: pytest.FixtureRequest) -> None:
+            _session(request.config).run_case(request.node, None)
+
+        def gemm_timed_case(request: pytest.FixtureRequest, benchmark: Any) -> None:
+            _session(request.config).run_case(request.node, benchmark)
+
+        # Every case is also timed unless --benchmark-skip; only timed cases ask for pytest-benchmark's
+        # fixture, so that --benchmark-only keeps them (and skips the compile items).
+        timed = not parent.config.getoption("benchmark_skip", False)
+        callobj = gemm_timed_case if timed else gemm_case
+        item = cls.from_parent(parent, name=case.name, callobj=callobj)
+        _with_params_id(item, case.spec.name, case.id)
+        item.gemm_clock = DeviceClock()
+        if timed:
+            item.add_marker(pytest.mark.benchmark(timer=item.gemm_clock, group=f"{case.dtype} {case.shape.id}"))
+            # A case that fails verification is never timed, by design: not a forgotten fixture.
+            item.add_marker(pytest.mark.filterwarnings("ignore:Benchmark fixture was not used"))
+        item.case = case
+        item.base_seed = base_seed
+        item.gemm_seed = case_seed(base_seed, item.nodeid)
+        item.add_marker("gemm")
+        item.add_marker("gpu")
+        item.user_properties.append((CASE, {"file": case.spec.path, "kernel": case.spec.name, "case": case.id}))
+        if case.skip_reason:
+            item.add_marker(pytest.mark.skip(reason=case.skip_reason))
+        return item
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, self.case.spec.line - 1, self.name

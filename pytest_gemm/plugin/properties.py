@@ -1,0 +1,9 @@
+"""The user properties pytest-gemm puts on test reports (they travel from xdist workers as plain data)."""
+
+CASE = "gemm_case"  # every case item: which file, kernel and case it is
+WHOLE_FILE = "gemm_file_whole"  # every case item: whether its whole kernel file is selected in this run
+RECORD = "gemm_timing"  # a timed case: its CaseRecord, as a dict
+GPU = "gemm_gpu"  # a case run on a GPU: the worker's device facts
+WORKER = "gemm_worker"  # a case run in a worker: its process id, and why it was replaced after the case
+MARGIN = "gemm_margin"  # a verified case: how far inside the verification bounds its output was
+COMPILE = "gemm_compile"  # a compile item: its CompileRecord, as a dict

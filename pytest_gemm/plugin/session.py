@@ -1,0 +1,225 @@
+"""The plugin's one session object (in ``config.stash``): settings, the GPU worker, the gate, and what
+the run gathered for its reports. Registered as a plugin, it holds every hook that needs state.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from ..compiler.cache import CubinCache
+from ..isolation.workers import WorkerPool
+from ..judge.case import CaseFacts, judge_outcome
+from ..options import Settings
+from ..records.case_record import CaseRecord, CompileRecord
+from ..records.outcome import Outcome
+from ..report.markdown import SummaryLine, markdown
+from ..report.tables import compile_table, timing_tables
+from ..specs.cases import launch_geometry, to_request
+from ..specs.files import source_hash
+from ..specs.spec import KernelFileError
+from ..worker.serve import DEFAULT_BACKEND
+from .benchmark import record_device_times
+from .gating import Gatekeeper
+from .items import GemmCaseItem, GemmFailure
+from .properties import CASE, COMPILE, GPU, MARGIN, RECORD, WHOLE_FILE, WORKER
+from .terminal import header_line, summary_file_text, workers_line
+
+__all__ = ["SESSION", "GemmSession", "replay_command"]
+
+
+def replay_command(nodeid: str, base_seed: int) -> str:
+    """The command that runs one case again, on the same data."""
+    return f"pytest '{nodeid}' --gemm-kernels --gemm-seed {base_seed}"
+
+
+def _props(report: pytest.TestReport, key: str) -> list[Any]:
+    return [value for name, value in report.user_properties if name == key]
+
+
+class GemmSession:
+    """One pytest-gemm run."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config, self.settings = config, settings
+        self.gatekeeper = Gatekeeper(settings.gate, config.rootpath)
+        self.gatekeeper.check_files()
+        cache = getattr(config, "cache", None)
+        self.cubins = CubinCache(cache.mkdir("gemm-cubins")) if cache is not None else None
+        self._pool: WorkerPool | None = None
+        # what the controlling process gathers from reports
+        self.records: list[CaseRecord] = []
+        self.compiled: list[CompileRecord] = []
+        self.summary: dict[str, SummaryLine] = {}
+        self.gpu: dict[str, Any] | None = None
+        self.worker_pids: set[int] = set()
+        self.replaced: Counter[str] = Counter()
+        self.summary_error: str | None = None
+
+    # -- running a case --------------------------------------------------------------------------
+    @property
+    def pool(self) -> WorkerPool:
+        if self._pool is None:
+            backend = self.config.hook.pytest_gemm_worker_backend(config=self.config) or DEFAULT_BACKEND
+            cache = str(self.cubins.folder) if self.cubins else None
+            self._pool = WorkerPool(backend, cache, self.settings.timeout)
+        return self._pool
+
+    def run_case(self, item: GemmCaseItem, benchmark: Any) -> None:
+        """Run one case in the GPU worker, then skip, fail or record it as its verdict says."""
+        case = item.case
+        try:
+            launch_geometry(case.spec, case.variant, case.shape)  # a launch CUDA would refuse never leaves here
+        except KernelFileError as exc:
+            raise GemmFailure(str(exc)) from None
+        timing = self.settings.timing if benchmark is not None and not benchmark.disabled else None
+        outcome = self.pool.run(to_request(case, str(item.path), item.gemm_seed, timing))
+        self._note_worker(item, outcome)
+        if outcome.output.strip():
+            item.add_report_section("call", "GPU worker output", outcome.output)
+        gpu = self.pool.facts or {}
+        verdict = judge_outcome(self._facts(item), outcome, gpu, save_raw=self._save_raw())
+        if verdict.skip is not None:
+            pytest.skip(verdict.skip)
+        if verdict.margin is not None:
+            item.user_properties.append((MARGIN, verdict.margin))
+        if verdict.record is not None:
+            item.user_properties.append((GPU, gpu))
+            item.user_properties.append((RECORD, verdict.record.to_dict()))
+        if verdict.failure is not None:
+            raise GemmFailure(verdict.failure)
+        if verdict.record is not None and outcome.timing is not None:
+            record_device_times(benchmark, item.gemm_clock, list(outcome.timing.kernel_s), verdict.record.to_dict())
+
+    def _note_worker(self, item: GemmCaseItem, outcome: Outcome) -> None:
+        failure = outcome.failure
+        replaced = str(failure.kind) if failure is not None and failure.replace_worker else None
+        if outcome.worker or replaced:
+            item.user_properties.append((WORKER, {"pid": outcome.worker, "replaced": replaced}))
+
+    def _save_raw(self) -> bool:
+        return bool(self.config.getoption("benchmark_save_data", False))
+
+    def _facts(self, item: GemmCaseItem) -> CaseFacts:
+        case = item.case
+        return CaseFacts(
+            test=item.nodeid,
+            name=case.name,
+            file=case.spec.path,
+            kernel=case.spec.name + (f"[{case.variant.id}]" if case.variant.id else ""),
+            variant=case.variant.id,
+            dtype=case.dtype,
+            shape=(case.shape.M, case.shape.N, case.shape.K),
+            ab=case.ab.id,
+            alpha=case.ab.alpha,
+            beta=case.ab.beta,
+            replay=replay_command(item.nodeid, item.base_seed),
+            source_sha256=source_hash(item.path),
+            regression_threshold=case.spec.regression_threshold,
+            expect_fast=case.spec.expect_fast,
+        )
+
+    # -- hooks -----------------------------------------------------------------------------------
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        return [header_line(config, self.settings, self.cubins)]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """Tell each case whether its whole kernel file is selected (after -k, -m, ids and --lf have chosen)."""
+        selected: Counter[Any] = Counter(item.parent for item in items if isinstance(item, GemmCaseItem))
+        for item in items:
+            if isinstance(item, GemmCaseItem):
+                whole = selected[item.parent] == getattr(item.parent, "n_cases", -1)
+                item.user_properties.append((WHOLE_FILE, {"file": item.case.spec.path, "whole": whole}))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
+        report: pytest.TestReport = yield
+        if report.when == "call" and report.passed and not self.settings.gate.update:
+            props = report.user_properties
+            for i, (name, value) in enumerate(props):
+                if name == RECORD:
+                    props[i] = (RECORD, self.gatekeeper.gate(report, CaseRecord.from_dict(value)).to_dict())
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for whole in _props(report, WHOLE_FILE):
+            self.gatekeeper.whole_files[whole["file"]] = whole["whole"]
+        if report.when == "call":
+            for worker in _props(report, WORKER):
+                if worker["pid"]:
+                    self.worker_pids.add(worker["pid"])
+                if worker["replaced"]:
+                    self.replaced[worker["replaced"]] += 1
+            self.compiled += [CompileRecord.from_dict(value) for value in _props(report, COMPILE)]
+            self.gpu = next(iter(_props(report, GPU)), self.gpu)
+            for value in _props(report, RECORD):
+                rec = CaseRecord.from_dict(value)
+                self.records.append(rec)
+                self.gatekeeper.collect(report, rec)
+        self._summarise(report)
+
+    def _summarise(self, report: pytest.TestReport) -> None:
+        if self.settings.gate.summary is None or not _props(report, CASE):
+            return
+        line = self.summary.setdefault(report.nodeid, SummaryLine(report.nodeid))
+        for value in _props(report, RECORD):
+            line.record = CaseRecord.from_dict(value)
+        if report.failed or (report.skipped and line.outcome == "passed"):
+            line.outcome = "failed" if report.failed else "skipped"
+            if not line.message:
+                if report.skipped and isinstance(report.longrepr, tuple):
+                    line.message = str(report.longrepr[2]).removeprefix("Skipped: ")
+                else:
+                    text = report.longreprtext.strip()
+                    line.message = text.splitlines()[0] if text else ""
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self._pool is not None:
+            self._pool.close()
+        if hasattr(session.config, "workerinput"):
+            return  # an xdist worker: the controlling process writes
+        if self.settings.gate.update:
+            self.gatekeeper.write(self.gpu or {})
+            if self.gatekeeper.update_errors and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        path = self.settings.gate.summary
+        if path is not None:
+            self.summary_error = summary_file_text(path, "## pytest-gemm\n\n" + markdown(list(self.summary.values())))
+            if self.summary_error:
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        tr = terminalreporter
+        if self.compiled:
+            tr.section("pytest-gemm compile report (ptxas)")
+            for line in compile_table(self.compiled):
+                tr.write_line(line)
+        if self.records:
+            tr.section("pytest-gemm timing (device time, CUDA events)")
+            for line in timing_tables(self.records, self.gpu or {}, width=shutil.get_terminal_size((120, 24)).columns):
+                tr.write_line(line)
+        gate = self.gatekeeper.summary_lines()
+        if gate is not None:
+            tr.section(gate[0])
+            for line in gate[1]:
+                tr.write_line(line, red=line.startswith("error:"))
+        workers = workers_line(self.worker_pids, self.replaced)
+        if workers:
+            tr.write_line(workers)
+        path = self.settings.gate.summary
+        if path is not None:
+            tr.write_line(self.summary_error or f"pytest-gemm summary: {path}", red=bool(self.summary_error))
+
+    def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
+        """Add the GPU's facts to pytest-benchmark's machine info (and so to its saved JSON)."""
+        gpu = self.gpu or (self._pool.facts if self._pool else None)
+        if gpu is None and self._pool is not None and self._pool.unavailable:
+            gpu = {"available": False, "reason": f"no CUDA device: {self._pool.unavailable}"}
+        machine_info["gpu"] = gpu or {"available": False, "reason": "no GPU case was timed in this run"}
+
+
+SESSION = pytest.StashKey[GemmSession]()

@@ -1,0 +1,130 @@
+"""The record of one timed case: what the timing table, pytest-benchmark, the gate and baselines read.
+
+It replaces a free-form dict: every field is named and typed here, once. ``to_dict`` gives the
+JSON form saved under pytest-benchmark's ``extra_info["gemm"]`` and passed between xdist
+processes; ``from_dict`` reads it back (the ``pytest-gemm`` command reads saved runs with it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .plain import from_plain, to_plain
+from .verdicts import GateVerdict, Sanity
+
+__all__ = ["METRICS", "CaseRecord", "CompileRecord", "GateResult", "nvml_values"]
+
+#: what the gate may compare: metric -> (record field of the value, field of its 95% interval, label)
+METRICS = {
+    "ratio": ("ratio", "ratio_ci", "kernel/cuBLAS time ratio"),
+    "time": ("median_s", "ci_s", "median device time"),
+}
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """The gate's verdict on one case, and the baseline file it was judged against."""
+
+    verdict: GateVerdict
+    metric: str
+    threshold: float
+    change: float | None = None  # now / baseline - 1 for the gated metric
+    notes: tuple[str, ...] = ()
+    baseline_file: str = ""
+    baseline_file_missing: bool = False
+
+
+@dataclass(frozen=True)
+class CaseRecord:
+    """One verified and timed case: identity, device times with 95% intervals, rates, flags and samples."""
+
+    # which case, on which GPU
+    test: str  # the pytest node id, also the baseline key
+    file: str
+    kernel: str  # name[variant]
+    variant: str
+    gpu: str
+    source_sha256: str
+    regression_threshold: float | None
+    dtype: str
+    shape: str  # MxNxK
+    ab: str  # the alpha/beta part of the id ('' for alpha = 1, beta = 0)
+    alpha: float
+    beta: float
+    # device times (seconds) and what is made of them
+    median_s: float
+    ci_s: tuple[float, float]
+    cublas_median_s: float
+    cublas_ci_s: tuple[float, float]
+    ratio: float  # kernel time / cuBLAS time, per pair
+    ratio_ci: tuple[float, float]
+    tflops: float
+    cublas_tflops: float
+    pct_cublas: float
+    pct_cublas_ci: tuple[float, float]
+    peak_tflops: float | None
+    pct_peak: float | None
+    noise: float  # the widest relative 95% half-width of the kernel, cuBLAS and ratio medians
+    samples: int
+    stop: str  # "converged" or "time cap"
+    timing_s: float
+    cache: str  # "cold" or "hot"
+    input_copies: int
+    # judgement
+    throttle: tuple[str, ...] = ()
+    suspicious: tuple[str, ...] = ()
+    suspicious_expected: tuple[str, ...] = ()  # suspicious, but the header's expect_fast explains it
+    verdict: Sanity = Sanity.OK
+    nvml_before: dict[str, Any] = field(default_factory=dict)
+    nvml_after: dict[str, Any] = field(default_factory=dict)
+    gate: GateResult | None = None
+    raw: dict[str, list[float]] | None = None  # the samples, with --benchmark-save-data
+
+    @property
+    def name(self) -> str:
+        """The test's name without its file: ``kernel[variant-dtype-shape-ab]``."""
+        return self.test.split("::")[-1]
+
+    def with_gate(self, gate: GateResult) -> CaseRecord:
+        return dataclasses.replace(self, gate=gate)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = to_plain(self)
+        for key in ("gate", "raw"):
+            if data[key] is None:
+                del data[key]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseRecord:
+        return from_plain(cls, data)
+
+
+def nvml_values(records: Iterable[CaseRecord], key: str) -> list[Any]:
+    """Every value of ``key`` in the NVML samples taken before and after timing these cases."""
+    return [s[key] for r in records for s in (r.nvml_before, r.nvml_after) if s and s.get(key) is not None]
+
+
+@dataclass(frozen=True)
+class CompileRecord:
+    """What ptxas reported for one kernel variant compiled for one architecture (None: not reported)."""
+
+    file: str
+    kernel: str  # name[variant]
+    arch: str
+    registers: int | None
+    spill_stores: int | None
+    spill_loads: int | None
+    stack_bytes: int | None
+    static_smem: int | None
+    dynamic_smem: int | str  # bytes, or "by shape"
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompileRecord:
+        return from_plain(cls, data)

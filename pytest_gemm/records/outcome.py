@@ -1,0 +1,121 @@
+"""What a GPU worker sends back for one case: results, or what went wrong, as plain records."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .verdicts import FailureKind
+
+__all__ = ["PHASES", "ErrorStats", "Failure", "Fault", "Outcome", "TimingRun", "Verification"]
+
+#: the phases of a case in a worker, and how messages name them
+PHASES = {
+    "start": "starting the GPU worker",
+    "load": "loading the kernel file",
+    "compile": "compiling",
+    "verify": "verifying",
+    "time": "timing",
+}
+
+
+@dataclass(frozen=True)
+class ErrorStats:
+    """How one output compares with the truth. Ratios are multiples of the bound (1.0 = at the bound)."""
+
+    max_ratio: float
+    median_ratio: float
+    bad: int
+    total: int
+    nonfinite: int
+    unwritten: int
+    norm_error: float
+    norm_tol: float
+    worst: tuple[tuple[int, int, float, float, float], ...]  # row, col, got, expected, ratio
+    bad_tiles: tuple[tuple[int, int], ...]  # (tile row, tile col), first few
+    n_bad_tiles: int
+    n_tiles: int
+    tile: int = 32
+
+    @property
+    def norm_ratio(self) -> float:
+        return self.norm_error / self.norm_tol
+
+    @property
+    def passed(self) -> bool:
+        return self.bad == 0 and self.norm_error <= self.norm_tol
+
+    @property
+    def margin(self) -> float:
+        """How far inside both tests the output is: 1 / max(worst element ratio, normwise ratio)."""
+        worst = max(self.max_ratio, self.norm_ratio)
+        return math.inf if worst == 0 else 1.0 / worst
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A bitwise check that failed: ``where`` changed in ``count`` elements."""
+
+    kind: str  # "out-of-bounds write" | "input modified"
+    where: str
+    count: int
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Everything one verification launch found; the failure message is built from it alone."""
+
+    case_id: str
+    seed: int
+    shape: tuple[int, int, int]
+    alpha: float
+    beta: float
+    kernel: ErrorStats
+    peer: ErrorStats | None
+    faults: tuple[Fault, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.kernel.passed and not self.faults
+
+
+@dataclass(frozen=True)
+class TimingRun:
+    """What one case's timing produced: raw device times in seconds, paired launch by launch."""
+
+    kernel_s: tuple[float, ...]
+    reference_s: tuple[float, ...]
+    elapsed_s: float  # wall time of the whole timing, warm-up included
+    stop_reason: str  # "converged" or "time cap"
+    cold_cache: bool
+    input_copies: int  # sets of A, B, C rotated through
+    flush_bytes: int  # size of the L2 flush buffer (0 when hot)
+    last_output: ErrorStats | None = None  # the last timed launch's output, verified again
+    reference_output: ErrorStats | None = None  # the same for cuBLAS: proves it computed this case
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What kept a case from a verdict of its own, in the words of CUDA, the compiler or the kernel."""
+
+    kind: FailureKind
+    message: str
+    phase: str = ""  # a key of PHASES
+    details: tuple[str, ...] = ()  # more lines: the numbers that broke a limit, a Python kernel's traceback
+    replace_worker: bool = False  # the worker cannot be used again (lost CUDA context, killed, dead)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A worker's answer to one request."""
+
+    verification: Verification | None = None
+    timing: TimingRun | None = None
+    nvml_before: dict[str, Any] | None = None  # NVML samples taken around the timing
+    nvml_after: dict[str, Any] | None = None
+    failure: Failure | None = None
+    skip: str | None = None  # why this device cannot run the case (e.g. a kernel built for another arch)
+    phase_s: dict[str, float] = field(default_factory=dict)  # seconds spent in each phase
+    output: str = ""  # what the worker printed while it ran the case (a kernel's printf, warnings)
+    worker: int = 0  # process id of the worker that ran it

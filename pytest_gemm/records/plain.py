@@ -1,0 +1,70 @@
+"""Records to JSON-ready data and back: the only form in which records cross a process boundary.
+
+``to_plain`` turns dataclasses, enums, tuples and dicts into dicts, lists, strings and numbers;
+``from_plain`` rebuilds a dataclass from that, guided by its type hints (nested records, tuples,
+enums and optional fields). Nothing is evaluated: unknown keys are an error, not code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from typing import Any, TypeVar
+
+__all__ = ["PlainError", "from_plain", "to_plain"]
+
+T = TypeVar("T")
+
+
+class PlainError(ValueError):
+    """Data that does not fit the record it should become."""
+
+
+def to_plain(value: Any) -> Any:
+    """``value`` as dicts, lists, strings, numbers, booleans and None."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_plain(v) for k, v in value.items()}
+    return value
+
+
+def from_plain(cls: type[T], data: Any) -> T:
+    """Rebuild a record of type ``cls`` from :func:`to_plain`'s output."""
+    if not isinstance(data, dict):
+        raise PlainError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = set(data) - names
+    if unknown:
+        raise PlainError(f"{cls.__name__}: unknown field(s) {', '.join(sorted(unknown))}")
+    try:
+        return cls(**{name: _convert(hints[name], value) for name, value in data.items()})
+    except TypeError as exc:
+        raise PlainError(f"{cls.__name__}: {exc}") from None
+
+
+def _convert(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in args if a is not type(None)]
+        return _convert(options[0], value) if len(options) == 1 else value
+    if dataclasses.is_dataclass(tp):
+        return from_plain(tp, value)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(value)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(args[0], v) for v in value)
+        return tuple(_convert(a, v) for a, v in zip(args, value)) if args else tuple(value)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value

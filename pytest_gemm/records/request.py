@@ -1,0 +1,40 @@
+"""What the pytest process asks a GPU worker to do for one case: primitives only.
+
+The worker reads the kernel file again from ``path`` and finds the kernel by name, so nothing
+that cannot be written as JSON (a spec with compiled expressions, a Python function) crosses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Request", "TimingSettings"]
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    """How to time a verified case: the stopping rule and the cache state each launch starts from."""
+
+    noise: float = 0.005  # stop once every tracked median's 95% half-width is within this fraction
+    min_samples: int = 10  # fewest kernel/cuBLAS pairs, whatever the time cap
+    max_time: float = 1.0  # seconds after which timing stops even if the noise target is not met
+    cold_cache: bool = True  # flush L2 before every timed launch (and rotate inputs that fit in L2)
+    warmup_s: float = 0.025  # at least this much device time of untimed pairs first (and 2 pairs)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One case for a worker: verify it, then time it when ``timing`` is given and it passed."""
+
+    path: str  # the kernel file, absolute
+    shown: str  # the kernel file as ids and messages show it (relative to the rootdir)
+    kernel: str  # the kernel's name in that file
+    params: tuple[tuple[str, int], ...]  # the variant
+    dtype: str
+    m: int
+    n: int
+    k: int
+    alpha: float
+    beta: float
+    seed: int
+    timing: TimingSettings | None = None

@@ -1,0 +1,57 @@
+"""Every word a case can be judged with, defined once: reports, tables, the gate and the CLI all use these."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["REFERENCE_MOVED", "SOURCE_CHANGED", "FailureKind", "GateVerdict", "Sanity"]
+
+#: notes the gate attaches to a verdict (tables and summaries look for them)
+SOURCE_CHANGED = "kernel source changed since the baseline"
+REFERENCE_MOVED = "reference moved"
+
+
+class _Word(str, enum.Enum):
+    def __str__(self) -> str:
+        return self.value
+
+
+class Sanity(_Word):
+    """Whether a verified case's timing can be believed."""
+
+    OK = "ok"
+    WRONG = "wrong"  # the output of the last timed launch is wrong
+    SUSPICIOUS = "suspicious"  # faster than the GPU's peak, or far faster than cuBLAS
+
+    @property
+    def flag(self) -> str:
+        """The mark in the timing table ('' when there is nothing to say)."""
+        return {"ok": "", "wrong": "WRONG OUTPUT", "suspicious": "SUSPICIOUS"}[self.value]
+
+
+class GateVerdict(_Word):
+    """The regression gate's verdict on one timed case against its baseline."""
+
+    REGRESSED = "regressed"
+    IMPROVED = "improved"
+    SAME = "same"
+    NEW = "new"  # no baseline entry
+    UNSTABLE = "unstable"  # measured while the GPU throttled
+
+    @property
+    def mark(self) -> str:
+        """One character for compact listings (``pytest-gemm compare``)."""
+        return {"regressed": "+", "improved": "-", "same": " ", "new": "n", "unstable": "?"}[self.value]
+
+
+class FailureKind(_Word):
+    """Why a case produced no verdict of its own: what went wrong in the worker, or with the worker."""
+
+    CUDA_ERROR = "CUDA error"  # an error CUDA reported while the kernel or the harness ran on the GPU
+    LAUNCH = "launch refused"  # the launch broke a limit (registers, threads, shared memory); the worker lives
+    TIMEOUT = "timed out"  # over --gemm-timeout; the worker is killed and replaced
+    WORKER_DIED = "worker died"  # the worker process ended (signal, exit code) while running the case
+    KERNEL_RAISED = "kernel raised"  # a Python kernel raised an exception
+    KERNEL_FILE = "kernel file"  # the kernel file cannot be used for this case (header, tensor map, import)
+    COMPILE = "compile error"  # the compiler rejected the kernel
+    INTERNAL = "internal error"  # a pytest-gemm bug

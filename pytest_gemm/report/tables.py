@@ -1,0 +1,149 @@
+"""The end-of-run timing tables: one per dtype, the GPU and its clocks on top, sized to the terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..records.case_record import CaseRecord, CompileRecord, nvml_values
+from ..records.verdicts import REFERENCE_MOVED, SOURCE_CHANGED, GateVerdict
+
+__all__ = ["compile_table", "format_time", "gpu_line", "row_flags", "timing_tables"]
+
+
+def format_time(seconds: float) -> str:
+    """A duration with 4 significant digits in s, ms or us."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3)):
+        if seconds >= scale:
+            return f"{seconds / scale:.4g} {unit}"
+    return f"{seconds / 1e-6:.4g} us"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def row_flags(record: CaseRecord) -> str:
+    """Short marks for what makes a row worth a second look."""
+    flags = [record.verdict.flag] if record.verdict.flag else []
+    if record.suspicious and record.verdict.flag != "SUSPICIOUS":
+        flags.append("SUSPICIOUS")
+    gate = record.gate
+    if gate is not None:
+        if gate.verdict == GateVerdict.REGRESSED:
+            flags.append(f"REGRESSED {100 * (gate.change or 0):+.1f}%")
+        elif gate.verdict == GateVerdict.IMPROVED:
+            flags.append(f"improved {100 * (gate.change or 0):+.1f}%")
+        elif gate.verdict in (GateVerdict.NEW, GateVerdict.UNSTABLE):
+            flags.append(str(gate.verdict))
+        if SOURCE_CHANGED in gate.notes:
+            flags.append("source changed")
+        if any(note.startswith(REFERENCE_MOVED) for note in gate.notes):
+            flags.append("cuBLAS moved")
+    if record.throttle:
+        flags.append("throttled")
+    if record.stop == "time cap":
+        flags.append("time cap")
+    if record.cache == "hot":
+        flags.append("hot L2")
+    return ", ".join(flags)
+
+
+def _clock_range(records: Iterable[CaseRecord], key: str) -> str:
+    values = nvml_values(records, key)
+    if not values:
+        return "?"
+    low, high = min(values), max(values)
+    return f"{low}" if low == high else f"{low}-{high}"
+
+
+def gpu_line(gpu: dict[str, Any], rows: list[CaseRecord]) -> str:
+    """The GPU, its software and the clocks seen while timing."""
+    if not gpu:
+        return "GPU: unknown"
+    parts = [str(gpu.get("name", "GPU"))]
+    if gpu.get("sm_count"):
+        parts.append(f"{gpu['sm_count']} SMs")
+    max_clock = gpu.get("max_sm_clock_mhz") or gpu.get("cuda_max_sm_clock_mhz")
+    top = f" (max {max_clock:g})" if max_clock else ""
+    parts.append(f"SM clock {_clock_range(rows, 'sm_clock_mhz')} MHz while timing{top}")
+    parts.append(f"memory clock {_clock_range(rows, 'mem_clock_mhz')} MHz")
+    if gpu.get("driver_version"):
+        parts.append(f"driver {gpu['driver_version']}")
+    if gpu.get("cublas_version"):
+        parts.append(f"cuBLAS {gpu['cublas_version']}")
+    if gpu.get("nvml") is False:
+        parts.append(f"no NVML ({gpu.get('nvml_reason', 'unavailable')})")
+    return ", ".join(parts)
+
+
+_COLUMNS = ("kernel", "shape", "median", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n", "flags")
+_RIGHT = {"median", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n"}
+_MIN_KERNEL = 10
+
+
+def _cells(row: CaseRecord) -> list[str]:
+    return [
+        row.kernel + (f" {row.ab}" if row.ab else ""),
+        row.shape,
+        format_time(row.median_s),
+        f"{row.tflops:.2f}",
+        _pct(row.pct_cublas),
+        _pct(row.pct_peak),
+        f"{100 * row.noise:.2f}%",
+        str(row.samples),
+        row_flags(row),
+    ]
+
+
+def _rest_width(widths: dict[int, int], columns: list[int]) -> int:
+    """Width of every column but the first, with the two-space gaps."""
+    return sum(widths[i] for i in columns[1:]) + 2 * (len(columns) - 1)
+
+
+def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120) -> list[str]:
+    """Lines of text: a GPU line, then per dtype a table of every timed case, in run order.
+
+    When the table would be wider than ``width``, the "% peak" column goes first, then the
+    kernel column is shortened (with a trailing '~').
+    """
+    lines = [gpu_line(gpu, rows)]
+    for dtype in sorted({row.dtype for row in rows}):
+        table = [_cells(row) for row in rows if row.dtype == dtype]
+        columns = list(range(len(_COLUMNS)))
+        widths = {i: max(len(_COLUMNS[i]), *(len(cells[i]) for cells in table)) for i in columns}
+
+        if widths[0] + _rest_width(widths, columns) > width:
+            columns.remove(_COLUMNS.index("% peak"))
+        widths[0] = max(_MIN_KERNEL, min(widths[0], width - _rest_width(widths, columns)))
+        lines.append("")
+        lines.append(f"{dtype}:")
+        for cells in [list(_COLUMNS), *table]:
+            out = []
+            for i in columns:
+                cell, w = cells[i], widths[i]
+                if len(cell) > w:
+                    cell = cell[: w - 1] + "~"
+                out.append(cell.rjust(w) if _COLUMNS[i] in _RIGHT else cell.ljust(w))
+            lines.append("  ".join(out).rstrip())
+    total = sum(row.timing_s for row in rows)
+    lines.append("")
+    lines.append(f"{len(rows)} case(s) timed in {total:.1f} s (warm-up, timing and re-verification).")
+    return lines
+
+
+def compile_table(rows: list[CompileRecord]) -> list[str]:
+    """What ptxas said about each compiled kernel variant, one line each, spills flagged."""
+    width = max(len(r.file + "::" + r.kernel) for r in rows) + 2
+    lines = [
+        f"{'kernel':<{width}} {'arch':<8} {'regs':>5} {'spill st/ld B':>14} {'stack B':>8} {'static smem B':>14}"
+        f" {'dynamic smem B':>15}"
+    ]
+    for row in sorted(rows, key=lambda r: (r.file, r.kernel, r.arch)):
+        spills = f"{row.spill_stores}/{row.spill_loads}"
+        flag = "  SPILLS" if (row.spill_stores or row.spill_loads) else ""
+        lines.append(
+            f"{row.file + '::' + row.kernel:<{width}} {row.arch:<8} {row.registers!s:>5} "
+            f"{spills:>14} {row.stack_bytes!s:>8} {row.static_smem!s:>14} {row.dynamic_smem!s:>15}{flag}"
+        )
+    return lines

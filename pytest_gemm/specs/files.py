@@ -1,0 +1,75 @@
+"""Kernel files: read one (``.cu`` with headers, ``.py`` with ``@gemm_kernel``) into specs, and find cases in it."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from ..records.request import Request
+from ..records.shapes import Shape
+from .cases import AlphaBeta, Case, expand
+from .pyfile import parse_py_source
+from .spec import KernelFileError, KernelSpec, Variant, parse_cu_source
+
+__all__ = ["case_from_request", "case_ids", "is_kernel_file", "load_specs", "shown_path", "source_hash"]
+
+
+def shown_path(path: Path, root: Path) -> str:
+    """``path`` as ids and messages show it: relative to the rootdir when it lies inside it."""
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def is_kernel_file(path: Path) -> bool:
+    """Whether pytest-gemm should look inside this file (its headers or decorators decide the rest)."""
+    if path.suffix == ".cu":
+        return True
+    if path.suffix != ".py" or path.name.startswith(("test_", "conftest")):
+        return False
+    try:
+        return "gemm_kernel" in path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def load_specs(path: Path, shown: str) -> list[KernelSpec]:
+    """The kernels a file declares; ``shown`` is the path used in ids and messages (relative to the rootdir)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KernelFileError(shown, f"cannot read the file: {exc}") from None
+    if path.suffix == ".py":
+        return parse_py_source(shown, text)
+    return parse_cu_source(shown, text)
+
+
+def source_hash(path: Path) -> str:
+    """SHA-256 of the kernel file's bytes (what a baseline notes to tell a changed kernel)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def case_ids(path: Path, shown: str, shape: Shape) -> set[str]:
+    """The test ids of the cases the file has today at ``shape`` (all dtypes; cases a rule skips excluded)."""
+    ids = set()
+    for spec in load_specs(path, shown):
+        for case in expand(spec, [shape]):
+            if case.skip_reason is None:
+                ids.add(f"{shown}::{spec.name}[{case.id}]")
+    return ids
+
+
+def case_from_request(request: Request, specs: list[KernelSpec]) -> Case:
+    """The case a request names, among the specs of its kernel file (read again by whoever runs it)."""
+    spec = next((s for s in specs if s.name == request.kernel), None)
+    if spec is None:
+        raise KernelFileError(request.shown, f"has no kernel named {request.kernel!r} any more")
+    variant = Variant(tuple((name, int(value)) for name, value in request.params))
+    if variant not in spec.variants():
+        raise KernelFileError(request.shown, f"{spec.name} has no variant {variant.id!r} any more", key="params")
+    if request.dtype not in spec.dtypes:
+        raise KernelFileError(request.shown, f"{spec.name} no longer declares dtype {request.dtype}", key="dtypes")
+    return Case(
+        spec, variant, request.dtype, Shape(request.m, request.n, request.k), AlphaBeta(request.alpha, request.beta)
+    )

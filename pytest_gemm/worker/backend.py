@@ -1,0 +1,142 @@
+"""The GPU backend of a worker: one request in, one outcome out, whatever the kernel does.
+
+Every exception becomes a :class:`~pytest_gemm.records.outcome.Failure` of its own kind. A CUDA
+error is sticky when CUDA names it so or when the context no longer works afterwards; then the
+outcome asks for this worker to be replaced.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..compiler.cache import CubinCache
+from ..compiler.nvrtc import CompileError, NvrtcUnavailable
+from ..records.outcome import Failure, Outcome, TimingRun, Verification
+from ..records.request import Request
+from ..records.verdicts import FailureKind
+from ..specs.cases import Case
+from ..specs.spec import KernelFileError
+from .device import GpuRunner, open_device
+from .errors import KernelRaised, LaunchRefused, cuda_error_name, is_launch_error, is_sticky_name
+from .kernels import KernelFiles
+from .nvml import open_monitor
+from .timer import Timer
+
+__all__ = ["GpuBackend"]
+
+
+class _Failed(Exception):
+    def __init__(self, failure: Failure) -> None:
+        self.failure = failure
+
+
+class GpuBackend:
+    """Runs requests on the first visible CUDA device; raises DeviceUnavailable when there is none."""
+
+    def __init__(self, cubin_cache: str | None = None) -> None:
+        self.files = KernelFiles()
+        cubins = CubinCache(Path(cubin_cache)) if cubin_cache else None
+        self.runner: GpuRunner = open_device(0, cubins, self.files.function)
+        self.cp = self.runner.cp
+        self.monitor = open_monitor(self.runner.pci_bus_id)
+        self._facts = {"available": True, **self.runner.facts(), **self.monitor.facts()}
+        self.timer = Timer(self.runner)
+
+    def facts(self) -> dict[str, Any]:
+        return self._facts
+
+    def run(self, request: Request, notify: Callable[[str], None]) -> Outcome:
+        phases: dict[str, float] = {}
+        results: dict[str, Any] = {}
+        case: Case | None = None
+
+        @contextmanager
+        def phase(name: str):
+            notify(name)
+            start = time.perf_counter()
+            try:
+                yield
+            except Exception as exc:
+                raise _Failed(self._failure(exc, name, case)) from None
+            finally:
+                phases[name] = time.perf_counter() - start
+
+        try:
+            with phase("load"):
+                case = self.files.case(request)
+                self.runner.path = request.path
+            reason = self.runner.cannot_run(case.spec)
+            if reason:
+                return Outcome(skip=reason, phase_s=phases)
+            with phase("compile"):
+                self.runner.prepare(case)
+            with phase("verify"):
+                results["verification"] = verification = self.runner.verify(case, request.seed)
+            if request.timing is None or not verification.passed:
+                return Outcome(verification=verification, phase_s=phases)
+            with phase("time"):
+                results["nvml_before"] = self.monitor.sample()
+                results["timing"] = self.timer.time_case(case, request.seed, request.timing)
+                results["nvml_after"] = self.monitor.sample()
+            return Outcome(phase_s=phases, **results)
+        except _Failed as failed:
+            return Outcome(failure=failed.failure, phase_s=phases, **_partial(results))
+
+    # -- what went wrong -------------------------------------------------------------------------
+    def _failure(self, exc: Exception, phase: str, case: Case | None) -> Failure:
+        cp = self.cp
+        if isinstance(exc, KernelFileError):
+            return Failure(FailureKind.KERNEL_FILE, str(exc), phase)
+        if isinstance(exc, CompileError):
+            return Failure(FailureKind.COMPILE, f"does not compile for {exc.arch}:", phase, tuple(exc.log.splitlines()))
+        if isinstance(exc, NvrtcUnavailable):
+            return Failure(FailureKind.COMPILE, str(exc), phase)
+        if isinstance(exc, LaunchRefused):
+            return Failure(FailureKind.LAUNCH, str(exc), phase, exc.details)
+        if isinstance(exc, KernelRaised):
+            return Failure(FailureKind.KERNEL_RAISED, str(exc), phase, exc.details, replace_worker=not self._usable())
+        if isinstance(exc, cp.cuda.memory.OutOfMemoryError):
+            cp.get_default_memory_pool().free_all_blocks()
+            return Failure(FailureKind.CUDA_ERROR, f"out of GPU memory: {exc}", phase)
+        if isinstance(exc, (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)):
+            return self._cuda_failure(str(exc), phase, case)
+        details = tuple(traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:])
+        lines = tuple(line.rstrip() for chunk in details for line in chunk.splitlines())
+        return Failure(FailureKind.INTERNAL, f"{type(exc).__name__}: {exc}", phase, lines, replace_worker=True)
+
+    def _cuda_failure(self, message: str, phase: str, case: Case | None) -> Failure:
+        name = cuda_error_name(message)
+        if is_sticky_name(name) or not self._usable():
+            return Failure(FailureKind.CUDA_ERROR, message, phase, replace_worker=True)
+        if is_launch_error(name) and case is not None:
+            try:
+                details = tuple(self.runner.launch_details(case))
+            except Exception:
+                details = ()
+            return Failure(FailureKind.LAUNCH, message, phase, details)
+        return Failure(FailureKind.CUDA_ERROR, message, phase)
+
+    def _usable(self) -> bool:
+        """Whether this process's CUDA context still works (a sticky error makes every call fail)."""
+        cp = self.cp
+        try:
+            cp.cuda.runtime.deviceSynchronize()
+            probe = cp.arange(16, dtype=cp.float32)
+            return float((probe + 1).sum()) == 136.0
+        except Exception:
+            return False
+
+
+def _partial(results: dict[str, Any]) -> dict[str, Any]:
+    """What a failed case had finished: its verification when the failure came while timing."""
+    kept = {}
+    if isinstance(results.get("verification"), Verification):
+        kept["verification"] = results["verification"]
+    if isinstance(results.get("timing"), TimingRun):
+        kept["timing"] = results["timing"]
+    return kept

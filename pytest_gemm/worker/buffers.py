@@ -1,0 +1,144 @@
+"""Device buffers of a case: matrices at the centre of guarded buffers, seeded inputs, and bit conversions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..records.dtypes import DType, get_dtype
+from ..records.outcome import Fault
+from ..specs.cases import Case
+
+__all__ = [
+    "CaseInputs",
+    "GuardedMatrix",
+    "bits_to_float64",
+    "case_inputs",
+    "cuda_version",
+    "np_dtype",
+    "round_tf32",
+    "uint_type",
+    "upload_bits",
+    "widen",
+]
+
+
+@dataclass
+class GuardedMatrix:
+    """A matrix stored at the centre of a larger buffer whose rest holds a NaN bit pattern."""
+
+    flat: Any  # unsigned-integer view of the whole buffer
+    start: int
+    rows: int
+    cols: int
+    ld: int
+    guard_bits: int
+
+    def matrix(self, storage: Any) -> Any:
+        """The rows x cols matrix (a strided view when ld > cols), in its element type."""
+        region = self.flat[self.start : self.start + self.rows * self.ld].view(storage)
+        return region.reshape(self.rows, self.ld)[:, : self.cols]
+
+    def pointer(self) -> Any:
+        """The buffer from the matrix's first element on, to pass as a kernel argument."""
+        return self.flat[self.start :]
+
+    def as_float64(self, xp: Any, dt: DType) -> Any:
+        return bits_to_float64(xp, self.matrix(uint_type(xp, dt.itemsize)), dt)
+
+    def guard_faults(self, xp: Any, name: str) -> list[Fault]:
+        faults = []
+        before = self.flat[: self.start]
+        after = self.flat[self.start + self.rows * self.ld :]
+        padding = self.flat[self.start : self.start + self.rows * self.ld].reshape(self.rows, self.ld)[:, self.cols :]
+        for where, region in (
+            (f"the guard before {name}", before),
+            (f"the guard after {name}", after),
+            (f"the row padding of {name} (between ld and the row's end)", padding),
+        ):
+            changed = int((region != self.guard_bits).sum()) if region.size else 0
+            if changed:
+                faults.append(Fault("out-of-bounds write", where, changed))
+        return faults
+
+
+@dataclass(frozen=True)
+class CaseInputs:
+    """A case's host data (logical row-major A, B and prior C) and its layout."""
+
+    a: np.ndarray
+    b: np.ndarray
+    c0: np.ndarray | None
+    col: bool
+
+    def stored(self, x: np.ndarray) -> np.ndarray:
+        """``x`` in the kernel's storage order (column-major layouts store the transpose)."""
+        return np.ascontiguousarray(x.T) if self.col else x
+
+    def logical(self, x: Any) -> Any:
+        """A stored array seen in logical (row-major) order."""
+        return x.T if self.col else x
+
+
+def case_inputs(case: Case, seed: int) -> CaseInputs:
+    """The seeded inputs of a case: the same seed always gives the same A, B and prior C."""
+    dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
+    m, n, k = case.shape.M, case.shape.N, case.shape.K
+    rng = np.random.default_rng(seed)
+    a = _random(rng, (m, k), np_dtype(dt))
+    b = _random(rng, (k, n), np_dtype(dt))
+    c0 = _random(rng, (m, n), np_dtype(out)) if case.ab.prior else None
+    return CaseInputs(a, b, c0, case.spec.layout == "col")
+
+
+def np_dtype(dt: DType) -> np.dtype:
+    if dt.storage == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dt.storage)
+
+
+def cuda_version(value: int) -> str:
+    return f"{value // 1000}.{value % 1000 // 10}"
+
+
+def widen(cp: Any, x: Any, dtype: Any) -> Any:
+    """Convert to ``dtype``; bf16 (a 2-byte type that is not float16) through its bits."""
+    if x.dtype.itemsize == 2 and x.dtype != cp.float16:
+        return _bf16_bits_to(cp, x.view(cp.uint16), dtype)
+    return x.astype(dtype)
+
+
+def _bf16_bits_to(xp: Any, bits: Any, dtype: Any) -> Any:
+    """bf16 bit patterns (uint16) to ``dtype``: a bf16 is the top half of an fp32."""
+    return (bits.astype(xp.uint32) << 16).view(xp.float32).astype(dtype)
+
+
+def upload_bits(cp: Any, host: np.ndarray) -> Any:
+    """Copy a host array to the device as its raw bits (works for bf16, which CuPy may not know)."""
+    return cp.asarray(np.ascontiguousarray(host).view(f"u{host.dtype.itemsize}"))
+
+
+def bits_to_float64(xp: Any, bits: Any, dt: DType) -> Any:
+    if dt.name == "bf16":
+        return _bf16_bits_to(xp, bits, xp.float64)
+    contiguous = bits if bits.flags.c_contiguous else xp.ascontiguousarray(bits)
+    return contiguous.view(np_dtype(dt)).astype(xp.float64)
+
+
+def uint_type(xp: Any, itemsize: int) -> Any:
+    return {2: xp.uint16, 4: xp.uint32, 8: xp.uint64}[itemsize]
+
+
+def _random(rng: np.random.Generator, shape: tuple[int, int], storage: np.dtype) -> np.ndarray:
+    """Zero-mean data in (-1, 1), stored exactly in the kernel's element type."""
+    work = np.float64 if storage == np.float64 else np.float32
+    return rng.uniform(-1.0, 1.0, size=shape).astype(work).astype(storage)
+
+
+def round_tf32(cp: Any, x: Any) -> Any:
+    bits = x.view(cp.uint32)
+    return ((bits + cp.uint32(0x1000)) & cp.uint32(0xFFFFE000)).view(cp.float32)

@@ -1,0 +1,338 @@
+"""One CUDA device: load compiled kernels, build guarded buffers, launch, and judge the output.
+
+Its entry point takes a :class:`~pytest_gemm.specs.cases.Case` and a seed and returns a
+:class:`~pytest_gemm.records.outcome.Verification`. Part of the worker package, the only one that
+imports CuPy; it runs in worker processes only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..compiler.cache import CubinCache
+from ..compiler.nvrtc import compile_kernel
+from ..judge.accuracy import count_changed, error_stats
+from ..records.dtypes import DType, get_dtype
+from ..records.outcome import ErrorStats, Fault, Verification
+from ..specs.archs import arch_runs_on
+from ..specs.cases import Case, launch_geometry, tensor_map_box
+from ..specs.limits import DeviceLimits, KernelResources, launch_problems
+from ..specs.spec import KernelFileError, KernelSpec
+from ..specs.tensor_maps import MAP_ARGS, TensorMapLayout, layout_problems
+from .buffers import (
+    CaseInputs,
+    GuardedMatrix,
+    bits_to_float64,
+    case_inputs,
+    cuda_version,
+    np_dtype,
+    round_tf32,
+    uint_type,
+    upload_bits,
+    widen,
+)
+from .errors import DeviceUnavailable, LaunchRefused, guarded_call
+from .tma import encode_tensor_map
+
+__all__ = ["GpuRunner", "open_device"]
+
+_GUARD_BYTES = 64 * 1024  # guard before each buffer, and at least this much after it
+_GUARD_ROWS = 256  # the guard after a buffer also covers this many extra rows (tiles up to 256)
+_LD_PAD = 16  # extra elements per row when the kernel takes lda/ldb/ldc; the padding is guarded too
+_MAX_DYNAMIC_SMEM_ATTR = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+_FUNC_MAX_THREADS, _FUNC_STATIC_SMEM, _FUNC_NUM_REGS = 0, 1, 4  # CU_FUNC_ATTRIBUTE_*
+_DEV_REGS_PER_BLOCK, _DEV_SMEM_OPTIN = 12, 97  # cudaDevAttrMaxRegistersPerBlock, ...SharedMemoryPerBlockOptin
+
+
+def open_device(index: int = 0, cubins: CubinCache | None = None, python_kernel=None) -> GpuRunner:
+    """Open the GPU, or raise :class:`DeviceUnavailable` with the reason."""
+    os.environ["NVIDIA_TF32_OVERRIDE"] = "0"  # cuBLAS fp32 must be real fp32
+    os.environ["CUPY_TF32"] = "0"
+    try:
+        import cupy
+    except ImportError:
+        raise DeviceUnavailable("CuPy is not installed (pip install 'pytest-gemm[cu13]' or '[cu12]')") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        raise DeviceUnavailable(f"the CUDA driver reports no device ({exc})") from None
+    if count <= index:
+        raise DeviceUnavailable(f"the CUDA driver sees {count} device(s)")
+    return GpuRunner(cupy, index, cubins, python_kernel)
+
+
+class GpuRunner:
+    """One CUDA device: verifies cases on it."""
+
+    def __init__(
+        self,
+        cupy: Any,
+        index: int,
+        cubins: CubinCache | None = None,
+        python_kernel: Callable[[KernelSpec, str], Callable[..., Any]] | None = None,
+    ) -> None:
+        self.cp = cupy
+        self.index = index
+        self.cubins = cubins
+        self.python_kernel = python_kernel  # finds a Python kernel's function: (spec, absolute path)
+        self.path = ""  # the kernel file of the case being run, absolute
+        cupy.cuda.Device(index).use()
+        props = cupy.cuda.runtime.getDeviceProperties(index)
+        self.name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        self.capability = (int(props["major"]), int(props["minor"]))
+        self.arch = f"sm_{props['major']}{props['minor']}"
+        self.sm_count = int(props["multiProcessorCount"])
+        self.l2_bytes = int(props["l2CacheSize"])
+        self.max_clock_mhz = int(props["clockRate"]) / 1000  # CUDA reports kHz
+        self.pci_bus_id = cupy.cuda.runtime.deviceGetPCIBusId(index)
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._functions: dict[tuple, Any] = {}
+        self._tensor_maps: dict[tuple, np.ndarray] = {}
+        attribute = cupy.cuda.runtime.deviceGetAttribute
+        self.limits = DeviceLimits(
+            f"this {self.name}",
+            registers_per_block=int(attribute(_DEV_REGS_PER_BLOCK, index)),
+            shared_per_block=int(attribute(_DEV_SMEM_OPTIN, index)),
+        )
+
+    def cannot_run(self, spec: KernelSpec) -> str | None:
+        """Why this device cannot run a kernel pinned to another architecture (None when it can)."""
+        if spec.arch and not arch_runs_on(spec.arch, self.capability):
+            return (
+                f"{spec.name} is built for {spec.arch} (its header's arch), "
+                f"which this {self.name} ({self.arch}) cannot run"
+            )
+        return None
+
+    def facts(self) -> dict[str, Any]:
+        """What CUDA and CuPy say about this device and its software (NVML adds the rest)."""
+        cp = self.cp
+        from cupy_backends.cuda.libs import cublas
+
+        handle = cublas.create()
+        try:
+            cublas_version = cublas.getVersion(handle)
+        finally:
+            cublas.destroy(handle)
+        runtime = cp.cuda.runtime.runtimeGetVersion()
+        driver = cp.cuda.runtime.driverGetVersion()
+        return {
+            "name": self.name,
+            "compute_capability": f"{self.capability[0]}.{self.capability[1]}",
+            "sm_count": self.sm_count,
+            "l2_bytes": self.l2_bytes,
+            "cuda_max_sm_clock_mhz": self.max_clock_mhz,
+            "pci_bus_id": self.pci_bus_id,
+            "cuda_driver_api_version": cuda_version(driver),
+            "cuda_runtime_version": cuda_version(runtime),
+            "cupy_version": cp.__version__,
+            "cublas_version": f"{cublas_version // 10000}.{cublas_version % 10000 // 100}.{cublas_version % 100}",
+        }
+
+    # -- kernels ---------------------------------------------------------------------------------
+    def prepare(self, case: Case) -> None:
+        """Compile (or find) and load a ``.cu`` kernel, and refuse a launch that cannot happen on this device."""
+        if case.spec.kind != "cu":
+            return
+        fn = self._function(case)
+        geom = launch_geometry(case.spec, case.variant, case.shape)
+        problems = launch_problems(geom.threads, geom.shared_mem, self.resources(fn), self.limits)
+        if problems:
+            raise LaunchRefused("it needs more than this GPU has (checked before launching)", problems)
+
+    def resources(self, fn: Any) -> KernelResources:
+        """What the loaded kernel needs, from its function attributes."""
+        get = self.cp.cuda.driver.funcGetAttribute
+        return KernelResources(
+            registers=int(get(_FUNC_NUM_REGS, fn.ptr)),
+            static_smem=int(get(_FUNC_STATIC_SMEM, fn.ptr)),
+            max_threads=int(get(_FUNC_MAX_THREADS, fn.ptr)),
+        )
+
+    def launch_details(self, case: Case) -> list[str]:
+        """The numbers behind a refused launch: the kernel's needs against this device's limits."""
+        if case.spec.kind != "cu":
+            return []
+        fn = self._function(case)
+        res, geom = self.resources(fn), launch_geometry(case.spec, case.variant, case.shape)
+        lines = launch_problems(geom.threads, geom.shared_mem, res, self.limits)
+        return lines or [
+            f"the kernel uses {res.registers} registers per thread and {res.static_smem} bytes of static shared "
+            f"memory, launches at most {res.max_threads} threads per block; this launch: grid {geom.grid}, block "
+            f"{geom.block} ({geom.threads} threads), {geom.shared_mem} bytes of dynamic shared memory"
+        ]
+
+    def _function(self, case: Case) -> Any:
+        arch = case.spec.arch or self.arch
+        key = (case.spec.path, case.spec.name, case.variant, arch, hash(case.spec.source))
+        if key not in self._functions:
+            compiled = compile_kernel(case.spec, case.variant, arch, self.cubins)
+            module = self.cp.cuda.function.Module()
+            module.load(compiled.cubin)
+            self._functions[key] = (module, module.get_function(compiled.lowered_name))
+        return self._functions[key][1]
+
+    # -- buffers ---------------------------------------------------------------------------------
+    def _guarded(self, dt: DType, padded: bool, shape: tuple[int, int], fill: np.ndarray | None) -> GuardedMatrix:
+        """A guarded rows x cols buffer (storage order) holding ``fill``, or the NaN poison when it is None."""
+        cp = self.cp
+        rows, cols = shape
+        ld = cols + (_LD_PAD if padded else 0)
+        before = _GUARD_BYTES // dt.itemsize
+        after = max(before, _GUARD_ROWS * ld)
+        flat = cp.full(before + rows * ld + after, dt.guard_bits, dtype=uint_type(cp, dt.itemsize))
+        g = GuardedMatrix(flat, before, rows, cols, ld, dt.guard_bits)
+        g.matrix(flat.dtype)[...] = dt.poison_bits if fill is None else upload_bits(cp, fill)
+        return g
+
+    # -- one case --------------------------------------------------------------------------------
+    def verify(self, case: Case, seed: int) -> Verification:
+        """Run the kernel once on fresh guarded buffers, then judge it against the fp64 truth."""
+        cp = self.cp
+        spec, (m, n, k) = case.spec, (case.shape.M, case.shape.N, case.shape.K)
+        dt, out = get_dtype(case.dtype), get_dtype(spec.output_dtype(case.dtype))
+        data = case_inputs(case, seed)
+
+        with self.stream:
+            ga = self._guarded(dt, "lda" in spec.args, data.stored(data.a).shape, data.stored(data.a))
+            gb = self._guarded(dt, "ldb" in spec.args, data.stored(data.b).shape, data.stored(data.b))
+            c_shape = (n, m) if data.col else (m, n)
+            c0 = None if data.c0 is None else data.stored(data.c0)
+            gc = self._guarded(out, "ldc" in spec.args, c_shape, c0)
+            self._launch(case, ga, gb, gc, dt)
+
+            # The reference starts only now, on buffers of its own.
+            a_bits, b_bits = upload_bits(cp, data.a), upload_bits(cp, data.b)
+            c0_bits = None if data.c0 is None else upload_bits(cp, data.c0)
+            faults = ga.guard_faults(cp, "A") + gb.guard_faults(cp, "B") + gc.guard_faults(cp, "C")
+            for name, g, bits in (("A", ga, a_bits), ("B", gb, b_bits)):
+                changed = count_changed(cp, bits, data.logical(g.matrix(bits.dtype)))
+                if changed:
+                    faults.append(Fault("input modified", f"{name} (inputs must be read-only)", changed))
+
+            truth, gscale = self.truth(case, a_bits, b_bits, c0_bits)
+            kernel_stats = self.judge_output(case, gc, data, c0_bits, truth, gscale)
+            operands = (data.a, a_bits), (data.b, b_bits)
+            peer = self._peer(operands, c0_bits, case, dt, out, truth, gscale)
+            self.stream.synchronize()
+        return Verification(
+            case_id=case.name,
+            seed=seed,
+            shape=(m, n, k),
+            alpha=case.ab.alpha,
+            beta=case.ab.beta,
+            kernel=kernel_stats,
+            peer=peer,
+            faults=tuple(faults),
+        )
+
+    def truth(self, case: Case, a_bits: Any, b_bits: Any, c0_bits: Any) -> tuple[Any, Any]:
+        """The fp64 result and the scale G of the per-element bound, from the inputs' bits."""
+        cp = self.cp
+        dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
+        alpha, beta = case.ab.alpha, case.ab.beta
+        a64, b64 = bits_to_float64(cp, a_bits, dt), bits_to_float64(cp, b_bits, dt)
+        truth = alpha * (a64 @ b64)
+        gscale = abs(alpha) * (cp.abs(a64) @ cp.abs(b64))
+        if c0_bits is not None:
+            c064 = bits_to_float64(cp, c0_bits, out)
+            truth += beta * c064
+            gscale += abs(beta) * cp.abs(c064)
+        return truth, gscale
+
+    def judge_output(self, case: Case, gc: GuardedMatrix, data: CaseInputs, c0_bits: Any, truth: Any, gscale: Any):
+        """Error statistics of the C held in ``gc`` (unwritten = still bitwise equal to what it started as)."""
+        cp = self.cp
+        dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
+        got = data.logical(gc.as_float64(cp, out))
+        c_bits = data.logical(gc.matrix(uint_type(cp, out.itemsize)))
+        unchanged = c_bits == out.poison_bits if c0_bits is None else c_bits == c0_bits
+        return error_stats(cp, got, truth, gscale, case.shape.K, dt, out, unchanged)
+
+    def _launch(self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix, dt: DType) -> None:
+        """Run the kernel once and wait for it (CUDA errors propagate to the worker, which classifies them)."""
+        self.enqueue(case, ga, gb, gc, dt)
+        self.stream.synchronize()
+
+    def enqueue(self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix, dt: DType) -> None:
+        """Launch the kernel on the current stream without waiting for it."""
+        cp, spec = self.cp, case.spec
+        out = get_dtype(spec.output_dtype(case.dtype))
+        alpha, beta = case.ab.alpha, case.ab.beta
+        if spec.kind == "py":
+            storage, out_storage = np_dtype(dt), np_dtype(out)
+            views = [g.matrix(s) for g, s in ((ga, storage), (gb, storage), (gc, out_storage))]
+            if spec.layout == "col":
+                views = [v.T for v in views]
+            assert self.python_kernel is not None
+            fn = self.python_kernel(spec, self.path)
+            cuda_errors = (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)
+            guarded_call(lambda: fn(*views, alpha, beta, **case.variant.as_dict()), self.path, spec.path, cuda_errors)
+            return
+        fn = self._function(case)
+        geom = launch_geometry(spec, case.variant, case.shape)
+        if geom.shared_mem > 48 * 1024:
+            cp.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SMEM_ATTR, geom.shared_mem)
+        scalar = np.dtype(dt.scalar).type
+        values = {
+            "M": np.int32(case.shape.M),
+            "N": np.int32(case.shape.N),
+            "K": np.int32(case.shape.K),
+            "alpha": scalar(alpha),
+            "beta": scalar(beta),
+            "A": ga.pointer(),
+            "B": gb.pointer(),
+            "C": gc.pointer(),
+            "lda": np.int32(ga.ld),
+            "ldb": np.int32(gb.ld),
+            "ldc": np.int32(gc.ld),
+        }
+        for arg, (operand, g, gdt) in zip(MAP_ARGS, (("A", ga, dt), ("B", gb, dt), ("C", gc, out))):
+            if arg in spec.args:
+                values[arg] = self._tensor_map(case, operand, g, gdt)
+        fn(geom.grid, geom.block, tuple(values[a] for a in spec.args), shared_mem=geom.shared_mem)
+
+    def _tensor_map(self, case: Case, operand: str, g: GuardedMatrix, dt: DType) -> np.ndarray:
+        """The 128-byte CUtensorMap of one operand's storage, as a one-element array CuPy passes by value."""
+        spec, wanted = case.spec, case.spec.tensor_map(operand)
+        inner, outer = tensor_map_box(spec, wanted, case.variant)
+        layout = TensorMapLayout(operand, g.rows, g.cols, g.ld, dt.itemsize, inner, outer, wanted.swizzle)
+        problems = layout_problems(layout)
+        if problems:
+            raise KernelFileError(
+                spec.path,
+                f"{spec.name}[{case.id}]: cannot build {operand}_map: " + "; ".join(problems),
+                line=spec.line,
+                key="tensor_maps",
+            )
+        address = g.pointer().data.ptr
+        key = (address, layout, dt.storage)
+        if key not in self._tensor_maps:
+            if len(self._tensor_maps) > 256:
+                self._tensor_maps.clear()
+            self._tensor_maps[key] = encode_tensor_map(address, layout, dt)
+        return self._tensor_maps[key]
+
+    def _peer(self, operands, c0_bits, case: Case, dt: DType, out: DType, truth, gscale) -> ErrorStats:
+        """cuBLAS at the kernel's own dtype (fp32 without TF32; TF32 by rounding the operands).
+
+        ``operands`` holds (host array, device bits) for A and B; the bits already on the device are
+        reused, except for bf16, whose CuPy array type comes from ml_dtypes through the host array.
+        """
+        cp = self.cp
+        a_s, b_s = (cp.asarray(host) if dt.name == "bf16" else bits.view(np_dtype(dt)) for host, bits in operands)
+        if dt.name == "tf32":
+            a_s, b_s = round_tf32(cp, a_s), round_tf32(cp, b_s)
+        acc = cp.float64 if dt.name == "fp64" else cp.float32
+        result = case.ab.alpha * widen(cp, cp.matmul(a_s, b_s), acc)
+        if c0_bits is not None:
+            result = result + case.ab.beta * bits_to_float64(cp, c0_bits, out).astype(acc)
+        if out.name == "bf16":  # round to bf16 on the host (ml_dtypes), then widen exactly
+            result = cp.asarray(result.get().astype(np_dtype(out)).astype(np.float64))
+        else:
+            result = result.astype(np_dtype(out)).astype(cp.float64)
+        return error_stats(cp, result, truth, gscale, case.shape.K, dt, out)

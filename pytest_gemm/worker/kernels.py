@@ -1,0 +1,70 @@
+"""Kernel files as a worker reads them: specs read again for every changed file, Python kernels imported.
+
+Only a worker imports a Python kernel file (it may import CuPy, or do anything at import time);
+the pytest process reads the same specs from its syntax tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..records.request import Request
+from ..specs.cases import Case
+from ..specs.files import case_from_request, load_specs
+from ..specs.pyfile import SPEC_ATTR
+from ..specs.spec import KernelFileError, KernelSpec
+
+__all__ = ["KernelFiles"]
+
+
+class KernelFiles:
+    """The kernel files this worker has read, by path and modification time."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, tuple[float, list[KernelSpec]]] = {}
+        self._modules: dict[str, tuple[float, ModuleType]] = {}
+
+    def case(self, request: Request) -> Case:
+        path = Path(request.path)
+        try:
+            mtime = path.stat().st_mtime
+        except OSError as exc:
+            raise KernelFileError(request.shown, f"cannot read the file: {exc}") from None
+        cached = self._specs.get(request.path)
+        if cached is None or cached[0] != mtime:
+            self._specs[request.path] = cached = (mtime, load_specs(path, request.shown))
+        return case_from_request(request, cached[1])
+
+    def function(self, spec: KernelSpec, path: str) -> Callable[..., Any]:
+        """The Python kernel's function, from its file imported in this worker."""
+        mtime = Path(path).stat().st_mtime
+        cached = self._modules.get(path)
+        if cached is None or cached[0] != mtime:
+            self._modules[path] = cached = (mtime, _import(Path(path), spec.path))
+        fn = getattr(cached[1], spec.attr, None)
+        if not callable(fn) or not isinstance(getattr(fn, SPEC_ATTR, None), dict):
+            raise KernelFileError(
+                spec.path, f"{spec.attr} is not a @gemm_kernel function once the file is imported", line=spec.line
+            )
+        return fn
+
+
+def _import(path: Path, shown: str) -> ModuleType:
+    name = "pytest_gemm_kernels_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise KernelFileError(shown, "cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise KernelFileError(shown, f"importing the kernel file failed: {type(exc).__name__}: {exc}") from None
+    return module

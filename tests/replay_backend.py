@@ -1,0 +1,80 @@
+"""A worker backend for the CPU tests: outcomes recorded on a GPU, served through real worker processes.
+
+The plugin runs it in place of the CUDA backend (``pytest_gemm_worker_backend`` in a conftest), so a
+test drives everything a GPU run does (requests, the worker process, its time limits and replacement,
+the verdict, the record, the gate, pytest-benchmark) with no GPU. It never pretends to be a device
+for a GPU test: GPU tests run the real backend and skip without a device.
+
+Environment:
+  PYTEST_GEMM_REPLAY   the recording (tests/data/h100_outcomes.json, written by scripts/record_outcomes.py)
+  REPLAY_SCALE         multiply the kernel's device times by this (a slower or faster kernel)
+  REPLAY_GPU           report this GPU name instead of the recorded one
+  REPLAY_THROTTLE      set NVML's power-cap reason in the samples taken after timing
+  REPLAY_ACT           file::case=act,... where act is hang, exit:N, signal:N or print:TEXT (then the outcome)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+
+from pytest_gemm.records.outcome import Outcome
+from pytest_gemm.records.plain import from_plain
+from pytest_gemm.specs.files import case_from_request, load_specs
+
+
+class DeviceUnavailable(Exception):
+    """No recording to replay (named like the CUDA backend's, so the worker reports 'no CUDA device')."""
+
+
+def recording_key(shown: str, name: str) -> str:
+    return f"{Path(shown).name}::{name}"
+
+
+class ReplayBackend:
+    def __init__(self, cubin_cache: str | None = None) -> None:
+        path = os.environ.get("PYTEST_GEMM_REPLAY")
+        if not path:
+            raise DeviceUnavailable("no recording to replay (PYTEST_GEMM_REPLAY is not set)")
+        data = json.loads(Path(path).read_text())
+        self._facts = dict(data["facts"])
+        if os.environ.get("REPLAY_GPU"):
+            self._facts["name"] = os.environ["REPLAY_GPU"]
+        self.outcomes = data["outcomes"]
+        self.scale = float(os.environ.get("REPLAY_SCALE", "1"))
+        self.acts = dict(item.split("=", 1) for item in os.environ.get("REPLAY_ACT", "").split(",") if "=" in item)
+
+    def facts(self) -> dict:
+        return self._facts
+
+    def run(self, request, notify) -> Outcome:
+        notify("load")
+        case = case_from_request(request, load_specs(Path(request.path), request.shown))
+        key = recording_key(request.shown, case.name)
+        notify("verify")
+        act = self.acts.get(key, "")
+        if act == "hang":
+            time.sleep(3600)
+        elif act.startswith("exit:"):
+            os._exit(int(act[5:]))
+        elif act.startswith("signal:"):
+            os.kill(os.getpid(), int(act[7:]))
+            time.sleep(10)
+        elif act.startswith("print:"):
+            print(act[6:], flush=True)
+        if key not in self.outcomes:
+            return Outcome(skip=f"not in the recording: {key}")
+        outcome = from_plain(Outcome, self.outcomes[key])
+        if outcome.timing is not None and request.timing is None:
+            outcome = dataclasses.replace(outcome, timing=None, nvml_before=None, nvml_after=None)
+        if outcome.timing is not None:
+            notify("time")
+            kernel_s = tuple(t * self.scale for t in outcome.timing.kernel_s)
+            outcome = dataclasses.replace(outcome, timing=dataclasses.replace(outcome.timing, kernel_s=kernel_s))
+            if os.environ.get("REPLAY_THROTTLE"):
+                after = dict(outcome.nvml_after or {}, clock_event_reasons=0x4)
+                outcome = dataclasses.replace(outcome, nvml_after=after)
+        return outcome
