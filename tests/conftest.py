@@ -9,6 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels"
 BROKEN = Path(__file__).resolve().parent / "kernels_broken"
+FAULTS = Path(__file__).resolve().parent / "kernels_faults"
 
 
 def _device_reason() -> str | None:
@@ -67,15 +68,70 @@ def naive_source() -> str:
     return NAIVE_HEADER + NAIVE_BODY
 
 
-RECORDED = Path(__file__).resolve().parent / "data" / "h100_timings.json"
+RECORDED = Path(__file__).resolve().parent / "data" / "h100_outcomes.json"
+#: the timed cases of the recording, as ``file::case`` keys
+TIMED = (
+    "01_naive.cu::sgemm_naive[fp32-512x512x512]",
+    "01_naive.cu::sgemm_naive[fp32-4096x4096x4096]",
+    "02_smem_tiling.cu::sgemm_smem[TILE32-fp32-1024x1024x1024-a0.7b1.3]",
+)
 
 
-def recorded_timings() -> dict:
-    """Timings recorded on an H100 by scripts/gpu-check.sh (pytest-benchmark JSON rows with raw samples)."""
+def recording() -> dict:
+    """Worker outcomes recorded on an H100 by scripts/record_outcomes.py: the device facts and each outcome."""
     import json
 
     return json.loads(RECORDED.read_text())
 
 
-def recorded_rows() -> list[dict]:
-    return recorded_timings()["rows"]
+def recorded_outcome(key: str):
+    from pytest_gemm.records.outcome import Outcome
+    from pytest_gemm.records.plain import from_plain
+
+    return from_plain(Outcome, recording()["outcomes"][key])
+
+
+def recorded_record(key: str):
+    """The record the plugin makes of a recorded timed outcome (through the real verdict code)."""
+    from pytest_gemm.judge.case import case_facts, judge_outcome
+    from pytest_gemm.records.shapes import parse_shapes
+    from pytest_gemm.specs.cases import expand
+    from pytest_gemm.specs.files import load_specs
+
+    file, name = key.split("::")
+    shape = next(p for p in name[:-1].split("[")[1].split("-") if p.count("x") == 2)
+    shown = f"kernels/{file}"
+    cases = [c for spec in load_specs(KERNELS / file, shown) for c in expand(spec, parse_shapes(shape))]
+    case = next(c for c in cases if c.name == name)
+    facts = case_facts(case, f"{shown}::{name}", f"pytest '{shown}::{name}' --gemm-kernels", "0" * 64)
+    verdict = judge_outcome(facts, recorded_outcome(key), recording()["facts"], save_raw=True)
+    assert verdict.record is not None and verdict.failure is None
+    return verdict.record
+
+
+def recorded_records() -> list:
+    return [recorded_record(key) for key in TIMED]
+
+
+REPLAY_CONFTEST = """
+import sys
+sys.path.insert(0, {tests!r})
+
+
+def pytest_gemm_worker_backend(config):
+    return "replay_backend:ReplayBackend"
+"""
+
+
+@pytest.fixture
+def replay(pytester, monkeypatch):
+    """A project whose GPU workers serve the H100 recording: the bundled steps 1 and 2 as its kernels."""
+    kernels = pytester.mkdir("kernels")
+    for name in ("01_naive.cu", "02_smem_tiling.cu"):
+        (kernels / name).write_text((KERNELS / name).read_text())
+    pytester.makeconftest(REPLAY_CONFTEST.format(tests=str(Path(__file__).resolve().parent)))
+    pytester.makeini("[pytest]\ngemm_shapes = 512,4096\n")
+    monkeypatch.setenv("PYTEST_GEMM_REPLAY", str(RECORDED))
+    for var in ("REPLAY_SCALE", "REPLAY_GPU", "REPLAY_THROTTLE", "REPLAY_ACT", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(var, raising=False)
+    return pytester

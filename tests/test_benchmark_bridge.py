@@ -1,5 +1,5 @@
-"""pytest-benchmark records, prints, saves and compares device times (recorded on an H100), and the
-timing report and machine info work without a GPU."""
+"""pytest-benchmark records, prints, saves and compares device times, and the saved machine info holds the
+GPU's facts. The runs are real plugin runs whose GPU workers serve outcomes recorded on an H100."""
 
 from __future__ import annotations
 
@@ -10,24 +10,11 @@ import sys
 import numpy as np
 import pytest
 
-from pytest_gemm.benchmark_bridge import DeviceClock
+from pytest_gemm.plugin.benchmark import DeviceClock
 
-from conftest import KERNELS, NO_DEVICE, RECORDED, recorded_rows
+from conftest import KERNELS, NO_DEVICE, recorded_outcome, recording
 
-REPLAY_TEST = """
-import json
-import pytest
-from pytest_gemm.benchmark_bridge import DeviceClock, record_device_times
-
-ROWS = json.load(open({recorded!r}))["rows"]
-CLOCKS = [DeviceClock() for _ in ROWS]
-
-@pytest.mark.parametrize("i", range(len(ROWS)), ids=[r["test"].split("::")[1] for r in ROWS])
-def test_replay(i, benchmark, record_property):
-    row = ROWS[i]
-    record_property("gemm_timing", row)
-    record_device_times(benchmark, CLOCKS[i], row["raw"]["kernel_s"], row)
-"""
+NAIVE = ["--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu"]
 
 
 def test_device_clock_reads_one_recorded_duration_per_round():
@@ -43,67 +30,58 @@ def test_device_clock_reads_one_recorded_duration_per_round():
         clock.tick()
 
 
-@pytest.fixture
-def replayed(pytester):
-    """A run whose benchmarks replay the recorded device times through the bridge."""
-    pytester.makepyfile(test_replay=REPLAY_TEST.format(recorded=str(RECORDED)))
-    # The marker must be on the item before pytest-benchmark's fixture reads it: add it at collection.
-    pytester.makeconftest(
-        """
-import pytest
-def pytest_collection_modifyitems(items):
-    import test_replay
-    for item in items:
-        i = item.callspec.params["i"]
-        item.add_marker(pytest.mark.benchmark(timer=test_replay.CLOCKS[i]))
-"""
-    )
-    return pytester
-
-
-def test_saved_json_holds_the_device_times(replayed):
-    result = replayed.runpytest("--benchmark-json", "run.json")
-    result.assert_outcomes(passed=3)
-    data = json.loads((replayed.path / "run.json").read_text())
+def test_saved_json_holds_the_device_times_and_the_gpu(replay):
+    replay.runpytest_subprocess(*NAIVE, "--benchmark-json", "run.json").assert_outcomes(passed=6)
+    data = json.loads((replay.path / "run.json").read_text())
+    assert data["machine_info"]["gpu"] == recording()["facts"]
     by_name = {b["name"]: b for b in data["benchmarks"]}
-    for row in recorded_rows():
-        bench = by_name[f"test_replay[{row['test'].split('::')[1]}]"]
-        samples = np.array(row["raw"]["kernel_s"])
+    assert len(by_name) == 6
+    for name, bench in by_name.items():
+        samples = np.array(recorded_outcome(f"01_naive.cu::{name}").timing.kernel_s)
         stats = bench["stats"]
         assert stats["rounds"] == samples.size and stats["iterations"] == 1
         assert stats["median"] == pytest.approx(np.median(samples), rel=1e-12)
         assert (stats["min"], stats["max"]) == (samples.min(), samples.max())
         assert stats["mean"] == pytest.approx(samples.mean(), rel=1e-12)
-        assert bench["extra_info"]["gemm"]["ratio"] == row["ratio"]
+        gemm = bench["extra_info"]["gemm"]
+        assert gemm["median_s"] == stats["median"] and gemm["verdict"] == "ok" and gemm["samples"] == samples.size
         assert bench["options"]["timer"].endswith("cuda_event_time")
+        assert bench["group"] == f"fp32 {gemm['shape']}"
 
 
-def test_pytest_benchmark_compare_opens_the_saved_json(replayed):
-    replayed.runpytest("--benchmark-json", "run.json").assert_outcomes(passed=3)
+def test_pytest_benchmark_compare_opens_the_saved_json(replay):
+    replay.runpytest_subprocess(*NAIVE, "--benchmark-json", "run.json").assert_outcomes(passed=6)
     compare = subprocess.run(
         [sys.executable, "-c", "from pytest_benchmark.cli import main; main()", "compare", "run.json"],
-        cwd=replayed.path,
+        cwd=replay.path,
         capture_output=True,
         text=True,
     )
     assert compare.returncode == 0, compare.stderr
-    for row in recorded_rows():
-        assert f"test_replay[{row['test'].split('::')[1]}]" in compare.stdout
+    assert "sgemm_naive[fp32-4096x4096x4096-a0.7b1.3]" in compare.stdout
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_timing_tables_are_printed_from_reports(replayed, workers):
-    result = replayed.runpytest("--gemm-kernels", "test_replay.py", *workers)
-    result.assert_outcomes(passed=3)
+def test_timing_tables_are_printed_and_benchmark_skip_only_verifies(replay):
+    result = replay.runpytest_subprocess(*NAIVE)
+    result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(
         [
             "*pytest-gemm timing (device time, CUDA events)*",
+            "NVIDIA H100 80GB HBM3, 132 SMs, SM clock 1980 MHz while timing (max 1980)*",
             "fp32:",
             "kernel *shape *median *TFLOP/s *% cuBLAS*noise *n *flags",
-            "sgemm_naive *4096x4096x4096 *23.61 ms *5.82 *11.3%*",
-            "3 case(s) timed in 1.0 s*",
+            "sgemm_naive *4096x4096x4096 *23.67 ms *5.81 *11.3%*",
+            "6 case(s) timed in * s*",
         ]
     )
+    skipped = replay.runpytest_subprocess(*NAIVE, "--benchmark-skip", "--benchmark-json", "none.json")
+    skipped.assert_outcomes(passed=6)
+    assert "pytest-gemm timing" not in skipped.stdout.str()
+
+
+def test_benchmark_only_keeps_the_timed_cases_and_drops_the_compile_items(replay):
+    result = replay.runpytest_subprocess("--gemm-kernels", "kernels/01_naive.cu", "--benchmark-only")
+    result.assert_outcomes(passed=6, skipped=2)
 
 
 def test_machine_info_says_when_there_is_no_gpu(pytester):

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from pytest_gemm.cases import launch_geometry
-from pytest_gemm.shapes import SHAPE_SETS
-from pytest_gemm.spec import parse_cu_file
+from pytest_gemm.records.shapes import SHAPE_SETS
+from pytest_gemm.specs.cases import launch_geometry
+from pytest_gemm.specs.spec import parse_cu_file
 
 from conftest import KERNELS
 

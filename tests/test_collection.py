@@ -122,7 +122,7 @@ def test_gpu_cases_skip_with_one_reason_without_a_device(project):
             "timing: hot L2, noise target 0.5%, >= 10 samples, <= 0.5 s",
         ),
         (["--benchmark-skip"], "", "timing off"),
-        (["-n", "2"], "", "timing off under xdist (pytest-benchmark's rule; --benchmark-enable times anyway)"),
+        (["-n", "2", "--benchmark-enable"], "", "timing off under xdist (pytest-benchmark disables benchmarks there)"),
     ],
 )
 def test_timing_settings_from_options_and_ini(project, options, ini, line):
@@ -197,11 +197,31 @@ def test_python_kernel_file_errors_name_the_file(project):
     (project.path / "kernels" / "bad_kernels.py").write_text(
         PY_KERNEL.replace('dtypes=["fp32", "fp64"]', 'dtypes=["fp32"], layout="sideways"') + "\nraise_here = 1\n"
     )
-    (project.path / "kernels" / "crash_kernels.py").write_text("import gemm_kernel_missing_module\n")
-    result = project.runpytest("--gemm-kernels", "kernels/bad_kernels.py", "kernels/crash_kernels.py")
-    result.stdout.fnmatch_lines(
+    (project.path / "kernels" / "computed.py").write_text(
+        "from pytest_gemm import gemm_kernel\nTYPES = ['fp32']\n\n"
+        "@gemm_kernel(dtypes=TYPES)\ndef k(A, B, C, a, b):\n    pass\n"
+    )
+    (project.path / "kernels" / "broken_syntax.py").write_text("from pytest_gemm import gemm_kernel\ndef (:\n")
+    files = ["kernels/bad_kernels.py", "kernels/computed.py", "kernels/broken_syntax.py"]
+    result = project.runpytest("--gemm-kernels", *files)
+    result.stdout.fnmatch_lines_random(
         [
             "*kernels/bad_kernels.py:4: key 'layout': expected one of 'row', 'col', got 'sideways'*",
-            "*kernels/crash_kernels.py: importing the kernel file failed: ModuleNotFoundError*",
+            "*kernels/computed.py:4: key 'dtypes': gemm_kernel(...): dtypes must be a literal (the file is read "
+            "without running it)*",
+            "*kernels/broken_syntax.py:2: not valid Python: invalid syntax*",
         ]
     )
+
+
+def test_python_kernel_files_are_read_without_running_them(project):
+    """The pytest process never imports a kernel file: its imports (CuPy, a missing module) and side effects
+    happen only in a GPU worker."""
+    marker = project.path / "imported.txt"
+    (project.path / "kernels" / "side_effects.py").write_text(
+        f"import pathlib\npathlib.Path({str(marker)!r}).write_text('imported')\nimport gemm_kernel_missing_module\n"
+        + PY_KERNEL
+    )
+    result = project.runpytest("--gemm-kernels", "kernels/side_effects.py", "--collect-only", "-q")
+    assert "kernels/side_effects.py::cupy_matmul[fp32-64x64x64]" in _ids(result)
+    assert not marker.exists()

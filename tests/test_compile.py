@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gemm.compiler import CompileError, _compile, _include_dirs, compile_kernel, parse_ptxas_resources
-from pytest_gemm.spec import parse_cu_file, parse_cu_source
+from pytest_gemm.compiler.nvrtc import CompileError, _compile, _include_dirs, compile_kernel, parse_ptxas_resources
+from pytest_gemm.specs.spec import parse_cu_file, parse_cu_source
 
 from conftest import KERNELS, requires_nvrtc
 

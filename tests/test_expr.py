@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gemm.expr import Expression, ExpressionError, evaluate
+from pytest_gemm.specs.expr import Expression, ExpressionError, evaluate
 
 ENV = {"M": 100, "N": 64, "K": 7, "TILE": 32}
 

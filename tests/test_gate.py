@@ -1,34 +1,54 @@
-"""Baseline files and the gate's rule, on rows recorded on an H100."""
+"""Baseline files and the gate's rule, on the record of an outcome recorded on an H100."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
 import pytest
 
-from pytest_gemm.baselines import BaselineError, BaselineFile, entry_from_row, gpu_slug, load, merge, render, save
-from pytest_gemm.gate import judge, regression_text
+from pytest_gemm.baselines.store import (
+    BaselineError,
+    BaselineFile,
+    OtherGpuError,
+    entry_from_record,
+    gpu_slug,
+    load,
+    merge,
+    render,
+    save,
+)
+from pytest_gemm.judge.gate import judge
+from pytest_gemm.records.case_record import CaseRecord
+from pytest_gemm.report.regression import regression_text
 
-from conftest import recorded_rows
+from conftest import recorded_record
 
 H100 = "NVIDIA H100 80GB HBM3"
-RECORDED = {"pytest_gemm": "0.1.0", "cupy": "14.2.0", "cublas": "13.1.0", "driver": "580.159.04", "date": "2026-11-22"}
+RECORDED = {"pytest_gemm": "0.2.0", "cupy": "14.2.0", "cublas": "13.1.0", "driver": "580.159.04", "date": "2026-11-22"}
 
 
-def _row(scale: float = 1.0, **extra) -> dict:
-    """The recorded naive 4096^3 row with its kernel times (so its ratio and interval) scaled."""
-    row = dict(next(r for r in recorded_rows() if r["test"].endswith("sgemm_naive[fp32-4096x4096x4096]")))
-    for key in ("ratio", "median_s"):
-        row[key] *= scale
-    for key in ("ratio_ci", "ci_s"):
-        row[key] = [v * scale for v in row[key]]
-    row.update({"gpu": H100, "source_sha256": "abc", **extra})
-    return row
+def _scaled(values: tuple[float, float], scale: float) -> tuple[float, float]:
+    return (values[0] * scale, values[1] * scale)
+
+
+def _row(scale: float = 1.0, **extra) -> CaseRecord:
+    """The recorded naive 4096^3 case with its kernel times (so its ratio and interval) scaled."""
+    row = recorded_record("01_naive.cu::sgemm_naive[fp32-4096x4096x4096]")
+    row = dataclasses.replace(
+        row,
+        ratio=row.ratio * scale,
+        median_s=row.median_s * scale,
+        ratio_ci=_scaled(row.ratio_ci, scale),
+        ci_s=_scaled(row.ci_s, scale),
+        source_sha256="abc",
+    )
+    return dataclasses.replace(row, **extra)
 
 
 def _entry(**extra) -> dict:
-    return entry_from_row(_row(**extra), RECORDED)
+    return entry_from_record(_row(**extra), RECORDED)
 
 
 def test_gpu_slug():
@@ -86,7 +106,7 @@ def test_unreadable_files_are_errors_that_name_the_file(tmp_path, text, message)
 def test_a_baseline_from_another_gpu_model_is_never_used(tmp_path):
     path = tmp_path / "x.json"
     save(BaselineFile(path, "NVIDIA A100-SXM4-80GB", {}))
-    with pytest.raises(BaselineError, match="recorded on 'NVIDIA A100-SXM4-80GB', not on this GPU"):
+    with pytest.raises(OtherGpuError, match="recorded on 'NVIDIA A100-SXM4-80GB', not on this GPU"):
         load(path, gpu=H100)
     assert load(tmp_path / "missing.json") is None
 
@@ -102,17 +122,20 @@ def test_merge_reports_added_changed_and_removed():
 def test_slower_beyond_threshold_and_interval_is_a_regression():
     result = judge(_row(1.10), _entry())
     assert result.verdict == "regressed" and result.change == pytest.approx(0.10)
-    text = regression_text("sgemm_naive[fp32-4096x4096x4096]", _row(1.10), _entry(), result, "pytest 'x' ...")
-    assert "kernel/cuBLAS time ratio is +10.0% against its baseline (threshold 5%" in text
+    text = regression_text(_row(1.10), _entry(), result, "pytest 'x' ...")
+    assert text.startswith("performance regression: sgemm_naive[fp32-4096x4096x4096]: kernel/cuBLAS time ratio is ")
+    assert "+10.0% against its baseline (threshold 5%" in text
     assert "kernel/cuBLAS time ratio (gated)" in text and "median device time" in text
-    assert "23.61 ms [23.56 ms, 23.63 ms]" in text and "25.97 ms" in text and "+10.0%" in text
-    assert "baseline recorded 2026-11-22 with pytest-gemm 0.1.0, CuPy 14.2.0, cuBLAS 13.1.0" in text
+    base = _row()
+    assert f"23.67 ms [{base.ci_s[0] * 1e3:.4g} ms, {base.ci_s[1] * 1e3:.4g} ms]" in text
+    assert "26.03 ms" in text and "+10.0%" in text
+    assert "baseline recorded 2026-11-22 with pytest-gemm 0.2.0, CuPy 14.2.0, cuBLAS 13.1.0" in text
     assert text.endswith("to accept the new number: pytest 'x' ...")
 
 
 def test_slower_within_threshold_or_within_noise_is_the_same():
     assert judge(_row(1.03), _entry()).verdict == "same"  # below 5%
-    wide = _row(1.10, ratio_ci=[8.0, 11.0])  # 10% slower, but the intervals overlap: not significant
+    wide = _row(1.10, ratio_ci=(8.0, 11.0))  # 10% slower, but the intervals overlap: not significant
     assert judge(wide, _entry()).verdict == "same"
 
 
@@ -123,7 +146,7 @@ def test_faster_beyond_threshold_is_an_improvement():
 
 def test_new_unstable_and_changed_source():
     assert judge(_row(), None).verdict == "new"
-    throttled = judge(_row(1.5, throttle=["power cap"]), _entry())
+    throttled = judge(_row(1.5, throttle=("power cap",)), _entry())
     assert throttled.verdict == "unstable" and "measured while throttled (power cap)" in throttled.notes
     changed = judge(_row(1.0, source_sha256="def"), _entry())
     assert changed.verdict == "same" and changed.notes == ("kernel source changed since the baseline",)
@@ -131,9 +154,8 @@ def test_new_unstable_and_changed_source():
 
 def test_the_gated_metric_can_be_absolute_time():
     """A slower clock shows in the time but cancels in the ratio (both the kernel and cuBLAS slow down)."""
-    drifted = _row(1.0)
-    drifted["median_s"] *= 1.10
-    drifted["ci_s"] = [v * 1.10 for v in drifted["ci_s"]]
+    base = _row(1.0)
+    drifted = dataclasses.replace(base, median_s=base.median_s * 1.10, ci_s=_scaled(base.ci_s, 1.10))
     assert judge(drifted, _entry(), metric="ratio").verdict == "same"
     assert judge(drifted, _entry(), metric="time").verdict == "regressed"
     with pytest.raises(ValueError, match="unknown gated metric"):
@@ -142,23 +164,21 @@ def test_the_gated_metric_can_be_absolute_time():
 
 def test_a_ratio_change_the_kernel_time_does_not_share_is_cublas_moving_not_the_kernel():
     """Seen on the H100: cuBLAS fp32 at 256^3 ran 12.85 us in one process and 12.2 us in the next."""
-    moved = _row(1.0)
-    moved["ratio"] *= 1.053  # the reference got 5% faster; the kernel's own time did not change
-    moved["ratio_ci"] = [v * 1.053 for v in moved["ratio_ci"]]
+    base = _row(1.0)
+    # the reference got 5% faster; the kernel's own time did not change
+    moved = dataclasses.replace(base, ratio=base.ratio * 1.053, ratio_ci=_scaled(base.ratio_ci, 1.053))
     result = judge(moved, _entry())
     assert result.verdict == "same" and result.change == pytest.approx(0.053)
     assert result.notes == (
         "reference moved: the ratio changed +5.3% but the kernel's own device time +0.0% "
         "(cuBLAS changed, not the kernel)",
     )
-    slower_reference = _row(1.0)
-    slower_reference["ratio"] /= 1.10
-    slower_reference["ratio_ci"] = [v / 1.10 for v in slower_reference["ratio_ci"]]
+    slower_reference = dataclasses.replace(base, ratio=base.ratio / 1.10, ratio_ci=_scaled(base.ratio_ci, 1 / 1.10))
     assert judge(slower_reference, _entry()).verdict == "same"  # not an improvement of the kernel either
     # A real regression moves both; half the threshold in the kernel's own time is enough.
-    partly = _row(1.10)
-    partly["median_s"] /= 1.07  # the GPU ran 7% faster at the same time
-    partly["ci_s"] = [v / 1.07 for v in partly["ci_s"]]
+    slower = _row(1.10)
+    # the GPU ran 7% faster at the same time
+    partly = dataclasses.replace(slower, median_s=slower.median_s / 1.07, ci_s=_scaled(slower.ci_s, 1 / 1.07))
     assert judge(partly, _entry()).verdict == "regressed"
 
 

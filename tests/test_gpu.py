@@ -10,9 +10,9 @@ import shutil
 
 import pytest
 
-from pytest_gemm.cases import AlphaBeta, Case
-from pytest_gemm.shapes import Shape
-from pytest_gemm.spec import parse_cu_file
+from pytest_gemm.records.shapes import Shape
+from pytest_gemm.specs.cases import AlphaBeta, Case
+from pytest_gemm.specs.spec import parse_cu_file
 
 from conftest import BROKEN, KERNELS, ROOT, requires_gpu
 

@@ -1,8 +1,9 @@
-"""NVML: throttle evidence from samples, PCI bus ids, and a missing NVML that crashes nothing."""
+"""NVML: throttle evidence from samples (pure), PCI bus ids and a missing NVML in the worker's monitor."""
 
 from __future__ import annotations
 
-from pytest_gemm.nvml import _bus_key, open_monitor, throttle_flags
+from pytest_gemm.judge.throttle import throttle_flags
+from pytest_gemm.worker.nvml import bus_key, open_monitor
 
 CALM = {"clock_event_reasons": 0x1, "violation_ns": {"power": 1000, "thermal": 0}}  # idle: harmless
 
@@ -24,9 +25,9 @@ def test_violation_time_that_grew_during_timing_counts():
 
 
 def test_pci_bus_ids_in_cuda_and_nvml_forms_match():
-    assert _bus_key("0000:18:00.0") == _bus_key("00000000:18:00.0") == (0, 0x18, 0, 0)
-    assert _bus_key(b"00000000:AF:00.1") == (0, 0xAF, 0, 1)
-    assert _bus_key("not a bus id") is None
+    assert bus_key("0000:18:00.0") == bus_key("00000000:18:00.0") == (0, 0x18, 0, 0)
+    assert bus_key(b"00000000:AF:00.1") == (0, 0xAF, 0, 1)
+    assert bus_key("not a bus id") is None
 
 
 def test_a_monitor_without_nvml_or_device_says_why_and_samples_nothing():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gemm.peaks import peak_flops
+from pytest_gemm.judge.peaks import peak_flops
 
 H100 = ("NVIDIA H100 80GB HBM3", (9, 0), 132)
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytest_gemm.report import diagnosis, failure_message
-from pytest_gemm.verify import Fault, VerificationResult
+from pytest_gemm.records.outcome import Fault, Verification
+from pytest_gemm.report.failure import diagnosis, failure_message
 
 from test_tolerance import _data, _fp16, _judge, _sequential
 
 
 def _result(stats, faults=(), beta=0.0):
-    return VerificationResult("k[fp32-48x40x32]", 7, (48, 40, 32), 1.0, beta, stats, stats, tuple(faults))
+    return Verification("k[fp32-48x40x32]", 7, (48, 40, 32), 1.0, beta, stats, stats, tuple(faults))
 
 
 def test_precision_downgrade_is_named():

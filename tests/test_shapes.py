@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gemm.shapes import SHAPE_SETS, Shape, ShapeError, parse_shapes
+from pytest_gemm.records.shapes import SHAPE_SETS, Shape, ShapeError, parse_shapes
 
 
 def test_sizes_and_triples_in_order_without_repeats():

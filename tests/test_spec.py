@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gemm.cases import AB_CASES, case_seed, expand, launch_geometry, tensor_map_box
-from pytest_gemm.shapes import Shape
-from pytest_gemm.spec import KernelFileError, parse_cu_source
+from pytest_gemm.records.shapes import Shape
+from pytest_gemm.specs.cases import AB_CASES, case_seed, expand, launch_geometry, tensor_map_box
+from pytest_gemm.specs.spec import KernelFileError, parse_cu_source
 
 HEADER = """/* pytest-gemm
 entry = "sgemm<BM, BN>"

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from pytest_gemm.stats import StopRule, median_interval, ratio_interval
+from pytest_gemm.judge.stats import StopRule, median_interval, ratio_interval
 
-from conftest import recorded_rows
+from conftest import TIMED, recorded_outcome
 
 
 def _coverage(n: int, low_rank: int, high_rank: int) -> float:
@@ -75,12 +75,13 @@ def test_stop_rule():
     assert rule.verdict([tight, wide], elapsed=1.0) == "time cap"
 
 
-@pytest.mark.parametrize("row", recorded_rows(), ids=lambda r: r["test"].split("::")[1])
-def test_stop_rule_on_recorded_h100_timings(row):
+@pytest.mark.parametrize("key", TIMED)
+def test_stop_rule_on_recorded_h100_timings(key):
     """Where the harness stopped as converged, the rule agrees; a tighter target would have needed the cap."""
-    k, r = row["raw"]["kernel_s"], row["raw"]["cublas_s"]
+    run = recorded_outcome(key).timing
+    k, r = run.kernel_s, run.reference_s
     intervals = [median_interval(k), median_interval(r), ratio_interval(k, r)]
-    assert row["stop"] == "converged"
+    assert run.stop_reason == "converged"
     assert StopRule(target=0.005).verdict(intervals, elapsed=0.0) == "converged"
     strict = StopRule(target=0.0005)
     assert strict.verdict(intervals, elapsed=0.0) is None

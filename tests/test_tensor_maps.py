@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gemm.archs import arch_runs_on, parse_arch
-from pytest_gemm.tensor_maps import TensorMapLayout, layout_problems
+from pytest_gemm.specs.archs import arch_runs_on, parse_arch
+from pytest_gemm.specs.tensor_maps import TensorMapLayout, layout_problems
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_gemm.dtypes import get_dtype
-from pytest_gemm.verify import count_changed, error_stats, norm_tolerance
+from pytest_gemm.judge.accuracy import count_changed, error_stats, norm_tolerance
+from pytest_gemm.records.dtypes import get_dtype
 
 FP32 = get_dtype("fp32")
 

@@ -13,11 +13,12 @@ from ..records.case_record import CaseRecord
 from ..records.outcome import Outcome
 from ..records.verdicts import Sanity
 from ..report.failure import failure_message, fault_message, stats_line
+from ..specs.cases import Case
 from .metrics import summarize
 from .peaks import peak_flops
 from .throttle import throttle_flags
 
-__all__ = ["CaseFacts", "CaseVerdict", "judge_outcome"]
+__all__ = ["CaseFacts", "CaseVerdict", "case_facts", "judge_outcome"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,26 @@ class CaseFacts:
     source_sha256: str = ""
     regression_threshold: float | None = None
     expect_fast: str = ""
+
+
+def case_facts(case: Case, test: str, replay: str, source_sha256: str) -> CaseFacts:
+    """The facts of a collected case (``test``: its node id)."""
+    return CaseFacts(
+        test=test,
+        name=case.name,
+        file=case.spec.path,
+        kernel=case.spec.name + (f"[{case.variant.id}]" if case.variant.id else ""),
+        variant=case.variant.id,
+        dtype=case.dtype,
+        shape=(case.shape.M, case.shape.N, case.shape.K),
+        ab=case.ab.id,
+        alpha=case.ab.alpha,
+        beta=case.ab.beta,
+        replay=replay,
+        source_sha256=source_sha256,
+        regression_threshold=case.spec.regression_threshold,
+        expect_fast=case.spec.expect_fast,
+    )
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ The entry point pytest loads (``pytest11``). Everything stateful lives in one
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
 
 import pytest
@@ -106,7 +107,25 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args = [str(config.rootpath / p) for p in config.getini("gemm_kernel_paths")]
 
 
+def _python_plugin_collects(file_path: Path, parent: pytest.Collector) -> bool:
+    """Whether pytest's python plugin takes this file as a test module (an explicit path, or python_files)."""
+    if file_path.suffix != ".py":
+        return False
+    if parent.session.isinitpath(file_path):
+        return True
+    return any(fnmatch.fnmatch(file_path.name, pattern) for pattern in parent.config.getini("python_files"))
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if SESSION in parent.config.stash and is_kernel_file(file_path):
+    wanted = SESSION in parent.config.stash and is_kernel_file(file_path)
+    if wanted and not _python_plugin_collects(file_path, parent):
         return KernelFile.from_parent(parent, path=file_path)
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A Python kernel file named on the command line is a kernel file, never imported as a test module here."""
+    if SESSION in parent.config.stash and is_kernel_file(module_path):
+        return KernelFile.from_parent(parent, path=module_path)
     return None

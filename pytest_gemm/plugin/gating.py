@@ -125,7 +125,7 @@ class Gatekeeper:
             if not self.written and not self.update_errors:
                 lines.append(
                     "nothing recorded: no case was timed and passed (timing needs a GPU; it is off with "
-                    "--benchmark-skip or --benchmark-disable, and under pytest-xdist unless --benchmark-enable)"
+                    "--benchmark-skip or --benchmark-disable, and under pytest-xdist)"
                 )
             for path, changes, notes in self.written:
                 lines.append(f"{self.shown(path)}: {changes.summary() if changes else 'unchanged'}")

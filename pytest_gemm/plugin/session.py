@@ -12,7 +12,7 @@ import pytest
 
 from ..compiler.cache import CubinCache
 from ..isolation.workers import WorkerPool
-from ..judge.case import CaseFacts, judge_outcome
+from ..judge.case import CaseFacts, case_facts, judge_outcome
 from ..options import Settings
 from ..records.case_record import CaseRecord, CompileRecord
 from ..records.outcome import Outcome
@@ -104,23 +104,8 @@ class GemmSession:
         return bool(self.config.getoption("benchmark_save_data", False))
 
     def _facts(self, item: GemmCaseItem) -> CaseFacts:
-        case = item.case
-        return CaseFacts(
-            test=item.nodeid,
-            name=case.name,
-            file=case.spec.path,
-            kernel=case.spec.name + (f"[{case.variant.id}]" if case.variant.id else ""),
-            variant=case.variant.id,
-            dtype=case.dtype,
-            shape=(case.shape.M, case.shape.N, case.shape.K),
-            ab=case.ab.id,
-            alpha=case.ab.alpha,
-            beta=case.ab.beta,
-            replay=replay_command(item.nodeid, item.base_seed),
-            source_sha256=source_hash(item.path),
-            regression_threshold=case.spec.regression_threshold,
-            expect_fast=case.spec.expect_fast,
-        )
+        replay = replay_command(item.nodeid, item.base_seed)
+        return case_facts(item.case, item.nodeid, replay, source_hash(item.path))
 
     # -- hooks -----------------------------------------------------------------------------------
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
@@ -166,8 +151,9 @@ class GemmSession:
         if self.settings.gate.summary is None or not _props(report, CASE):
             return
         line = self.summary.setdefault(report.nodeid, SummaryLine(report.nodeid))
-        for value in _props(report, RECORD):
-            line.record = CaseRecord.from_dict(value)
+        if report.when == "call":  # later reports carry the record as the item had it, before the gate
+            for value in _props(report, RECORD):
+                line.record = CaseRecord.from_dict(value)
         if report.failed or (report.skipped and line.outcome == "passed"):
             line.outcome = "failed" if report.failed else "skipped"
             if not line.message:

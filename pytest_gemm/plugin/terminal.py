@@ -17,11 +17,11 @@ __all__ = ["header_line", "summary_file_text", "workers_line"]
 
 def header_line(config: pytest.Config, s: Settings, cubins: CubinCache | None) -> str:
     t = s.timing
-    xdist = bool(getattr(config.option, "numprocesses", None)) and not config.getoption("benchmark_enable", False)
+    xdist = config.getoption("dist", "no") != "no"
     if config.getoption("benchmark_skip", False) or config.getoption("benchmark_disable", False):
         timing = "timing off"
     elif xdist:
-        timing = "timing off under xdist (pytest-benchmark's rule; --benchmark-enable times anyway)"
+        timing = "timing off under xdist (pytest-benchmark disables benchmarks there)"
     else:
         timing = (
             f"timing: {'cold' if t.cold_cache else 'hot'} L2, noise target {100 * t.noise:g}%, "

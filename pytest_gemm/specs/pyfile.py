@@ -98,7 +98,7 @@ def parse_py_source(path: str | Path, text: str) -> list[KernelSpec]:
                 raise KernelFileError(path, f"{DECORATOR}(...): {exc}", line=deco.lineno) from None
             specs.append(
                 spec_from_mapping(
-                    header, path=path, line=node.lineno, kind="py", attr=node.name, default_name=node.name, source=text
+                    header, path=path, line=deco.lineno, kind="py", attr=node.name, default_name=node.name, source=text
                 )
             )
     names = [s.name for s in specs]

@@ -1,0 +1,179 @@
+"""A broken kernel costs one case, not the run: every fault path through the real plugin and worker processes.
+
+CUDA errors, refused launches and Python exceptions are outcomes recorded on an H100 (served by
+tests/replay_backend.py); hangs and deaths are real: the replayed worker sleeps, exits or kills itself.
+No GPU needed. The same fixtures run on the GPU in tests/test_gpu.py.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import FAULTS
+
+NAIVE = "kernels/01_naive.cu::sgemm_naive"
+GOOD = [f"{NAIVE}[fp32-512x512x512]", f"{NAIVE}[fp32-4096x4096x4096]", f"{NAIVE}[fp32-512x512x512-a0.7b1.3]"]
+STICKY = [f"kernels/sticky.cu::{k}[fp32-256x256x256]" for k in ("wild_write", "misaligned_load", "trap")]
+HOG = "kernels/registers.cu::register_hog[fp32-256x256x256]"
+RAISES = "kernels/py_faults.py::raises[fp32-256x256x256]"
+
+
+@pytest.fixture
+def faults(replay):
+    for name in ("sticky.cu", "registers.cu", "hang.cu", "py_faults.py"):
+        shutil.copy(FAULTS / name, replay.path / "kernels" / name)
+    replay.makeini("[pytest]\ngemm_shapes = 256,512,4096\n")
+    return replay
+
+
+def _section(output: str, test: str) -> str:
+    name = test.split("::")[-1]
+    match = re.search(r"_{3,} " + re.escape(name) + r" _{3,}\n(.*?)(?=\n_{3,} |\n=+ )", output, re.DOTALL)
+    assert match, f"{name} did not fail:\n{output[-3000:]}"
+    return match.group(1)
+
+
+def _verdicts(result) -> dict[str, str]:
+    """Each test's outcome, from the short summary (-rA)."""
+    return {test: word for word, test in re.findall(r"^(PASSED|FAILED|SKIPPED) (\S+)", result.stdout.str(), re.M)}
+
+
+def test_each_fault_fails_its_own_case_with_its_own_reason_and_the_rest_run(faults):
+    """Faults interleaved with correct cases: the correct ones pass as they do alone."""
+    order = [GOOD[0], STICKY[0], GOOD[1], HOG, STICKY[1], RAISES, STICKY[2], GOOD[2]]
+    result = faults.runpytest_subprocess("--gemm-kernels", *order, "-rA")
+    result.assert_outcomes(passed=3, failed=5)
+    out = result.stdout.str()
+    alone = faults.runpytest_subprocess("--gemm-kernels", *GOOD, "-rA")
+    alone.assert_outcomes(passed=3)
+
+    wild = _section(out, STICKY[0])
+    assert wild.startswith(
+        "CUDA error while verifying wild_write[fp32-256x256x256] (M=256, N=256, K=256, alpha=1, beta=0): "
+        "cudaErrorIllegalAddress: an illegal memory access was encountered"
+    )
+    assert "the CUDA context was lost: the worker that ran this case was replaced" in wild
+    assert f"replay: pytest '{STICKY[0]}' --gemm-kernels --gemm-seed 0" in wild
+    assert "cudaErrorMisalignedAddress: misaligned address" in _section(out, STICKY[1])
+    assert "cudaErrorLaunchFailure: unspecified launch failure" in _section(out, STICKY[2])
+
+    hog = _section(out, HOG)
+    assert hog.startswith("cannot launch register_hog[fp32-256x256x256] (M=256, N=256, K=256, alpha=1, beta=0): ")
+    assert re.search(r"\b220 registers per thread x 1024 threads per block = 225280 registers\b.* has 65536", hog)
+    raised = _section(out, RAISES)
+    assert "the Python kernel raised ValueError: this kernel is not written yet" in raised
+    assert "py_faults.py:14 in raises: raise ValueError(" in raised  # the kernel's own frame, no internals
+
+    # Three sticky errors: three replacements; the refused launch and the exception keep their worker.
+    assert "pytest-gemm: 4 GPU worker process(es); 3 replaced after a case left them unusable (CUDA error: 3)" in out
+    assert "Traceback" not in out and "cupy" not in out.lower()
+    for good in GOOD:
+        assert _verdicts(result)[good] == _verdicts(alone)[good] == "PASSED"
+
+
+def test_a_hang_times_out_the_worker_is_replaced_and_the_run_goes_on(faults, monkeypatch):
+    monkeypatch.setenv("REPLAY_ACT", "01_naive.cu::sgemm_naive[fp32-512x512x512]=hang")
+    result = faults.runpytest_subprocess("--gemm-kernels", GOOD[0], GOOD[1], "--gemm-timeout", "1.5")
+    result.assert_outcomes(passed=1, failed=1)
+    text = _section(result.stdout.str(), GOOD[0])
+    assert text.startswith(
+        "sgemm_naive[fp32-512x512x512] (M=512, N=512, K=512, alpha=1, beta=0) timed out after 1.5 s while verifying"
+    )
+    assert "the worker was killed and replaced; --gemm-timeout (ini gemm_timeout) sets the limit" in text
+    result.stdout.fnmatch_lines(["pytest-gemm: 2 GPU worker process(es); 1 replaced * (timed out: 1)"])
+
+
+def test_the_timeout_has_an_ini_setting_and_is_checked(faults):
+    faults.makeini("[pytest]\ngemm_shapes = 512\ngemm_timeout = 7.5\n")
+    header = faults.runpytest("--gemm-kernels", "kernels/01_naive.cu", "--collect-only")
+    header.stdout.fnmatch_lines(["pytest-gemm: *; GPU work in a worker process, 7.5 s per phase;*"])
+    bad = faults.runpytest("--gemm-kernels", "kernels/01_naive.cu", "--gemm-timeout", "soon")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--gemm-timeout / gemm_timeout: expected a number from 0.1 to 86400, got 'soon'*"])
+
+
+@pytest.mark.parametrize(("act", "said"), [("exit:1", "exit code 1"), ("signal:11", "signal 11 (SIGSEGV)")])
+def test_a_worker_that_dies_fails_its_case_and_a_new_one_takes_the_next(faults, monkeypatch, act, said):
+    monkeypatch.setenv("REPLAY_ACT", f"01_naive.cu::sgemm_naive[fp32-4096x4096x4096]={act}")
+    result = faults.runpytest_subprocess("--gemm-kernels", *GOOD)
+    result.assert_outcomes(passed=2, failed=1)
+    text = _section(result.stdout.str(), GOOD[1])
+    assert text.startswith("the GPU worker died while verifying sgemm_naive[fp32-4096x4096x4096] (M=4096, ")
+    assert text.splitlines()[0].endswith(f"): {said}")
+    result.stdout.fnmatch_lines(["pytest-gemm: 2 GPU worker process(es); 1 replaced * (worker died: 1)"])
+
+
+def test_what_the_worker_prints_is_shown_with_its_case(faults, monkeypatch):
+    monkeypatch.setenv("REPLAY_ACT", "01_naive.cu::sgemm_naive[fp32-512x512x512]=print:hello from the kernel")
+    result = faults.runpytest_subprocess("--gemm-kernels", GOOD[0], GOOD[1], "-rP")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*- Captured GPU worker output call -*", "hello from the kernel"])
+    assert result.stdout.str().count("hello from the kernel") == 1
+
+
+def test_exitfirst_and_last_failed_work_with_faults(faults):
+    files = ["kernels/sticky.cu", "kernels/registers.cu", "kernels/01_naive.cu", "-m", "gpu", "-k", "not a0.7"]
+    first = faults.runpytest_subprocess("--gemm-kernels", *files, "-x", "--gemm-shapes", "256")
+    first.assert_outcomes(failed=1)
+    first.stdout.fnmatch_lines(["*stopping after 1 failures*"])
+    again = faults.runpytest_subprocess("--gemm-kernels", *files, "--lf", "--gemm-shapes", "256")
+    again.assert_outcomes(failed=1, passed=0)
+    assert "FAILED kernels/sticky.cu::wild_write[fp32-256x256x256]" in again.stdout.str()
+    whole = faults.runpytest_subprocess("--gemm-kernels", *files, "--gemm-shapes", "256,512", "-rs")
+    whole.assert_outcomes(
+        passed=2, failed=4, skipped=4
+    )  # the naive kernel at 256^3 and the faults at 512^3: not recorded
+    last = faults.runpytest_subprocess("--gemm-kernels", *files, "--lf", "--gemm-shapes", "256,512")
+    last.assert_outcomes(failed=4, deselected=6)
+
+
+def test_an_impossible_block_fails_before_any_worker_is_asked(faults):
+    kernel = Path(faults.path / "kernels" / "01_naive.cu")
+    kernel.write_text(kernel.read_text().replace("block = [32, 32]", "block = [64, 32]"))
+    result = faults.runpytest("--gemm-kernels", GOOD[0])
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*01_naive.cu:*key 'block': 64 x 32 = 2048 threads per block for *; CUDA allows 1024"])
+    assert "GPU worker process" not in result.stdout.str()
+
+
+GUARD = """
+import sys
+
+TOUCHED = []
+
+
+class _Guard:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("cupy", "cupy_backends", "pynvml") or name.startswith("pytest_gemm.worker."):
+            if name != "pytest_gemm.worker.serve":  # the backend's default name is read from here, not run
+                TOUCHED.append(name)
+        return None
+
+
+sys.meta_path.insert(0, _Guard())
+
+
+def pytest_sessionfinish(session):
+    import pathlib
+    pathlib.Path("imports.txt").write_text("\\n".join(TOUCHED))
+"""
+
+
+def test_the_pytest_process_never_imports_cupy_or_nvml(faults):
+    """An import guard in the pytest process: CuPy, NVML and the GPU backend load only in worker processes,
+    even for a Python kernel file that imports CuPy at its top."""
+    (faults.path / "kernels" / "uses_cupy.py").write_text(
+        "import cupy\nfrom pytest_gemm import gemm_kernel\n\n\n@gemm_kernel(dtypes=['fp32'])\n"
+        "def k(A, B, C, alpha, beta):\n    C[...] = cupy.matmul(A, B)\n"
+    )
+    conftest = faults.path / "conftest.py"
+    conftest.write_text(GUARD + conftest.read_text())
+    result = faults.runpytest_subprocess(
+        "--gemm-kernels", *GOOD, STICKY[0], "kernels/uses_cupy.py", "kernels/sticky.cu"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert (faults.path / "imports.txt").read_text() == ""
