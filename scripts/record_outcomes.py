@@ -27,7 +27,12 @@ TIMED = TimingSettings()
 CASES = [
     ("kernels/01_naive.cu", "512,4096", None, True),
     ("kernels/02_smem_tiling.cu", "1024", {"sgemm_smem[TILE32-fp32-1024x1024x1024-a0.7b1.3]"}, True),
-    ("tests/kernels_broken/faults.cu", "256", {"unwritten_tile[fp32-256x256x256]", "oob_write[fp32-256x256x256]"}, 0),
+    (
+        "tests/kernels_broken/faults.cu",
+        "256,100x100x64",
+        {"unwritten_tile[fp32-256x256x256]", "oob_write[fp32-100x100x64]"},
+        0,
+    ),
     ("tests/kernels_broken/timing_cheat.cu", "4096", None, True),
     ("tests/kernels_faults/sticky.cu", "256", None, False),
     ("tests/kernels_faults/registers.cu", "256", None, False),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from pytest_gemm.compiler.nvrtc import CompileError, _compile, _include_dirs, compile_kernel, parse_ptxas_resources
 from pytest_gemm.specs.spec import parse_cu_file, parse_cu_source
 
-from conftest import KERNELS, requires_nvrtc
+from conftest import FAULTS, KERNELS, requires_nvrtc
 
 pytestmark = requires_nvrtc
 
@@ -75,6 +76,40 @@ def test_compile_items_pass_fail_and_report(pytester, naive_source):
             "*kernels/good.cu::sgemm_naive*sm_90*0/0*",
         ]
     )
+
+
+def test_compiled_kernels_are_cached_on_disk_and_cache_clear_empties_the_cache(pytester, naive_source):
+    """A second run, or another process, compiles nothing; a changed source or option compiles again."""
+    kernels = pytester.mkdir("kernels")
+    (kernels / "naive.cu").write_text(naive_source)
+    first = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile")
+    first.stdout.fnmatch_lines(["2 variant(s) compiled by NVRTC, 0 found in the compile cache*"])
+    cache = pytester.path / ".pytest_cache" / "d" / "gemm-cubins"
+    assert len(list(cache.glob("*.cubin"))) == len(list(cache.glob("*.json"))) == 2
+    again = pytester.runpytest_subprocess("--gemm-kernels", "kernels", "-m", "gemm_compile")
+    again.stdout.fnmatch_lines(["0 variant(s) compiled by NVRTC, 2 found in the compile cache*"])
+    again.stdout.fnmatch_lines(["*kernels/naive.cu::sgemm_naive*sm_90*0/0*"])  # ptxas's report comes from the cache
+    (kernels / "naive.cu").write_text(naive_source + "\n// edited\n")
+    edited = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile")
+    edited.stdout.fnmatch_lines(["2 variant(s) compiled by NVRTC, 0 found in the compile cache*"])
+    cleared = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "--cache-clear")
+    cleared.stdout.fnmatch_lines(["2 variant(s) compiled by NVRTC, 0 found in the compile cache*"])
+    off = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "-p", "no:cacheprovider")
+    off.stdout.fnmatch_lines(["pytest-gemm: *; no compile cache (-p no:cacheprovider);*", "2 variant(s) compiled*"])
+
+
+def test_a_half_written_cache_entry_is_compiled_again(tmp_path, naive_source):
+    from pytest_gemm.compiler.cache import CubinCache
+
+    (spec,) = parse_cu_source("k.cu", naive_source)
+    cache = CubinCache(tmp_path)
+    first = compile_kernel(spec, spec.variants()[0], "sm_90", cache)
+    assert not first.from_cache
+    assert compile_kernel(spec, spec.variants()[0], "sm_90", cache).from_cache
+    for cubin in tmp_path.glob("*.cubin"):
+        cubin.write_bytes(cubin.read_bytes()[:100])  # a crash mid-write of another process
+    again = compile_kernel(spec, spec.variants()[0], "sm_90", cache)
+    assert not again.from_cache and again.cubin == first.cubin
 
 
 def test_compile_report_shows_dynamic_shared_memory_per_variant(pytester, naive_source):
@@ -185,3 +220,17 @@ def test_mma_ceiling_peak_kernels_build_without_spills(chains):
     options = (*SCRIPT_OPTIONS, f"-DILP={chains}", '-DDT="bf16"')
     resources = _compile(source, "mma_ceiling.py", "mma_loop", options, "sm_90").resources
     assert resources.spill_stores == resources.spill_loads == 0
+
+
+def test_a_kernel_that_can_never_launch_fails_its_compile_item_with_the_numbers(pytester):
+    """Caught on the CPU, from the header and ptxas's report: 1024 threads of about 220 registers each."""
+    shutil.copy(FAULTS / "registers.cu", pytester.path / "registers.cu")
+    result = pytester.runpytest("--gemm-kernels", "registers.cu", "-m", "gemm_compile", "--gemm-archs", "sm_90")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "registers.cu: register_hog compiles for sm_90 but can never launch there:",
+            "  - * registers per thread x 1024 threads per block = * registers*, but a block on sm_90 has 65536: "
+            "at * registers, at most * threads per block fit",
+        ]
+    )

@@ -124,11 +124,10 @@ def test_exitfirst_and_last_failed_work_with_faults(faults):
     again.assert_outcomes(failed=1, passed=0)
     assert "FAILED kernels/sticky.cu::wild_write[fp32-256x256x256]" in again.stdout.str()
     whole = faults.runpytest_subprocess("--gemm-kernels", *files, "--gemm-shapes", "256,512", "-rs")
-    whole.assert_outcomes(
-        passed=2, failed=4, skipped=4
-    )  # the naive kernel at 256^3 and the faults at 512^3: not recorded
+    # the naive kernel at 256^3 (two cases) and the four faults at 512^3 are not in the recording: skipped
+    whole.assert_outcomes(passed=2, failed=4, skipped=6)
     last = faults.runpytest_subprocess("--gemm-kernels", *files, "--lf", "--gemm-shapes", "256,512")
-    last.assert_outcomes(failed=4, deselected=6)
+    last.assert_outcomes(failed=4, passed=0)
 
 
 def test_an_impossible_block_fails_before_any_worker_is_asked(faults):

@@ -10,11 +10,13 @@ import shutil
 
 import pytest
 
+from pytest_gemm.isolation.workers import WorkerPool
 from pytest_gemm.records.shapes import Shape
-from pytest_gemm.specs.cases import AlphaBeta, Case
+from pytest_gemm.specs.cases import AlphaBeta, Case, to_request
 from pytest_gemm.specs.spec import parse_cu_file
+from pytest_gemm.worker.serve import DEFAULT_BACKEND
 
-from conftest import BROKEN, KERNELS, ROOT, requires_gpu
+from conftest import BROKEN, FAULTS, KERNELS, ROOT, requires_gpu
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
@@ -120,10 +122,13 @@ def _naive_case(k: int) -> Case:
 
 @pytest.mark.parametrize("k", [4096, 16384])
 def test_naive_kernel_and_cublas_pass_with_margin(k, record_property):
-    from pytest_gemm.device import open_device
-
-    result = open_device().verify(_naive_case(k), seed=k)
-    assert result.passed
+    pool = WorkerPool(DEFAULT_BACKEND, None, timeout=120)
+    try:
+        outcome = pool.run(to_request(_naive_case(k), str(KERNELS / "01_naive.cu"), k, None))
+    finally:
+        pool.close()
+    result = outcome.verification
+    assert outcome.failure is None and result is not None and result.passed
     record_property("naive_margin", result.kernel.margin)
     record_property("naive_max_ratio", result.kernel.max_ratio)
     record_property("naive_norm_ratio", result.kernel.norm_ratio)
@@ -154,13 +159,44 @@ def test_python_kernels_run_through_the_same_checks(pytester):
     result.stdout.fnmatch_lines(["*forgets_half[[]fp32-96x64x48[]]*", "*unwritten output: 3072 element(s)*"])
 
 
-def test_a_crashing_kernel_fails_with_the_cuda_message(pytester):
-    shutil.copy(BROKEN / "crash.cu", pytester.path / "crash.cu")
+def test_every_fault_fixture_fails_alone_and_correct_kernels_pass_between_them(pytester):
+    """Crashes, a refused launch, hangs, exceptions and worker deaths, interleaved with a correct kernel."""
+    kernels = pytester.mkdir("kernels")
+    for path in FAULTS.iterdir():
+        shutil.copy(path, kernels / path.name)
+    shutil.copy(KERNELS / "01_naive.cu", kernels / "a_naive.cu")
+    shutil.copy(KERNELS / "01_naive.cu", kernels / "m_naive.cu")
+    shutil.copy(KERNELS / "01_naive.cu", kernels / "z_naive.cu")
     result = pytester.runpytest_subprocess(
-        "--gemm-kernels", "crash.cu", "-m", "gpu", "--gemm-shapes", "64", "--benchmark-skip"
+        "--gemm-kernels", "kernels", "-m", "gpu", "--gemm-shapes", "256", "--gemm-timeout", "5", "--benchmark-skip"
     )
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*CUDA error while running wild_write[[]fp32-64x64x64[]]*"])
+    result.assert_outcomes(passed=9, failed=3 + 1 + 3 + 3 + 3 + 1 + 3, skipped=0)
+    result.stdout.fnmatch_lines_random(
+        [
+            "CUDA error while verifying wild_write[[]fp32-256x256x256[]] *: cudaErrorIllegalAddress: *",
+            "CUDA error while verifying misaligned_load[[]fp32-256x256x256[]] *: cudaErrorMisalignedAddress*",
+            "CUDA error while verifying trap[[]fp32-256x256x256[]] *: cudaErrorLaunchFailure: unspecified launch*",
+            "cannot launch register_hog[[]fp32-256x256x256[]] *: it needs more than this GPU has*",
+            "  * registers per thread x 1024 threads per block = * registers*, but a block on this NVIDIA * has 65536*",
+            "spin_forever[[]fp32-256x256x256[]] * timed out after 5 s while verifying",
+            "raises[[]fp32-256x256x256[]] *: the Python kernel raised ValueError: this kernel is not written yet",
+            "the GPU worker died while verifying exits[[]fp32-256x256x256[]] *: exit code 1",
+            "sleeps[[]fp32-256x256x256[]] * timed out after 5 s while verifying",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_python_kernel_file_that_cannot_be_imported_fails_its_cases_by_name(pytester):
+    (pytester.path / "needs_missing.py").write_text(
+        "import gemm_kernel_missing_module\nfrom pytest_gemm import gemm_kernel\n\n\n"
+        "@gemm_kernel(dtypes=['fp32'])\ndef k(A, B, C, alpha, beta):\n    pass\n"
+    )
+    result = pytester.runpytest("--gemm-kernels", "needs_missing.py", "--gemm-shapes", "64", "--benchmark-skip")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(
+        ["*needs_missing.py: importing the kernel file failed: ModuleNotFoundError: No module named*"]
+    )
 
 
 def test_every_dtype_passes_with_correct_kernels(pytester):

@@ -50,6 +50,7 @@ class CompileResult:
     resources: Resources | None
     log: str
     cubin: bytes = field(repr=False)
+    from_cache: bool = False  # found on disk: NVRTC did not run
 
 
 def _nvrtc():
@@ -139,7 +140,7 @@ def compile_kernel(spec: KernelSpec, variant: Variant, arch: str, cache: CubinCa
     found = cache.get(key)
     if found is not None:
         lowered, log, cubin = found
-        return CompileResult(arch, lowered, parse_ptxas_resources(log, lowered), log, cubin)
+        return CompileResult(arch, lowered, parse_ptxas_resources(log, lowered), log, cubin, from_cache=True)
     result = _compile(source, spec.path, name_expr, options, arch)
     cache.put(key, result.lowered_name, result.log, result.cubin)
     return result

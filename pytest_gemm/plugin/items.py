@@ -131,6 +131,7 @@ class GemmCompileItem(_TextFailure, pytest.Item):
             stack_bytes=r.stack_bytes if r else None,
             static_smem=r.static_smem if r else None,
             dynamic_smem=dynamic,
+            from_cache=result.from_cache,
         )
         self.user_properties.append((COMPILE, record.to_dict()))
         major, minor, _ = parse_arch(self.arch)

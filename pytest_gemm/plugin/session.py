@@ -57,6 +57,7 @@ class GemmSession:
         self.gpu: dict[str, Any] | None = None
         self.worker_pids: set[int] = set()
         self.replaced: Counter[str] = Counter()
+        self.worker_compiles: Counter[str] = Counter()  # kernels compiled by workers, and found in the cache
         self.summary_error: str | None = None
 
     # -- running a case --------------------------------------------------------------------------
@@ -98,7 +99,8 @@ class GemmSession:
         failure = outcome.failure
         replaced = str(failure.kind) if failure is not None and failure.replace_worker else None
         if outcome.worker or replaced:
-            item.user_properties.append((WORKER, {"pid": outcome.worker, "replaced": replaced}))
+            note = {"pid": outcome.worker, "replaced": replaced, "compiled": outcome.compiled, "cached": outcome.cached}
+            item.user_properties.append((WORKER, {**note, "phase_s": outcome.phase_s}))
 
     def _save_raw(self) -> bool:
         return bool(self.config.getoption("benchmark_save_data", False))
@@ -139,6 +141,7 @@ class GemmSession:
                     self.worker_pids.add(worker["pid"])
                 if worker["replaced"]:
                     self.replaced[worker["replaced"]] += 1
+                self.worker_compiles.update(compiled=worker.get("compiled", 0), cached=worker.get("cached", 0))
             self.compiled += [CompileRecord.from_dict(value) for value in _props(report, COMPILE)]
             self.gpu = next(iter(_props(report, GPU)), self.gpu)
             for value in _props(report, RECORD):
@@ -193,7 +196,7 @@ class GemmSession:
             tr.section(gate[0])
             for line in gate[1]:
                 tr.write_line(line, red=line.startswith("error:"))
-        workers = workers_line(self.worker_pids, self.replaced)
+        workers = workers_line(self.worker_pids, self.replaced, self.worker_compiles)
         if workers:
             tr.write_line(workers)
         path = self.settings.gate.summary

@@ -42,11 +42,13 @@ def header_line(config: pytest.Config, s: Settings, cubins: CubinCache | None) -
     )
 
 
-def workers_line(pids: set[int], replaced: Counter[str]) -> str:
-    """How many GPU worker processes ran, and why any were replaced ('' when none ran)."""
+def workers_line(pids: set[int], replaced: Counter[str], compiles: Counter[str]) -> str:
+    """How many GPU worker processes ran, what they compiled, and why any were replaced ('' when none ran)."""
     if not pids and not replaced:
         return ""
     text = f"pytest-gemm: {len(pids)} GPU worker process(es)"
+    if compiles["compiled"] or compiles["cached"]:
+        text += f", {compiles['compiled']} kernel(s) compiled in them, {compiles['cached']} found in the compile cache"
     if replaced:
         reasons = ", ".join(f"{why}: {n}" for why, n in sorted(replaced.items()))
         text += f"; {sum(replaced.values())} replaced after a case left them unusable ({reasons})"

@@ -121,6 +121,7 @@ class CompileRecord:
     stack_bytes: int | None
     static_smem: int | None
     dynamic_smem: int | str  # bytes, or "by shape"
+    from_cache: bool = False  # found in the compile cache: NVRTC did not run
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)

@@ -119,3 +119,5 @@ class Outcome:
     phase_s: dict[str, float] = field(default_factory=dict)  # seconds spent in each phase
     output: str = ""  # what the worker printed while it ran the case (a kernel's printf, warnings)
     worker: int = 0  # process id of the worker that ran it
+    compiled: int = 0  # kernels NVRTC compiled for this case (0 when loaded, or found in the compile cache)
+    cached: int = 0  # kernels found compiled in the compile cache for this case

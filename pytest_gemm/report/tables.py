@@ -135,9 +135,12 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120)
 def compile_table(rows: list[CompileRecord]) -> list[str]:
     """What ptxas said about each compiled kernel variant, one line each, spills flagged."""
     width = max(len(r.file + "::" + r.kernel) for r in rows) + 2
+    cached = sum(r.from_cache for r in rows)
     lines = [
+        f"{len(rows) - cached} variant(s) compiled by NVRTC, {cached} found in the compile cache "
+        "(pytest's cache directory; --cache-clear empties it)",
         f"{'kernel':<{width}} {'arch':<8} {'regs':>5} {'spill st/ld B':>14} {'stack B':>8} {'static smem B':>14}"
-        f" {'dynamic smem B':>15}"
+        f" {'dynamic smem B':>15}",
     ]
     for row in sorted(rows, key=lambda r: (r.file, r.kernel, r.arch)):
         spills = f"{row.spill_stores}/{row.spill_loads}"

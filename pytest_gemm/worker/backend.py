@@ -11,6 +11,7 @@ import time
 import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,12 @@ class GpuBackend:
         return self._facts
 
     def run(self, request: Request, notify: Callable[[str], None]) -> Outcome:
+        before = dict(self.runner.compiles)
+        outcome = self._run(request, notify)
+        compiled = self.runner.compiles["nvrtc"] - before["nvrtc"]
+        return replace(outcome, compiled=compiled, cached=self.runner.compiles["cache"] - before["cache"])
+
+    def _run(self, request: Request, notify: Callable[[str], None]) -> Outcome:
         phases: dict[str, float] = {}
         results: dict[str, Any] = {}
         case: Case | None = None

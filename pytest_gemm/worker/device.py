@@ -91,6 +91,7 @@ class GpuRunner:
         self.pci_bus_id = cupy.cuda.runtime.deviceGetPCIBusId(index)
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._functions: dict[tuple, Any] = {}
+        self.compiles = {"nvrtc": 0, "cache": 0}  # kernels this worker compiled, and found compiled
         self._tensor_maps: dict[tuple, np.ndarray] = {}
         attribute = cupy.cuda.runtime.deviceGetAttribute
         self.limits = DeviceLimits(
@@ -171,6 +172,7 @@ class GpuRunner:
         key = (case.spec.path, case.spec.name, case.variant, arch, hash(case.spec.source))
         if key not in self._functions:
             compiled = compile_kernel(case.spec, case.variant, arch, self.cubins)
+            self.compiles["cache" if compiled.from_cache else "nvrtc"] += 1
             module = self.cp.cuda.function.Module()
             module.load(compiled.cubin)
             self._functions[key] = (module, module.get_function(compiled.lowered_name))
