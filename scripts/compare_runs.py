@@ -10,6 +10,7 @@ acceptance: the bundled kernels with and without broken fixtures in the same run
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 import xml.etree.ElementTree as ET
@@ -27,6 +28,31 @@ def verdicts(path: str) -> dict[str, str]:
     return out
 
 
+def worker_costs(path: str) -> str:
+    """Where a run's GPU cases spent their time: in worker phases, and waiting beyond them (isolation)."""
+    phases: dict[str, float] = {}
+    wall = inside = 0.0
+    pids, cases, longest = set(), 0, ("", 0.0, "")
+    for prop in ET.parse(path).getroot().iter("property"):
+        if prop.get("name") != "gemm_worker":
+            continue
+        note = ast.literal_eval(prop.get("value", "{}"))  # our own repr of a dict of numbers
+        cases += 1
+        pids.add(note["pid"])
+        wall += note.get("wall_s", 0.0)
+        for phase, seconds in note["phase_s"].items():
+            phases[phase] = phases.get(phase, 0.0) + seconds
+            inside += seconds
+            if seconds > longest[1]:
+                longest = (phase, seconds, str(note["pid"]))
+    shares = ", ".join(f"{p} {s:.1f} s" for p, s in sorted(phases.items()))
+    return (
+        f"{cases} GPU cases in {len(pids)} worker(s): waited {wall:.1f} s, of which {inside:.1f} s in worker phases "
+        f"({shares}); outside them (starting workers, requests, outcomes): {wall - inside:.1f} s; "
+        f"longest phase: {longest[0]} {longest[1]:.2f} s"
+    )
+
+
 def ratios(path: str) -> dict[str, float]:
     with open(path) as handle:
         data = json.load(handle)
@@ -41,6 +67,8 @@ def main() -> int:
     parser.add_argument("other_json", nargs="?")
     parser.add_argument("--only", default="", help="compare only test names containing this")
     args = parser.parse_args()
+    for path in (args.ref_xml, args.other_xml):
+        print(f"{path}: {worker_costs(path)}")
     ref, other = verdicts(args.ref_xml), verdicts(args.other_xml)
     common = sorted(k for k in ref.keys() & other.keys() if args.only in k)
     differ = [k for k in common if ref[k] != other[k]]

@@ -4,6 +4,9 @@ CASE = "gemm_case"  # every case item: which file, kernel and case it is
 WHOLE_FILE = "gemm_file_whole"  # every case item: whether its whole kernel file is selected in this run
 RECORD = "gemm_timing"  # a timed case: its CaseRecord, as a dict
 GPU = "gemm_gpu"  # a case run on a GPU: the worker's device facts
-WORKER = "gemm_worker"  # a case run in a worker: its process id, and why it was replaced after the case
+#: a case run in a worker: its process id, why it was replaced after the case, what it compiled, the seconds
+#: of each phase in the worker, and the wall time the pytest process waited for it (the difference is the
+#: cost of isolation: starting workers, passing requests and outcomes)
+WORKER = "gemm_worker"
 MARGIN = "gemm_margin"  # a verified case: how far inside the verification bounds its output was
 COMPILE = "gemm_compile"  # a compile item: its CompileRecord, as a dict

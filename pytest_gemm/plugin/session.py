@@ -5,6 +5,7 @@ the run gathered for its reports. Registered as a plugin, it holds every hook th
 from __future__ import annotations
 
 import shutil
+import time
 from collections import Counter
 from typing import Any
 
@@ -77,8 +78,9 @@ class GemmSession:
         except KernelFileError as exc:
             raise GemmFailure(str(exc)) from None
         timing = self.settings.timing if benchmark is not None and not benchmark.disabled else None
+        start = time.perf_counter()
         outcome = self.pool.run(to_request(case, str(item.path), item.gemm_seed, timing))
-        self._note_worker(item, outcome)
+        self._note_worker(item, outcome, time.perf_counter() - start)
         if outcome.output.strip():
             item.add_report_section("call", "GPU worker output", outcome.output)
         gpu = self.pool.facts or {}
@@ -95,12 +97,12 @@ class GemmSession:
         if verdict.record is not None and outcome.timing is not None:
             record_device_times(benchmark, item.gemm_clock, list(outcome.timing.kernel_s), verdict.record.to_dict())
 
-    def _note_worker(self, item: GemmCaseItem, outcome: Outcome) -> None:
+    def _note_worker(self, item: GemmCaseItem, outcome: Outcome, wall_s: float) -> None:
         failure = outcome.failure
         replaced = str(failure.kind) if failure is not None and failure.replace_worker else None
         if outcome.worker or replaced:
             note = {"pid": outcome.worker, "replaced": replaced, "compiled": outcome.compiled, "cached": outcome.cached}
-            item.user_properties.append((WORKER, {**note, "phase_s": outcome.phase_s}))
+            item.user_properties.append((WORKER, {**note, "phase_s": outcome.phase_s, "wall_s": wall_s}))
 
     def _save_raw(self) -> bool:
         return bool(self.config.getoption("benchmark_save_data", False))
