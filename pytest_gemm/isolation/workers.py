@@ -29,7 +29,7 @@ from .protocol import receive, send
 
 __all__ = ["WorkerPool", "describe_exit"]
 
-START_TIMEOUT = 180.0  # seconds a new worker may take to open the device (importing CuPy, creating a context)
+START_TIMEOUT = 180.0  # seconds a new worker may take to start: import CuPy, open the device, warm up
 COMPILE_TIMEOUT = 600.0  # seconds NVRTC may take for one kernel variant
 _OUTPUT_TAIL = 64 * 1024  # bytes of a worker's output kept per case
 
