@@ -3,13 +3,14 @@
 # Usage: scripts/gpu-check.sh [extra pytest args for the bundled-kernel runs]
 #   GEMM_SHAPES       shape sets verified (default quick,edge,standard)
 #   GEMM_TIMED_SHAPES shape sets timed and gated against baselines/ (default quick,standard)
-#   GEMM_PARTS        which parts run (default verify,timed,plugin,broken), to split the work over
+#   GEMM_PARTS        which parts run (default verify,timed,plugin,broken,faults), to split the work over
 #                     several device calls of at most 10 minutes each
 #   GEMM_WORKERS      pytest-xdist workers for the verification run (default 1: no xdist)
 #   GEMM_UPDATE_BASELINES=1 the timed run records baselines/ (--gemm-update-baselines); the
 #                     updated files are copied into the archive
 #   GEMM_ACCEPTANCE=1 also run scripts/timing-acceptance.sh (Nsight Compute comparison, repeat runs)
 #                     and scripts/gate-acceptance.sh (the regression gate on slowed kernels; bundled baselines)
+#   GEMM_ISOLATION    parts of scripts/isolation-acceptance.sh to run (e.g. faults-timed,faults-verified,control)
 set -uo pipefail
 out="${OUT:-gpu-check-out}"
 mkdir -p "$out"
@@ -22,12 +23,12 @@ status=0
 run() {  # name, pytest args...
     local name=$1; shift
     local t0=$SECONDS
-    python3 -m pytest -p no:cacheprovider -rfEs -o junit_family=legacy --junitxml="$out/$name.xml" "$@" >"$out/$name.log" 2>&1
+    python3 -m pytest -rfEs -o junit_family=legacy --junitxml="$out/$name.xml" "$@" >"$out/$name.log" 2>&1
     local rc=$?
     echo "== $name: exit $rc in $((SECONDS - t0)) s: $(tail -n 1 "$out/$name.log")"
     [ $rc -eq 0 ] || status=1
 }
-parts=",${GEMM_PARTS:-verify,timed,plugin,broken},"
+parts=",${GEMM_PARTS:-verify,timed,plugin,broken,faults},"
 workers=()
 [ "${GEMM_WORKERS:-1}" -gt 1 ] && workers=(-p xdist -n "$GEMM_WORKERS")
 update=()
@@ -50,6 +51,13 @@ if [[ $parts == *,broken,* ]]; then
         >"$out/broken-demo.log" 2>&1
     echo "== broken-demo (failures expected): $(tail -n 1 "$out/broken-demo.log")"
 fi
+# 5. The crash, hang and launch-limit fixtures (failures expected; each must fail alone, with its own reason).
+if [[ $parts == *,faults,* ]]; then
+    python3 -m pytest --gemm-kernels tests/kernels_faults/ kernels/01_naive.cu -m gpu --gemm-shapes 256 \
+        --gemm-timeout 10 -rf >"$out/faults-demo.log" 2>&1
+    echo "== faults-demo (failures expected): $(tail -n 1 "$out/faults-demo.log")"
+fi
+[ -n "${GEMM_ISOLATION:-}" ] && bash scripts/isolation-acceptance.sh "$out/isolation" ${GEMM_ISOLATION//,/ }
 if [ "${GEMM_ACCEPTANCE:-0}" = 1 ]; then
     bash scripts/timing-acceptance.sh "$out" || status=1
     bash scripts/gate-acceptance.sh "$out" | tee "$out/gate-acceptance.txt" || status=1

@@ -6,6 +6,7 @@
 #   compile: compiling on a second run, and after --cache-clear
 #   faults-timed: the bundled kernels with every fixture of tests/kernels_faults/ interleaved between their files
 #   faults-verified: the fixtures after the bundled kernels; and interleaved under -n 4 (verification only)
+#   control: steps 1, 2 and 8 timed three times on one machine: alone, with crash fixtures between them, alone
 # Then: python3 scripts/compare_runs.py main-new.xml main-new.json faults-interleaved-timed.xml ....json
 set -uo pipefail
 out="$1"; shift
@@ -58,6 +59,17 @@ for part in "$@"; do
             -q -o junit_family=legacy --gemm-timeout 10 --benchmark-skip -rf
         root=$(mix_dir)
         (cd "$root" && timed faults-interleaved-n4 python3 -m pytest "${main[@]}" --gemm-timeout 10 -n 4 -rf)
+        ;;
+    control)  # a small same-machine control: steps 1, 2 and 8 timed without fixtures, with them, and without again
+        root=$(mix_dir)
+        rm "$root"/kernels/0[3-79]_*.cu "$root"/kernels/1[01]_*.cu "$root"/kernels/03b_hang.cu "$root"/kernels/07b_py_faults.py
+        ls "$root/kernels" >"$out/control-files.txt"
+        for run in control-a control-b control-c; do
+            if [ $run = control-b ]; then sel=(kernels/); else sel=(kernels/01_naive.cu kernels/02_smem_tiling.cu \
+                kernels/08_warp_tiling.cu); fi
+            (cd "$root" && timed $run python3 -m pytest --gemm-kernels "${sel[@]}" -p no:randomly -q \
+                -o junit_family=legacy --gemm-timeout 10 -rf)
+        done
         ;;
     *) echo "unknown part $part"; exit 2 ;;
     esac

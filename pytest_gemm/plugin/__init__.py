@@ -15,7 +15,8 @@ from ..options import FLAGS, OPTIONS, OptionError, read_settings
 from ..specs.files import is_kernel_file
 from . import hookspecs
 from .items import KernelFile
-from .session import SESSION, GemmSession
+from .session import GemmSession
+from .stash import SESSION
 
 __all__ = ["SESSION", "GemmSession"]
 

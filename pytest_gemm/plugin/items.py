@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -18,9 +18,7 @@ from ..specs.limits import KernelResources, launch_problems, limits_for_arch
 from ..specs.spec import KernelFileError, KernelSpec, Variant
 from .benchmark import DeviceClock
 from .properties import CASE, COMPILE
-
-if TYPE_CHECKING:
-    from .session import GemmSession
+from .stash import SESSION
 
 __all__ = ["GemmCaseItem", "GemmCompileItem", "GemmFailure", "KernelFile"]
 
@@ -42,9 +40,8 @@ class _TextFailure:
         return super().repr_failure(excinfo)  # type: ignore[misc]
 
 
-def _session(config: pytest.Config) -> GemmSession:
-    from .session import SESSION
-
+def _session(config: pytest.Config) -> Any:
+    """The run's GemmSession."""
     return config.stash[SESSION]
 
 

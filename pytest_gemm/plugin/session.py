@@ -29,7 +29,7 @@ from .items import GemmCaseItem, GemmFailure
 from .properties import CASE, COMPILE, GPU, MARGIN, RECORD, WHOLE_FILE, WORKER
 from .terminal import header_line, summary_file_text, workers_line
 
-__all__ = ["SESSION", "GemmSession", "replay_command"]
+__all__ = ["GemmSession", "replay_command"]
 
 
 def replay_command(nodeid: str, base_seed: int) -> str:
@@ -211,6 +211,3 @@ class GemmSession:
         if gpu is None and self._pool is not None and self._pool.unavailable:
             gpu = {"available": False, "reason": f"no CUDA device: {self._pool.unavailable}"}
         machine_info["gpu"] = gpu or {"available": False, "reason": "no GPU case was timed in this run"}
-
-
-SESSION = pytest.StashKey[GemmSession]()

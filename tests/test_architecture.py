@@ -1,0 +1,98 @@
+"""The package keeps its shape: one-way data flow, GPU code behind one boundary, small modules, no cycles."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "pytest_gemm"
+MODULES = sorted(PACKAGE.rglob("*.py"))
+GPU_LIBRARIES = {"cupy", "cupy_backends", "pynvml", "ml_dtypes"}
+#: packages that must stay pure: no pytest, no GPU, nothing from the worker or the pytest glue
+PURE = ("records", "specs", "compiler", "judge", "baselines", "report", "isolation")
+
+
+def _name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, at any depth of its code, as absolute names."""
+    package = _name(path) if path.name == "__init__.py" else _name(path).rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _internal(path: Path) -> set[str]:
+    names = {_name(m) for m in MODULES}
+    return {name for name in _imports(path) if name in names and name != _name(path)}
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_is_over_400_lines(path):
+    assert len(path.read_text().splitlines()) <= 400
+
+
+def test_only_the_worker_package_imports_cupy_or_nvml():
+    users = {
+        str(path.relative_to(PACKAGE))
+        for path in MODULES
+        if {name.split(".")[0] for name in _imports(path)} & GPU_LIBRARIES
+    }
+    assert users and all(user.startswith("worker/") for user in users), users
+
+
+@pytest.mark.parametrize("package", PURE)
+def test_pure_packages_import_no_pytest_no_gpu_and_nothing_downstream(package):
+    for path in (PACKAGE / package).rglob("*.py"):
+        roots = {name.split(".")[0] for name in _imports(path)}
+        assert not roots & (GPU_LIBRARIES | {"pytest", "_pytest"}), path
+        downstream = {n for n in _internal(path) if n.startswith(("pytest_gemm.worker", "pytest_gemm.plugin"))}
+        # the protocol module is shared by both sides of the boundary; nothing else crosses it
+        assert downstream <= {"pytest_gemm.worker.serve"} or package == "isolation", (path, downstream)
+
+
+def test_the_pytest_process_side_never_imports_the_gpu_backend():
+    for path in MODULES:
+        if not _name(path).startswith("pytest_gemm.worker"):
+            worker = {n for n in _internal(path) if n.startswith("pytest_gemm.worker")}
+            assert worker <= {"pytest_gemm.worker", "pytest_gemm.worker.serve"}, (path, worker)
+
+
+def test_there_are_no_import_cycles():
+    graph = {_name(path): _internal(path) for path in MODULES}
+    graph = {m: {d for d in deps if d in graph and not m.startswith(d + ".")} for m, deps in graph.items()}
+    state: dict[str, int] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = 1
+        for dep in sorted(graph[module]):
+            if state.get(dep) == 1:
+                pytest.fail("import cycle: " + " -> ".join([*trail[trail.index(dep) :], dep]))
+            if dep not in state:
+                visit(dep, [*trail, dep])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+
+
+def test_no_eval_or_exec_of_text():
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                assert node.func.id not in ("eval", "exec"), path
