@@ -119,8 +119,9 @@ OPTIONS = (
     Option(
         "timeout",
         DEFAULT_TIMEOUT,
-        "seconds a case may spend in one phase (verifying; timing gets max-time more) before its GPU worker "
-        "is killed and replaced and the case fails as timed out",
+        "seconds a case may run in the GPU worker without progress (a verification, a batch of timed "
+        "launches, which gets max-time more) before the worker is killed and replaced and the case fails "
+        "as timed out",
         _number(float, 0.1, 86400.0),
     ),
     Option(

@@ -10,7 +10,9 @@ Environment:
   REPLAY_SCALE         multiply the kernel's device times by this (a slower or faster kernel)
   REPLAY_GPU           report this GPU name instead of the recorded one
   REPLAY_THROTTLE      set NVML's power-cap reason in the samples taken after timing
-  REPLAY_ACT           file::case=act,... where act is hang, exit:N, signal:N or print:TEXT (then the outcome)
+  REPLAY_ACT           file::case=act,... where act is hang, exit:N, signal:N, sysexit:N, print:TEXT (then the
+                       outcome), die-later:N (exit N just after answering) or slow-timing:S (S seconds of timing)
+  REPLAY_BROKEN        the backend fails to start with this message
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -36,6 +40,8 @@ def recording_key(shown: str, name: str) -> str:
 
 class ReplayBackend:
     def __init__(self, cubin_cache: str | None = None) -> None:
+        if os.environ.get("REPLAY_BROKEN"):
+            raise RuntimeError(os.environ["REPLAY_BROKEN"])
         path = os.environ.get("PYTEST_GEMM_REPLAY")
         if not path:
             raise DeviceUnavailable("no recording to replay (PYTEST_GEMM_REPLAY is not set)")
@@ -65,6 +71,14 @@ class ReplayBackend:
             time.sleep(10)
         elif act.startswith("print:"):
             print(act[6:], flush=True)
+        elif act.startswith("sysexit:"):
+            sys.exit(int(act[8:]))
+        elif act.startswith("die-later:"):
+            threading.Timer(0.2, os._exit, (int(act[10:]),)).start()
+        elif act.startswith("slow-timing:"):
+            for _ in range(int(float(act[12:]) / 0.25)):
+                notify("time")  # the timing loop reports progress after every batch
+                time.sleep(0.25)
         if key not in self.outcomes:
             return Outcome(skip=f"not in the recording: {key}")
         outcome = from_plain(Outcome, self.outcomes[key])

@@ -176,3 +176,42 @@ def test_the_pytest_process_never_imports_cupy_or_nvml(faults):
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert (faults.path / "imports.txt").read_text() == ""
+
+
+def test_a_worker_that_dies_between_cases_costs_no_case(faults, monkeypatch):
+    """Killed from outside while idle (here: it exits 0.2 s after answering, while pytest sets the next case up)."""
+    monkeypatch.setenv("REPLAY_ACT", "01_naive.cu::sgemm_naive[fp32-512x512x512]=die-later:9")
+    conftest = faults.path / "conftest.py"
+    conftest.write_text(
+        conftest.read_text() + "\n\ndef pytest_runtest_setup(item):\n    import time\n    time.sleep(0.6)\n"
+    )
+    result = faults.runpytest_subprocess("--gemm-kernels", *GOOD)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["pytest-gemm: 2 GPU worker process(es)*"])
+
+
+def test_a_kernel_that_calls_sys_exit_fails_its_case_with_that(faults, monkeypatch):
+    monkeypatch.setenv("REPLAY_ACT", "01_naive.cu::sgemm_naive[fp32-4096x4096x4096]=sysexit:3")
+    result = faults.runpytest_subprocess("--gemm-kernels", *GOOD)
+    result.assert_outcomes(passed=2, failed=1)
+    text = _section(result.stdout.str(), GOOD[1])
+    assert text.startswith("sgemm_naive[fp32-4096x4096x4096] (M=4096, N=4096, K=4096, alpha=1, beta=0): ")
+    assert "the Python kernel raised SystemExit: 3" in text
+    result.stdout.fnmatch_lines(["pytest-gemm: 2 GPU worker process(es)*(kernel raised: 1)"])
+
+
+def test_timing_that_makes_progress_is_not_cut_off_by_the_time_limit(faults, monkeypatch):
+    """The limit is on silence, not on length: the timing loop reports every batch."""
+    monkeypatch.setenv("REPLAY_ACT", "01_naive.cu::sgemm_naive[fp32-512x512x512]=slow-timing:4")
+    result = faults.runpytest_subprocess("--gemm-kernels", GOOD[0], "--gemm-timeout", "1", "--gemm-max-time", "0.5")
+    result.assert_outcomes(passed=1)
+
+
+def test_a_worker_that_cannot_start_is_not_retried_for_every_case(faults, monkeypatch):
+    monkeypatch.setenv("REPLAY_BROKEN", "the recording is missing")
+    result = faults.runpytest_subprocess("--gemm-kernels", *GOOD, "-m", "gpu")
+    result.assert_outcomes(failed=3)
+    out = result.stdout.str()
+    assert out.count("the GPU worker could not start: RuntimeError: the recording is missing") == 3
+    assert "2 starts in a row failed; no more are tried in this run" in _section(out, GOOD[2])
+    assert "Traceback" not in out

@@ -67,9 +67,11 @@ def test_update_compare_regress_accept_pass(replay):
     assert naive["ratio"] == pytest.approx(8.878, rel=1e-3) and naive["samples"] == 10
     assert naive["recorded"]["cublas"] == "13.1.0" and naive["recorded"]["sm_clock_mhz"] == [1980, 1980]
 
-    same = _run(replay)
+    same = _run(replay, "--benchmark-json", "same.json")
     same.assert_outcomes(passed=6)
     same.stdout.fnmatch_lines(["*: 0 regressed, 0 improved, 6 same, 0 new, 0 unstable"])
+    saved = json.loads((replay.path / "same.json").read_text())["benchmarks"]
+    assert [b["extra_info"]["gemm"]["gate"]["verdict"] for b in saved] == ["same"] * 6  # the gate's verdict is saved
 
     slower = _run(replay, "--junitxml=junit.xml", "--gemm-summary=summary.md", scale=1.10)
     slower.assert_outcomes(failed=6)

@@ -31,6 +31,8 @@ __all__ = ["WorkerPool", "describe_exit"]
 
 START_TIMEOUT = 180.0  # seconds a new worker may take to start: import CuPy, open the device, warm up
 COMPILE_TIMEOUT = 600.0  # seconds NVRTC may take for one kernel variant
+EXIT_WAIT = 5.0  # seconds a worker that closed its pipe may take to exit, before it is killed
+START_FAILURES = 2  # consecutive failed starts after which the remaining cases fail at once
 _OUTPUT_TAIL = 64 * 1024  # bytes of a worker's output kept per case
 
 
@@ -54,7 +56,10 @@ class _Process:
         self._rep_read, rep_write = os.pipe()
         self.output: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as the worker lives
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+        # the worker imports what this process can (a test project's backend, a source checkout)
+        env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [os.environ.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        )
         try:
             self.popen = subprocess.Popen(
                 [*command, "--requests", str(req_read), "--replies", str(rep_write)],
@@ -65,6 +70,11 @@ class _Process:
                 start_new_session=True,
                 env=env,
             )
+        except BaseException:
+            for fd in (self._req_write, self._rep_read):
+                os.close(fd)
+            self.output.close()
+            raise
         finally:
             os.close(req_read)
             os.close(rep_write)
@@ -73,19 +83,26 @@ class _Process:
         self.pid = self.popen.pid
 
     def output_since(self, offset: int) -> str:
-        self.output.flush()
+        """What the worker wrote from ``offset`` on (its last 64 KiB), read without moving the shared offset."""
         end = os.fstat(self.output.fileno()).st_size
-        self.output.seek(max(offset, end - _OUTPUT_TAIL))
-        return self.output.read().decode("utf-8", errors="replace")
+        start = max(offset, end - _OUTPUT_TAIL)
+        return os.pread(self.output.fileno(), end - start, start).decode("utf-8", errors="replace")
 
     def output_end(self) -> int:
         return os.fstat(self.output.fileno()).st_size
 
-    def kill_keeping_output(self) -> int | None:
-        """Kill the worker and everything it started, close the pipes; its exit status."""
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.popen.pid, signal.SIGKILL)
+    def kill_keeping_output(self, grace: float = 0.0) -> int | None:
+        """Kill the worker and everything it started, close the pipes; its exit status.
+
+        With ``grace``, a worker that is already on its way out (it closed its pipe) gets that long to
+        exit by itself first, so that its own exit status is the one reported.
+        """
+        if grace:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=grace)
+        # The group outlives its leader while its members (a kernel's child processes) run: kill them too.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):  # a process stuck in the driver
             self.popen.wait(timeout=30)
         for conn in (self.requests, self.replies):
@@ -122,31 +139,48 @@ class WorkerPool:
         self.started = 0
         self.replaced: Counter[str] = Counter()  # why workers were replaced
         self._process: _Process | None = None
+        self._start_failures: list[Failure] = []  # consecutive failed starts
 
     # -- the worker ------------------------------------------------------------------------------
     def _start(self) -> _Process | Failure:
-        process = _Process(self.command)
+        if len(self._start_failures) >= START_FAILURES:  # a device or setup that cannot start a worker
+            first = self._start_failures[0]
+            details = (f"{len(self._start_failures)} starts in a row failed; no more are tried in this run",)
+            return Failure(first.kind, first.message, "start", details + first.details)
+        try:
+            process = _Process(self.command)
+        except OSError as exc:
+            return self._failed_start(Failure(FailureKind.INTERNAL, f"cannot start a GPU worker: {exc}", "start"))
         self.started += 1
         try:
             if not process.replies.poll(START_TIMEOUT):
                 process.kill()
-                return Failure(FailureKind.TIMEOUT, f"the GPU worker did not start within {START_TIMEOUT:g} s", "start")
+                message = f"the GPU worker did not start within {START_TIMEOUT:g} s"
+                return self._failed_start(Failure(FailureKind.TIMEOUT, message, "start"))
             kind, body = receive(process.replies)
         except (EOFError, OSError):
-            code = process.kill_keeping_output()
+            code = process.kill_keeping_output(grace=EXIT_WAIT)
             output = process.output_since(0)
             process.output.close()
             detail = tuple(output.strip().splitlines()[-20:])
-            return Failure(FailureKind.WORKER_DIED, describe_exit(code), "start", detail)
+            return self._failed_start(Failure(FailureKind.WORKER_DIED, describe_exit(code), "start", detail))
+        except BaseException:  # Ctrl-C while it starts: never leave it running
+            process.kill()
+            raise
         if kind == "hello":
             self.facts = self.facts or body["facts"]
             self._process = process
+            self._start_failures.clear()
             return process
         process.stop()
         if kind == "unavailable":
             self.unavailable = str(body)
             return Failure(FailureKind.INTERNAL, self.unavailable, "start")
-        return Failure(FailureKind.INTERNAL, f"the GPU worker could not start: {body}", "start")
+        return self._failed_start(Failure(FailureKind.INTERNAL, f"the GPU worker could not start: {body}", "start"))
+
+    def _failed_start(self, failure: Failure) -> Failure:
+        self._start_failures.append(failure)
+        return failure
 
     def _discard(self, why: str) -> None:
         if self._process is not None:
@@ -178,8 +212,15 @@ class WorkerPool:
 
     def run(self, request: Request) -> Outcome:
         """Run one request in the worker (starting one if needed); every fault comes back as an outcome."""
+        if os.name != "posix":
+            return Outcome(skip="GPU workers need Linux (pipes passed to a child, process groups)")
         if self.unavailable is not None:
             return Outcome(skip=f"no CUDA device: {self.unavailable}")
+        if self._process is not None and self._process.popen.poll() is not None:
+            # it died between cases (killed from outside, a kernel's thread): not this case's fault
+            self._process.kill()
+            self._process = None
+            self.replaced[str(FailureKind.WORKER_DIED)] += 1
         process = self._process or self._start()
         if isinstance(process, Failure):
             if self.unavailable is not None:
@@ -198,7 +239,10 @@ class WorkerPool:
         return outcome
 
     def _exchange(self, process: _Process, request: Request, offset: int) -> Outcome:
-        send(process.requests, "run", to_plain(request))
+        try:
+            send(process.requests, "run", to_plain(request))
+        except OSError:
+            return self._lost(process, offset, FailureKind.WORKER_DIED, "", "start")
         phase, start = "load", time.monotonic()
         while True:
             limit = self._limit(phase, request)
@@ -210,7 +254,7 @@ class WorkerPool:
                 kind, body = receive(process.replies)
             except (EOFError, OSError):
                 return self._lost(process, offset, FailureKind.WORKER_DIED, "", phase)
-            if kind == "phase":
+            if kind == "phase":  # a new phase, or progress in this one: its time limit starts again
                 phase, start = str(body), time.monotonic()
             elif kind == "outcome":
                 try:
@@ -220,7 +264,7 @@ class WorkerPool:
 
     def _lost(self, process: _Process, offset: int, kind: FailureKind, message: str, phase: str) -> Outcome:
         """The worker cannot go on: kill it (if it still runs), and say why with what it printed."""
-        code = process.kill_keeping_output()
+        code = process.kill_keeping_output(grace=EXIT_WAIT if kind == FailureKind.WORKER_DIED else 0.0)
         output = process.output_since(offset)
         process.output.close()
         self._process = None

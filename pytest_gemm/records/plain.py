@@ -60,8 +60,13 @@ def _convert(tp: Any, value: Any) -> Any:
     if dataclasses.is_dataclass(tp):
         return from_plain(tp, value)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return tp(value)
+        try:
+            return tp(value)
+        except ValueError:
+            raise PlainError(f"{value!r} is not one of {', '.join(m.value for m in tp)}") from None
     if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise PlainError(f"expected a list, got {type(value).__name__}")
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(_convert(args[0], v) for v in value)
         return tuple(_convert(a, v) for a, v in zip(args, value)) if args else tuple(value)

@@ -116,7 +116,7 @@ class GpuBackend:
                 return Outcome(verification=verification, phase_s=phases)
             with phase("time"):
                 results["nvml_before"] = self.monitor.sample()
-                results["timing"] = self.timer.time_case(case, request.seed, request.timing)
+                results["timing"] = self.timer.time_case(case, request.seed, request.timing, lambda: notify("time"))
                 results["nvml_after"] = self.monitor.sample()
             return Outcome(phase_s=phases, **results)
         except _Failed as failed:

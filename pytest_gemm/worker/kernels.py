@@ -64,7 +64,7 @@ def _import(path: Path, shown: str) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except BaseException as exc:  # a kernel file that raises SystemExit at import must not end the worker
         del sys.modules[name]
         raise KernelFileError(shown, f"importing the kernel file failed: {type(exc).__name__}: {exc}") from None
     return module

@@ -19,8 +19,10 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ..isolation.protocol import receive, send
+from ..records.outcome import Failure, Outcome
 from ..records.plain import from_plain, to_plain
 from ..records.request import Request
+from ..records.verdicts import FailureKind
 
 __all__ = ["DEFAULT_BACKEND", "main"]
 
@@ -71,9 +73,27 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if kind != "run":
             return 0
-        request = from_plain(Request, body)
-        outcome = backend.run(request, lambda phase: send(replies, "phase", phase))
+        outcome, last = _answer(backend, body, lambda phase: send(replies, "phase", phase))
         sys.stdout.flush()
         sys.stderr.flush()
         _flush_c_stdio()
         send(replies, "outcome", to_plain(outcome))
+        if last:
+            return 0
+
+
+def _answer(backend: Any, body: Any, notify: Any) -> tuple[Outcome, bool]:
+    """The backend's outcome for one request; whatever escapes it becomes a failure, never a silent exit.
+
+    The second value says whether this worker must end after answering (a kernel asked to exit).
+    """
+    try:
+        return backend.run(from_plain(Request, body), notify), False
+    except (SystemExit, KeyboardInterrupt) as exc:  # raised by a Python kernel: the worker ends, as asked
+        message = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        return Outcome(failure=Failure(FailureKind.KERNEL_RAISED, message, "verify", replace_worker=True)), True
+    except Exception as exc:
+        lines = traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:]
+        details = tuple(line.rstrip() for chunk in lines for line in chunk.splitlines())
+        failure = Failure(FailureKind.INTERNAL, f"{type(exc).__name__}: {exc}", "", details, replace_worker=True)
+        return Outcome(failure=failure), False

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -89,11 +90,14 @@ class Timer:
         self._handle = cublas.create()
 
     # -- one case --------------------------------------------------------------------------------
-    def time_case(self, case: Case, seed: int, settings: TimingSettings) -> TimingRun:
+    def time_case(
+        self, case: Case, seed: int, settings: TimingSettings, progress: Callable[[], None] = lambda: None
+    ) -> TimingRun:
+        """Time one case; ``progress`` is called after every batch (the parent's time limit restarts on it)."""
         with self.runner.stream:
-            return self._time(case, seed, settings)
+            return self._time(case, seed, settings, progress)
 
-    def _time(self, case: Case, seed: int, settings: TimingSettings) -> TimingRun:
+    def _time(self, case: Case, seed: int, settings: TimingSettings, progress: Callable[[], None]) -> TimingRun:
         cp, runner = self.cp, self.runner
         dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
         m, n = case.shape.M, case.shape.N
@@ -148,6 +152,7 @@ class Timer:
         rounds, reason = 0, ""
         while not reason:
             k, r, _ = self._batch(batch, spin, kernel_sets, cublas_sets, prepare, kernel, reference, rounds)
+            progress()
             rounds += batch
             kernel_s += k
             reference_s += r
