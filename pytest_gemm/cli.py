@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .baselines.store import BaselineError, BaselineFile, baseline_paths, gpu_slug, load, merge, save
-from .baselines.update import gone_reason, record
+from .baselines.store import BaselineAccessError, BaselineError, BaselineFile, baseline_paths, gpu_slug, load, merge
+from .baselines.update import gone_reason, record, root_problem, write
 from .judge.gate import judge
 from .options import add_cli_arguments
 from .records.case_record import METRICS, CaseRecord
@@ -148,6 +149,8 @@ def cmd_update(args: argparse.Namespace) -> int:
     path = Path(args.baselines) / f"{gpu_slug(name)}.json"
     try:
         changes, notes = record(path, name, good, gpu, __version__)
+    except BaselineAccessError as exc:
+        raise CliError(f"{exc}; nothing changed; the run stays in {run}: run this again once that is fixed") from None
     except BaselineError as exc:
         raise CliError(str(exc)) from None
     print(f"{path}: {changes.summary() if changes else 'unchanged'} (from {run}; entries are never removed here)")
@@ -161,28 +164,76 @@ def cmd_update(args: argparse.Namespace) -> int:
 
 # -- prune ---------------------------------------------------------------------------------------
 def cmd_prune(args: argparse.Namespace) -> int:
-    root = Path(args.root)
-    paths = baseline_paths(Path(args.baselines))
+    root, folder = Path(args.root), Path(args.baselines)
+    paths = baseline_paths(folder)
     if not paths:
-        raise CliError(f"no baseline files in {args.baselines}/")
-    for path in paths:
-        baseline = _load(path)
-        assert baseline is not None
-        total, gone = len(baseline.entries), []
+        raise CliError(f"no baseline files in {folder}/ (looked in {folder.resolve()}{', a file' * folder.is_file()})")
+    baselines = [b for b in map(_load, paths) if b is not None]
+    refused = [f"{b.path}: {problem}" for b in baselines if (problem := root_problem(b, root))]
+    if refused:
+        raise CliError("\n".join(refused))
+    for baseline in baselines:
+        total, gone, unreadable = len(baseline.entries), [], {}
         for key, entry in sorted(baseline.entries.items()):
             try:
                 why = gone_reason(key, entry, root)
             except KernelFileError as exc:
-                print(f"  kept {key}: cannot read {entry['file']} ({exc})")
+                unreadable.setdefault(entry["file"], [exc, 0])[1] += 1
                 continue
             if why:
                 gone.append((key, why))
+        for file, (exc, count) in sorted(unreadable.items()):
+            print(f"  kept {count} entries of {file}: cannot read it ({exc}); fix it, then prune again")
         for key, why in gone:
             print(f"  {'would remove' if args.dry_run else 'removed'} {key}: {why}")
         if gone and not args.dry_run:
             merge(baseline, {}, [key for key, _ in gone])
-            save(baseline)
-        print(f"{path}: {len(gone)} of {total} entries stale")
+            try:
+                write(baseline)
+            except BaselineAccessError as exc:
+                raise CliError(f"{exc}; nothing removed from it") from None
+        print(f"{baseline.path}: {len(gone)} of {total} entries stale")
+    return 0
+
+
+# -- plot ----------------------------------------------------------------------------------------
+def _threshold(record: CaseRecord, args: argparse.Namespace) -> float:
+    return record.regression_threshold or args.threshold
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .report.folder import write_report
+    from .report.pictures import one_shape
+    from .report.run_data import RunFileError, read_run
+
+    try:
+        data = read_run(Path(args.run))
+    except RunFileError as exc:
+        raise CliError(str(exc)) from None
+    shape = None
+    if args.size:
+        try:
+            shape = one_shape(args.size)
+        except ValueError as exc:
+            raise CliError(f"--size: {exc}") from None
+        if shape not in {r.shape for r in data.records}:
+            shapes = ", ".join(sorted({r.shape for r in data.records}))
+            raise CliError(f"--size: the run has no timed case of shape {shape} (it has {shapes or 'none'})")
+    source = ""
+    if data.records and not any(r.gate for r in data.records):  # a run saved without verdicts: judge it now
+        path = Path(args.baselines) / f"{gpu_slug(data.gpu_name)}.json"
+        baseline = _load(path, gpu=data.gpu_name)
+        if baseline is not None:
+            data.records = [
+                r.with_gate(judge(r, baseline.get(r.test), metric=args.gate_metric, threshold=_threshold(r, args)))
+                for r in data.records
+            ]
+            source = f"gate verdicts computed by pytest-gemm plot against {path}"
+            data.notes.append(source)
+    report = write_report(data, Path(args.out), shape, source)
+    print(f"{report.folder / 'index.html'}: {len(report.charts)} chart(s), {len(report.heatmaps)} error map(s)")
+    for path in report.files:
+        print(f"  {path}")
     return 0
 
 
@@ -210,16 +261,30 @@ def _parser() -> argparse.ArgumentParser:
     prune.add_argument("--root", default=".", help="the directory kernel paths are relative to (default: .)")
     prune.add_argument("--dry-run", action="store_true", help="only say what would be removed")
     prune.set_defaults(func=cmd_prune)
+    plot = sub.add_parser(
+        "plot", parents=[shared], help="draw a saved run's pictures and index.html (no GPU needed; see docs/reports.md)"
+    )
+    plot.add_argument("run", help="a pytest-benchmark JSON file of a pytest-gemm run, or a report's run.json")
+    plot.add_argument("--out", required=True, help="the report folder to write")
+    plot.add_argument(
+        "--size", help="the shape of the %% of cuBLAS chart, e.g. 4096 or 384x640x512 (default: the largest)"
+    )
+    plot.set_defaults(func=cmd_plot)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return args.func(args)
-    except CliError as exc:
+        status = args.func(args)
+        sys.stdout.flush()
+        return status
+    except (CliError, BaselineError) as exc:
         print(f"pytest-gemm: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`pytest-gemm show | head -1`): stop quietly, as on SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
 
 
 if __name__ == "__main__":  # pragma: no cover

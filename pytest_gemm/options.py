@@ -15,7 +15,7 @@ from .records.case_record import METRICS
 from .records.dtypes import DTYPES
 from .records.request import TimingSettings
 from .records.shapes import Shape, ShapeError, parse_shapes
-from .specs.archs import ARCH_PATTERN
+from .specs.archs import known_arch
 
 __all__ = ["OPTIONS", "GateSettings", "Option", "OptionError", "Settings", "add_cli_arguments", "read_settings"]
 
@@ -67,8 +67,10 @@ def _dtypes(text: str) -> list[str] | None:
 
 def _archs(text: str) -> list[str]:
     for arch in _split(text):
-        if not ARCH_PATTERN.match(arch):
-            raise OptionError(f"{arch!r} is not an architecture such as sm_90 or sm_90a")
+        try:
+            known_arch(arch)
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
     return _split(text)
 
 
@@ -163,12 +165,24 @@ OPTIONS = (
         _choice(tuple(METRICS)),
         command=True,
     ),
+    Option(
+        "report",
+        "",
+        "write pictures (matplotlib) and a static index.html of the run to this folder, with run.json for "
+        "pytest-gemm plot (docs/reports.md); default: no report",
+        lambda text: Path(text) if text.strip() else None,
+    ),
 )
 #: on/off options: name, help (ini: a boolean)
 FLAGS = (
     ("hot-cache", "timing: keep L2 warm (no flush, no input rotation) instead of flushing it before each launch"),
     ("fail-new", "gate: fail timed cases that have no baseline entry (default: reported as new, passing)"),
     ("fail-unstable", "gate: fail cases timed while the GPU throttled (default: reported as unstable, passing)"),
+    (
+        "require-gpu",
+        "a run without a usable CUDA device is a usage error (exit 4) instead of skipping the GPU cases, so that a "
+        "GPU runner that lost its driver fails",
+    ),
 )
 BY_NAME = {option.name: option for option in OPTIONS}
 
@@ -195,6 +209,8 @@ class Settings:
     timeout: float = float(DEFAULT_TIMEOUT)
     timing: TimingSettings = field(default_factory=TimingSettings)
     gate: GateSettings = field(default_factory=lambda: GateSettings(Path("baselines")))
+    require_gpu: bool = False  # no usable CUDA device is a usage error
+    report: Path | None = None  # the report folder (--gemm-report), or None
 
 
 def read_settings(
@@ -227,7 +243,17 @@ def read_settings(
         update=update,
         summary=Path(summary) if summary else None,
     )
-    return Settings(get("shapes"), get("dtypes"), get("archs"), get("seed"), get("timeout"), timing, gate)
+    return Settings(
+        get("shapes"),
+        get("dtypes"),
+        get("archs"),
+        get("seed"),
+        get("timeout"),
+        timing,
+        gate,
+        flag("require-gpu"),
+        report=get("report"),
+    )
 
 
 def add_cli_arguments(parser: Any) -> None:

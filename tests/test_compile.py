@@ -234,3 +234,15 @@ def test_a_kernel_that_can_never_launch_fails_its_compile_item_with_the_numbers(
             "at * registers, at most * threads per block fit",
         ]
     )
+
+
+HEADERS = ("cooperative_groups.h", "cuda/barrier", "cuda/pipeline", "mma.h", "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h")
+
+
+def test_the_headers_users_include_compile_without_extra_options(pytester, naive_source):
+    """CUDA 13 keeps CCCL (cuda/barrier, and what cooperative_groups.h needs) in include/cccl."""
+    kernels = pytester.mkdir("kernels")
+    includes = "".join(f"#include <{h}>\n" for h in HEADERS)
+    (kernels / "headers.cu").write_text(includes + "namespace cg = cooperative_groups;\n" + naive_source)
+    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile")
+    result.assert_outcomes(passed=2)

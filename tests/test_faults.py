@@ -131,8 +131,9 @@ def test_exitfirst_and_last_failed_work_with_faults(faults):
 
 
 def test_an_impossible_block_fails_before_any_worker_is_asked(faults):
+    """A block that depends on the shape fails that case (a fixed one is a collection error)."""
     kernel = Path(faults.path / "kernels" / "01_naive.cu")
-    kernel.write_text(kernel.read_text().replace("block = [32, 32]", "block = [64, 32]"))
+    kernel.write_text(kernel.read_text().replace("block = [32, 32]", 'block = ["M // 8", 32]'))
     result = faults.runpytest("--gemm-kernels", GOOD[0])
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*01_naive.cu:*key 'block': 64 x 32 = 2048 threads per block for *; CUDA allows 1024"])
@@ -217,3 +218,21 @@ def test_a_worker_that_cannot_start_is_not_retried_for_every_case(faults, monkey
     assert reports.count("the GPU worker could not start: RuntimeError: the recording is missing") == 3
     assert "2 starts in a row failed; no more are tried in this run" in _section(out, GOOD[2])
     assert "Traceback" not in out
+
+
+def test_header_declarations_in_force_are_named_at_the_end(faults):
+    kernel = Path(faults.path / "kernels" / "01_naive.cu")
+    text = kernel.read_text().replace(
+        'dtypes = ["fp32"]', 'dtypes = ["fp32"]\nalways_reads_c = true\nnondeterministic = "split-K with atomicAdd"', 1
+    )
+    assert "always_reads_c" in text
+    kernel.write_text(text)
+    result = faults.runpytest("--gemm-kernels", GOOD[0], "--benchmark-skip")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "pytest-gemm: kernels/01_naive.cu::sgemm_naive declares always_reads_c = true: C holds finite prior data "
+            "in its beta = 0 cases too; nondeterministic (split-K with atomicAdd): its launches are not compared bit "
+            "for bit"
+        ]
+    )

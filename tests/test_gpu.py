@@ -41,7 +41,7 @@ def broken_run(tmp_path_factory):
             "-m",
             "gpu",
             "--gemm-shapes",
-            "256,100x100x64",
+            "256,100x100x64,100x100x50",
             "-rf",
             "--benchmark-skip",
         ],
@@ -76,7 +76,22 @@ EXPECTED = [
     ("ignored_beta[fp32-256x256x256-a0.7b1.3]", ["wrong values: "]),
     ("ignored_alpha[fp32-256x256x256-a0.7b1.3]", ["wrong values: "]),
     ("ignored_alpha[fp32-256x256x256-a-1.5b0]", ["wrong values: "]),
-    ("reads_c_when_beta_is_zero[fp32-256x256x256]", ["C held NaN before the launch and beta = 0"]),
+    (
+        "reads_c_when_beta_is_zero[fp32-256x256x256]",
+        ["reads C although beta = 0 (BLAS: C is output-only when beta = 0): 65536 element(s)"],
+    ),
+    (
+        "k_rounded_up[fp32-100x100x50]",
+        [
+            "reads past the end of A: 100 element(s) of C are NaN from the guard after A, which holds NaN "
+            "(rows 99-99, columns 0-99, 4 32x32 tiles)",
+            "reads past the end of B: 9900 element(s) of C are NaN from the guard after B",
+        ],
+    ),
+    (
+        "differs_per_launch[fp32-256x256x256]",
+        ["non-deterministic output: 1 element(s) changed in C between launch 1 and launch 2 on the same inputs"],
+    ),
 ]
 
 
@@ -90,7 +105,13 @@ def test_each_fault_is_reported_for_what_it_is(broken_run, test, phrases):
 
 
 def test_faults_that_only_show_with_some_scalars_pass_the_others(broken_run):
-    passed_ids = {"ignored_beta[fp32-256x256x256]", "ignored_alpha[fp32-256x256x256]"}
+    passed_ids = {
+        "ignored_beta[fp32-256x256x256]",
+        "ignored_alpha[fp32-256x256x256]",
+        "reads_c_declared[fp32-256x256x256]",  # declared always_reads_c: finite C when beta = 0
+        "differs_declared[fp32-256x256x256]",  # declared nondeterministic
+        "k_rounded_up[fp32-256x256x256]",  # K a multiple of 32: the missing bounds check does no harm
+    }
     failed = set(re.findall(r"^FAILED faults\.cu::(\S+)", broken_run, re.MULTILINE))
     assert not passed_ids & failed
     assert not any(name.startswith("correct_naive") for name in failed)

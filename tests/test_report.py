@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from pytest_gemm.judge.accuracy import element_bound
+from pytest_gemm.records.dtypes import get_dtype
 from pytest_gemm.records.outcome import Fault, Verification
 from pytest_gemm.report.failure import diagnosis, failure_message
 
 from test_tolerance import _data, _fp16, _judge, _sequential
+
+FP32 = get_dtype("fp32")
 
 
 def _result(stats, faults=(), beta=0.0):
@@ -40,3 +44,26 @@ def test_unwritten_faults_and_message_layout():
     assert "worst elements (row, col)" in text and "(32, 0): nan" in text
     assert text.endswith("seed 7 (this case's data); replay: pytest 'x' --gemm-kernels --gemm-seed 0")
     assert "cuBLAS fp32 (peer): max" in text
+
+
+def test_a_failure_of_the_normwise_test_alone_gets_a_bullet_of_its_own():
+    """At K = 65536 an error of 0.9 bounds in every element (a misapplied beta, say) passes per element."""
+    a, b, _ = _data(8, 8, 65536)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    truth = a64 @ b64
+    got = truth + 0.9 * element_bound(np, np.abs(a64) @ np.abs(b64), truth, 65536, FP32, FP32)
+    stats = _judge(got, a, b)
+    assert stats.bad == 0 and not stats.passed
+    lines = diagnosis(_result(stats))
+    assert len(lines) == 1
+    assert lines[0].startswith("only the normwise test failed, every element is within its bound: normwise error ")
+    assert "small errors in every element add up over C" in lines[0]
+
+
+def test_a_lower_precision_that_only_the_normwise_test_sees_says_both():
+    a, b, _ = _data(16, 16, 4096)
+    got = (a.astype(np.float64) @ b.astype(np.float64)) * (1 + 1e-4)
+    stats = _judge(got, a, b)
+    assert stats.bad == 0 and not stats.passed
+    (line,) = diagnosis(_result(stats))
+    assert line.startswith("precision too low: only the normwise test failed, every element is within its bound")

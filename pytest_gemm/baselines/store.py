@@ -21,6 +21,7 @@ from ..records.case_record import CaseRecord, nvml_values
 
 __all__ = [
     "SCHEMA",
+    "BaselineAccessError",
     "BaselineError",
     "BaselineFile",
     "Changes",
@@ -30,6 +31,7 @@ __all__ = [
     "gpu_slug",
     "load",
     "merge",
+    "os_problem",
     "recorded_info",
     "render",
     "save",
@@ -60,6 +62,15 @@ class BaselineError(Exception):
     """A baseline file that cannot be used; the message names the file and the problem."""
 
 
+class BaselineAccessError(BaselineError):
+    """A baseline file or its folder that cannot be read or written (permissions, a file in the folder's
+    place); never set aside. ``text`` is what the file would have held, when a write failed."""
+
+    def __init__(self, path: Path, problem: str, text: str | None = None) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path, self.problem, self.text = path, problem, text
+
+
 class OtherGpuError(BaselineError):
     """A readable baseline file recorded on another GPU model: never used, never overwritten."""
 
@@ -88,38 +99,90 @@ def load(path: Path, *, gpu: str | None = None) -> BaselineFile | None:
     """Read and check a baseline file; None when it does not exist.
 
     ``gpu``, when given, must be the model the file was recorded on: a baseline from another
-    GPU model is never used.
+    GPU model is never used. Each fault gets its own advice, naming the file.
     """
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise BaselineError(f"{path}: cannot be read: {exc}") from None
+        raise BaselineAccessError(path, f"cannot be read ({os_problem(exc, path)})") from None
+    except UnicodeDecodeError as exc:
+        raise BaselineError(f"{path}: not UTF-8 text (byte {exc.start}), so not a baseline file; {_REDO}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BaselineError(
-            f"{path}: not valid JSON ({exc}); fix it, restore it from version control, "
-            "or record it again with --gemm-update-baselines"
+            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); fix it there, {_REDO}"
         ) from None
-    if not isinstance(data, dict):
-        raise BaselineError(f"{path}: expected a JSON object with 'schema', 'gpu' and 'entries'")
-    if data.get("schema") != SCHEMA:
-        raise BaselineError(
-            f"{path}: schema version {data.get('schema')!r} is not one this pytest-gemm reads ({SCHEMA}); "
-            "upgrade pytest-gemm, or record the baselines again with --gemm-update-baselines"
-        )
-    model, entries = data.get("gpu"), data.get("entries")
-    if not isinstance(model, str) or not isinstance(entries, dict):
-        raise BaselineError(f"{path}: expected 'gpu' (a string) and 'entries' (an object)")
+    problem = _file_problem(data)
+    if problem:
+        raise BaselineError(f"{path}: {problem}")
+    model, entries = data["gpu"], data["entries"]
     for key, entry in entries.items():
         problem = _entry_problem(entry)
         if problem:
-            raise BaselineError(f"{path}: entry {key!r}: {problem}")
+            raise BaselineError(
+                f"{path}: entry {key!r}: {problem}; fix or delete that entry, or restore the file from version control"
+            )
     if gpu is not None and model != gpu:
         raise OtherGpuError(f"{path}: recorded on {model!r}, not on this GPU ({gpu!r}); it is not used")
     return BaselineFile(path, model, dict(entries))
+
+
+#: the advice for a file that is not a baseline file at all
+_REDO = (
+    "restore it from version control, or record it again with --gemm-update-baselines "
+    "(which keeps this file next to the new one)"
+)
+
+
+def _file_problem(data: Any) -> str | None:
+    """What is wrong with a baseline file's top level, with advice that fits (None: nothing)."""
+    if not isinstance(data, dict):
+        return f"expected a JSON object with 'schema', 'gpu' and 'entries', found {_kind(data)}; {_REDO}"
+    if "schema" not in data:
+        found = f"its fields are {', '.join(map(repr, sorted(data)))}" if data else "it is an empty object"
+        return f"no 'schema' field, so not a pytest-gemm baseline file ({found}); {_REDO}"
+    schema = data["schema"]
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        return (
+            f"'schema' must be the integer {SCHEMA}, found {_kind(schema)} {json.dumps(schema)}; "
+            f'write it as "schema": {SCHEMA} if the rest of the file is right'
+        )
+    if schema > SCHEMA:
+        return (
+            f"schema version {schema} is not one this pytest-gemm reads ({SCHEMA}): a newer pytest-gemm "
+            "wrote it; upgrade pytest-gemm to use it"
+        )
+    if schema != SCHEMA:
+        return f"schema version {schema} is not one this pytest-gemm reads ({SCHEMA}) and none writes it; {_REDO}"
+    wrong = [
+        f"'{key}': {json.dumps(data.get(key))}"
+        for key, kind in (("gpu", str), ("entries", dict))
+        if not isinstance(data.get(key), kind)
+    ]
+    if wrong:
+        return (
+            f"expected 'gpu' (a string) and 'entries' (an object), found {', '.join(wrong)}; "
+            "fix it by hand, or restore it from version control"
+        )
+    return None
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def os_problem(exc: OSError, path: Path) -> str:
+    """Why a file operation failed, in words: a folder on the path that is a file, or the system's reason."""
+    for folder in path.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                return f"{folder} is a file, not a folder"
+            break
+    return exc.strerror or str(exc)
 
 
 def _entry_problem(entry: Any) -> str | None:

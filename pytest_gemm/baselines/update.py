@@ -15,6 +15,7 @@ from ..records.shapes import Shape
 from ..specs.files import case_ids
 from ..specs.spec import KernelFileError
 from .store import (
+    BaselineAccessError,
     BaselineError,
     BaselineFile,
     Changes,
@@ -22,12 +23,14 @@ from .store import (
     entry_from_record,
     load,
     merge,
+    os_problem,
     recorded_info,
+    render,
     save,
     set_aside,
 )
 
-__all__ = ["gone_reason", "record", "stale_keys"]
+__all__ = ["gone_reason", "record", "root_problem", "stale_keys", "write"]
 
 
 def record(
@@ -43,25 +46,43 @@ def record(
     """Put ``records`` into the baseline file of ``gpu``; with ``whole_files``, drop entries whose case is gone.
 
     An unreadable file is set aside (kept under another name) and a new one started; a file of
-    another GPU raises :class:`OtherGpuError`. Returns what changed and notes worth printing.
+    another GPU raises :class:`OtherGpuError`, one that cannot be read or written
+    :class:`BaselineAccessError` (nothing changed). Returns what changed and notes worth printing.
     """
-    notes = []
+    notes, unreadable = [], None
     try:
         baseline = load(path, gpu=gpu) or BaselineFile(path, gpu)
-    except OtherGpuError:
+    except (OtherGpuError, BaselineAccessError):
         raise
     except BaselineError as exc:
-        moved = set_aside(path)
-        notes.append(f"the unreadable file was kept as {moved.name} ({exc})")
-        baseline = BaselineFile(path, gpu)
+        unreadable, baseline = str(exc).removeprefix(f"{path}: "), BaselineFile(path, gpu)
     recorded = recorded_info(facts, records, version)
     new = {r.test: entry_from_record(r, recorded) for r in records}
     notes += [f"{r.test} was timed while throttled ({', '.join(r.throttle)})" for r in records if r.throttle]
     gone = stale_keys(baseline, new, whole_files, root) if whole_files is not None and root is not None else []
     changes = merge(baseline, new, gone)
+    if unreadable is not None:
+        try:
+            moved = set_aside(path)
+        except OSError as exc:
+            why = f"it is unreadable ({unreadable}) and cannot be set aside ({os_problem(exc, path)})"
+            raise BaselineAccessError(path, why, render(baseline)) from None
+        notes.insert(0, f"the unreadable file was kept as {moved.name} ({path}: {unreadable})")
     if changes:
-        save(baseline)
+        write(baseline)
     return changes, notes
+
+
+def write(baseline: BaselineFile) -> None:
+    """Save a baseline file; a failure raises :class:`BaselineAccessError` carrying the text it would have held."""
+    try:
+        save(baseline)
+    except OSError as exc:
+        raise BaselineAccessError(
+            baseline.path,
+            f"cannot be written in {baseline.path.parent}/ ({os_problem(exc, baseline.path)})",
+            render(baseline),
+        ) from None
 
 
 def gone_reason(key: str, entry: Mapping[str, Any], root: Path) -> str | None:
@@ -89,3 +110,16 @@ def stale_keys(baseline: BaselineFile, new: Iterable[str], whole_files: Mapping[
         except KernelFileError:
             continue  # unreadable today: keep the entry; `pytest-gemm prune` can decide
     return gone
+
+
+def root_problem(baseline: BaselineFile, root: Path) -> str | None:
+    """Why pruning ``baseline`` from ``root`` would be wrong: none of the kernel files it names is there."""
+    files = sorted({entry["file"] for entry in baseline.entries.values()})
+    if not files or any((root / file).exists() for file in files):
+        return None
+    where = root.resolve()
+    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return (
+        f"none of the {len(files)} kernel file(s) its entries name is under {where} (looked for {shown}); "
+        "nothing removed: run prune from the project's root folder, or name that folder with --root DIR"
+    )

@@ -75,7 +75,7 @@ def nvrtc_version() -> str:
 
 @functools.lru_cache(maxsize=1)
 def _include_dirs() -> tuple[str, ...]:
-    """CUDA headers (cuda_fp16.h, mma.h, ...) from the nvidia-cuda-runtime wheel or a toolkit."""
+    """CUDA headers (cuda_fp16.h, mma.h, cuda/barrier, ...) from the nvidia-cuda-* wheels or a toolkit."""
     dirs = []
     try:
         from cuda.pathfinder import find_nvidia_header_directory
@@ -88,7 +88,14 @@ def _include_dirs() -> tuple[str, ...]:
     for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
         if root and (Path(root) / "include" / "cuda_fp16.h").exists():
             dirs.append(str(Path(root) / "include"))
-    return tuple(dict.fromkeys(dirs))
+    # CUDA 13 keeps CCCL (cuda/barrier, cuda/std, the parts cooperative_groups.h needs) in include/cccl,
+    # in the toolkit and in the nvidia-cuda-cccl wheel alike; each CCCL follows its own CUDA headers.
+    with_cccl = []
+    for d in dirs:
+        with_cccl.append(d)
+        if (Path(d) / "cccl" / "cuda" / "std").is_dir():
+            with_cccl.append(str(Path(d) / "cccl"))
+    return tuple(dict.fromkeys(with_cccl))
 
 
 def compile_options(spec: KernelSpec, arch: str) -> list[str]:

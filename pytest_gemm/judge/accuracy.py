@@ -28,6 +28,7 @@ __all__ = [
     "TILE",
     "count_changed",
     "element_bound",
+    "element_ratios",
     "error_stats",
     "norm_tolerance",
 ]
@@ -50,6 +51,12 @@ def norm_tolerance(k: int, dtype: DType, out: DType) -> float:
     return NORM_C * (dtype.u_in + math.sqrt(k) * dtype.u_acc) + out.u_store
 
 
+def element_ratios(xp: Any, got: Any, truth: Any, gscale: Any, k: int, dtype: DType, out: DType) -> Any:
+    """Each element's |error| as a multiple of its bound (inf where the output is not finite)."""
+    bound = xp.maximum(element_bound(xp, gscale, truth, k, dtype, out), xp.finfo(xp.float64).tiny)
+    return xp.where(xp.isfinite(got), xp.abs(got - truth) / bound, xp.inf)
+
+
 def error_stats(
     xp: Any,
     got: Any,
@@ -61,10 +68,8 @@ def error_stats(
     unchanged: Any | None = None,
 ) -> ErrorStats:
     """Judge ``got`` (M x N, float64) against ``truth``; ``unchanged`` marks elements C still holds from before."""
-    err = xp.abs(got - truth)
-    bound = xp.maximum(element_bound(xp, gscale, truth, k, dtype, out), xp.finfo(xp.float64).tiny)
     finite = xp.isfinite(got)
-    ratio = xp.where(finite, err / bound, xp.inf)
+    ratio = element_ratios(xp, got, truth, gscale, k, dtype, out)
     bad_mask = ratio > 1.0
     bad = int(bad_mask.sum())
     nonfinite = int(got.size - int(finite.sum()))

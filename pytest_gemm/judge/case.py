@@ -39,6 +39,8 @@ class CaseFacts:
     source_sha256: str = ""
     regression_threshold: float | None = None
     expect_fast: str = ""
+    always_reads_c: bool = False  # header declarations that change the checks
+    nondeterministic: str = ""
 
 
 def case_facts(case: Case, test: str, replay: str, source_sha256: str) -> CaseFacts:
@@ -58,6 +60,8 @@ def case_facts(case: Case, test: str, replay: str, source_sha256: str) -> CaseFa
         source_sha256=source_sha256,
         regression_threshold=case.spec.regression_threshold,
         expect_fast=case.spec.expect_fast,
+        always_reads_c=case.spec.always_reads_c,
+        nondeterministic=case.spec.nondeterministic,
     )
 
 
@@ -100,7 +104,14 @@ def judge_outcome(case: CaseFacts, outcome: Outcome, gpu: dict[str, Any], *, sav
     if verification is None:
         return CaseVerdict(failure=f"{case.name}: the worker returned no result; replay: {case.replay}")
     if not verification.passed:
-        return CaseVerdict(failure=failure_message(verification, dtype=case.dtype, replay=case.replay), margin=margin)
+        text = failure_message(
+            verification,
+            dtype=case.dtype,
+            replay=case.replay,
+            always_reads_c=case.always_reads_c,
+            nondeterministic=case.nondeterministic,
+        )
+        return CaseVerdict(failure=text, margin=margin)
     if outcome.timing is None:
         return CaseVerdict(margin=margin)
     return _timed(case, outcome, gpu, margin, save_raw)

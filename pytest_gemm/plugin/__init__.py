@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from . import hookspecs
 from .items import KernelFile
 from .session import GemmSession
 from .stash import SESSION
+from .terminal import kernel_file_hints
 
 __all__ = ["SESSION", "GemmSession"]
 
@@ -130,3 +132,13 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
     if SESSION in parent.config.stash and is_kernel_file(module_path):
         return KernelFile.from_parent(parent, path=module_path)
     return None
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Say why kernel files gave no tests: --gemm-kernels missing, or a named file without a header."""
+    if hasattr(config, "workerinput"):
+        return
+    # a kernel file named without --gemm-kernels is 'not found' (a usage error) once nothing collects it
+    nothing_ran = exitstatus in (pytest.ExitCode.NO_TESTS_COLLECTED, pytest.ExitCode.USAGE_ERROR)
+    for hint in kernel_file_hints(config, gemm=SESSION in config.stash, nothing_ran=nothing_ran):
+        terminalreporter.write_line(hint, yellow=True)

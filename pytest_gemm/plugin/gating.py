@@ -8,6 +8,8 @@ writes each GPU's baseline file once, at the end of the session.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +18,18 @@ from typing import Any
 import pytest
 
 from .. import __version__
-from ..baselines.store import BaselineError, BaselineFile, Changes, baseline_paths, gpu_slug, load
+from ..baselines.store import (
+    BaselineAccessError,
+    BaselineError,
+    BaselineFile,
+    Changes,
+    baseline_paths,
+    entry_from_record,
+    gpu_slug,
+    load,
+    recorded_info,
+    render,
+)
 from ..baselines.update import record
 from ..judge.gate import judge
 from ..options import GateSettings
@@ -111,10 +124,35 @@ class Gatekeeper:
                 changes, notes = record(
                     path, gpu, records, gpu_facts, __version__, whole_files=self.whole_files, root=self.rootpath
                 )
+            except BaselineAccessError as exc:
+                self.update_errors.append(self._kept_elsewhere(exc, gpu, records, gpu_facts))
+                continue
             except BaselineError as exc:
                 self.update_errors.append(f"{exc}; nothing written")
                 continue
             self.written.append((path, changes, notes))
+
+    def _kept_elsewhere(
+        self, exc: BaselineAccessError, gpu: str, records: list[CaseRecord], facts: dict[str, Any]
+    ) -> str:
+        """Save what a failed update would have written in a temporary file; the error line naming it."""
+        shown, problem = self.shown(exc.path), exc.problem.replace(f"{self.rootpath}{os.sep}", "")
+        text, what = exc.text, f"the whole file as it would be): copy it to {shown}"
+        if text is None:  # the old file could not be read: this run's entries alone
+            recorded = recorded_info(facts, records, __version__)
+            new = {r.test: entry_from_record(r, recorded) for r in records}
+            text, what = render(BaselineFile(exc.path, gpu, new)), f"this run's entries alone): add them to {shown}"
+        try:
+            fd, kept = tempfile.mkstemp(prefix=f"pytest-gemm-{exc.path.stem}-", suffix=".json")
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as err:
+            lost = f"the {len(records)} timed case(s) could not be kept either ({err})"
+            return f"{shown}: {problem}; nothing written, and {lost}"
+        return (
+            f"{shown}: {problem}; nothing written there. This run's {len(records)} timed case(s) are kept in "
+            f"{kept} ({what} once that is fixed"
+        )
 
     # -- what the run says at the end ------------------------------------------------------------
     def summary_lines(self) -> tuple[str, list[str]] | None:

@@ -11,7 +11,7 @@ import pytest
 from ..compiler.nvrtc import CompileError, NvrtcUnavailable, compile_kernel
 from ..records.case_record import CompileRecord
 from ..specs.archs import parse_arch
-from ..specs.cases import Case, case_seed, expand, variant_shared_mem
+from ..specs.cases import Case, case_seed, check_launch, expand, variant_shared_mem
 from ..specs.expr import ExpressionError
 from ..specs.files import load_specs, shown_path
 from ..specs.limits import KernelResources, launch_problems, limits_for_arch
@@ -54,6 +54,8 @@ class KernelFile(pytest.File):
         settings = _session(self.config).settings
         try:
             specs = load_specs(self.path, shown_path(self.path, self.config.rootpath))
+            for spec in specs:
+                check_launch(spec)  # a launch CUDA refuses whatever the shape: one error, not a failure per case
             expanded = [(spec, expand(spec, settings.shapes, settings.dtypes)) for spec in specs]
         except KernelFileError as exc:
             raise self.CollectError(str(exc)) from None

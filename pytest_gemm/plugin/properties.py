@@ -10,3 +10,4 @@ GPU = "gemm_gpu"  # a case run on a GPU: the worker's device facts
 WORKER = "gemm_worker"
 MARGIN = "gemm_margin"  # a verified case: how far inside the verification bounds its output was
 COMPILE = "gemm_compile"  # a compile item: its CompileRecord, as a dict
+ERROR_MAP = "gemm_error_map"  # a failed verification with an error map: its FailedCase, as a dict

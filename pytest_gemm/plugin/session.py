@@ -4,6 +4,7 @@ the run gathered for its reports. Registered as a plugin, it holds every hook th
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections import Counter
@@ -17,7 +18,9 @@ from ..judge.case import CaseFacts, case_facts, judge_outcome
 from ..options import Settings
 from ..records.case_record import CaseRecord, CompileRecord
 from ..records.outcome import Outcome
+from ..report.failure import declarations
 from ..report.markdown import SummaryLine, markdown
+from ..report.run_data import FailedCase, section
 from ..report.tables import compile_table, timing_tables
 from ..specs.cases import launch_geometry, to_request
 from ..specs.files import source_hash
@@ -26,10 +29,14 @@ from ..worker.serve import DEFAULT_BACKEND
 from .benchmark import record_device_times
 from .gating import Gatekeeper
 from .items import GemmCaseItem, GemmFailure
-from .properties import CASE, COMPILE, GPU, MARGIN, RECORD, WHOLE_FILE, WORKER
-from .terminal import header_line, summary_file_text, workers_line
+from .pictures import failed_case, html_extras, report_folder, run_data, write
+from .properties import CASE, COMPILE, ERROR_MAP, GPU, MARGIN, RECORD, WHOLE_FILE, WORKER
+from .terminal import header_line, no_device_line, summary_file_text, workers_line
 
 __all__ = ["GemmSession", "replay_command"]
+
+#: a case skipped because there is no CUDA device: the reason (a user property, so it crosses from xdist workers)
+NO_DEVICE = "gemm_no_device"
 
 
 def replay_command(nodeid: str, base_seed: int) -> str:
@@ -60,6 +67,12 @@ class GemmSession:
         self.replaced: Counter[str] = Counter()
         self.worker_compiles: Counter[str] = Counter()  # kernels compiled by workers, and found in the cache
         self.summary_error: str | None = None
+        self.failures: list[FailedCase] = []  # failed verifications with an error map, for the pictures
+        self.report_folder = report_folder(config, settings.report)  # --gemm-report, or beside pytest-html's
+        self.report_line: tuple[str, bool] | None = None
+        self.no_device: Counter[str] = Counter()  # GPU cases skipped for want of a device, by reason
+        self.declared: dict[str, list[str]] = {}  # kernel -> header declarations that change its checks
+        self.device_note: str | None = None  # said after collection: no device, and how many cases will skip
 
     # -- running a case --------------------------------------------------------------------------
     @property
@@ -81,6 +94,8 @@ class GemmSession:
         start = time.perf_counter()
         outcome = self.pool.run(to_request(case, str(item.path), item.gemm_seed, timing))
         self._note_worker(item, outcome, time.perf_counter() - start)
+        if outcome.skip is not None and self.pool.unavailable is not None:
+            item.user_properties.append((NO_DEVICE, self.pool.unavailable))
         if outcome.output.strip():
             item.add_report_section("call", "GPU worker output", outcome.output)
         gpu = self.pool.facts or {}
@@ -93,6 +108,10 @@ class GemmSession:
             item.user_properties.append((GPU, gpu))
             item.user_properties.append((RECORD, verdict.record.to_dict()))
         if verdict.failure is not None:
+            if outcome.verification is not None and self._keep_error_maps():
+                failed = failed_case(item.nodeid, item.case.dtype, outcome.verification, verdict.failure)
+                if failed is not None:
+                    item.user_properties.append((ERROR_MAP, failed.to_dict()))
             raise GemmFailure(verdict.failure)
         if verdict.record is not None and outcome.timing is not None:
             record_device_times(benchmark, item.gemm_clock, list(outcome.timing.kernel_s), verdict.record.to_dict())
@@ -104,6 +123,11 @@ class GemmSession:
             note = {"pid": outcome.worker, "replaced": replaced, "compiled": outcome.compiled, "cached": outcome.cached}
             item.user_properties.append((WORKER, {**note, "phase_s": outcome.phase_s, "wall_s": wall_s}))
 
+    def _keep_error_maps(self) -> bool:
+        """Whether a report or a saved run will show failed cases' error maps."""
+        saved = any(self.config.getoption(o, None) for o in ("benchmark_json", "benchmark_save", "benchmark_autosave"))
+        return self.report_folder is not None or saved
+
     def _save_raw(self) -> bool:
         return bool(self.config.getoption("benchmark_save_data", False))
 
@@ -111,9 +135,36 @@ class GemmSession:
         replay = replay_command(item.nodeid, item.base_seed)
         return case_facts(item.case, item.nodeid, replay, source_hash(item.path))
 
+    def _controls_the_run(self) -> bool:
+        """Not an xdist worker (those only run cases; the controlling process talks to the user)."""
+        return not hasattr(self.config, "workerinput") and os.name == "posix"
+
     # -- hooks -----------------------------------------------------------------------------------
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         return [header_line(config, self.settings, self.cubins)]
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """With --gemm-require-gpu, no usable device is a usage error, before anything runs."""
+        if not self.settings.require_gpu or not self._controls_the_run():
+            return
+        self.pool.probe()  # the worker it starts runs the cases (without xdist)
+        reason = self.pool.unavailable
+        if self.config.getoption("dist", "no") != "no":
+            self.pool.close()  # the xdist workers start their own
+        if reason is not None:
+            raise pytest.UsageError(f"--gemm-require-gpu / gemm_require_gpu: no CUDA device ({reason})")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """When GPU cases are to run, ask for the device now, so that a missing one is said before they skip."""
+        if self.config.getoption("collectonly") or not self._controls_the_run():
+            return
+        runnable = [i for i in session.items if isinstance(i, GemmCaseItem) and i.case.skip_reason is None]
+        if runnable and self.pool.probe() is not None and self.pool.unavailable is not None:
+            self.device_note = no_device_line(self.pool.unavailable, len(runnable), ahead=True)
+
+    def pytest_report_collectionfinish(self) -> list[str]:
+        return [self.device_note] if self.device_note else []
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -121,6 +172,10 @@ class GemmSession:
         selected: Counter[Any] = Counter(item.parent for item in items if isinstance(item, GemmCaseItem))
         for item in items:
             if isinstance(item, GemmCaseItem):
+                spec = item.case.spec
+                lines = declarations(always_reads_c=spec.always_reads_c, nondeterministic=spec.nondeterministic)
+                if lines:
+                    self.declared[f"{spec.path}::{spec.name}"] = lines
                 whole = selected[item.parent] == getattr(item.parent, "n_cases", -1)
                 item.user_properties.append((WHOLE_FILE, {"file": item.case.spec.path, "whole": whole}))
 
@@ -139,11 +194,20 @@ class GemmSession:
                     benchmark = getattr(item, "funcargs", {}).get("benchmark")
                     if benchmark is not None and "gemm" in benchmark.extra_info:
                         benchmark.extra_info["gemm"] = gated  # saved runs carry the gate's verdict too
+        if report.when == "call" and isinstance(item, GemmCaseItem) and self.report_folder is not None:
+            failed = next((FailedCase.from_dict(v) for v in _props(report, ERROR_MAP)), None)
+            record = next((CaseRecord.from_dict(v) for v in _props(report, RECORD)), None)
+            gpu = str(((self._pool.facts if self._pool else None) or {}).get("name", ""))
+            extras = html_extras(self.config, self.report_folder, gpu, failed, record)  # pytest-html's row
+            if extras:
+                report.extras = [*getattr(report, "extras", []), *extras]
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for whole in _props(report, WHOLE_FILE):
             self.gatekeeper.whole_files[whole["file"]] = whole["whole"]
+        if report.skipped:
+            self.no_device.update(_props(report, NO_DEVICE))
         if report.when == "call":
             for worker in _props(report, WORKER):
                 if worker["pid"]:
@@ -152,6 +216,7 @@ class GemmSession:
                     self.replaced[worker["replaced"]] += 1
                 self.worker_compiles.update(compiled=worker.get("compiled", 0), cached=worker.get("cached", 0))
             self.compiled += [CompileRecord.from_dict(value) for value in _props(report, COMPILE)]
+            self.failures += [FailedCase.from_dict(value) for value in _props(report, ERROR_MAP)]
             self.gpu = next(iter(_props(report, GPU)), self.gpu)
             for value in _props(report, RECORD):
                 rec = CaseRecord.from_dict(value)
@@ -189,6 +254,11 @@ class GemmSession:
             self.summary_error = summary_file_text(path, "## pytest-gemm\n\n" + markdown(list(self.summary.values())))
             if self.summary_error:
                 session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        if self.report_folder is not None:
+            data = run_data(self.config, self.gpu or {}, self.records, self.failures)
+            self.report_line = write(self.report_folder, data)
+            if self.report_line[1] and self.settings.report is not None:
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         tr = terminalreporter
@@ -208,9 +278,15 @@ class GemmSession:
         workers = workers_line(self.worker_pids, self.replaced, self.worker_compiles)
         if workers:
             tr.write_line(workers)
+        for reason, count in self.no_device.items():
+            tr.write_line(no_device_line(reason, count, ahead=False), yellow=True)
+        for kernel, lines in sorted(self.declared.items()):
+            tr.write_line(f"pytest-gemm: {kernel} declares {'; '.join(lines)}")
         path = self.settings.gate.summary
         if path is not None:
             tr.write_line(self.summary_error or f"pytest-gemm summary: {path}", red=bool(self.summary_error))
+        if self.report_line is not None:
+            tr.write_line(self.report_line[0], red=self.report_line[1])
 
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
         """Add the GPU's facts to pytest-benchmark's machine info (and so to its saved JSON)."""
@@ -218,3 +294,9 @@ class GemmSession:
         if gpu is None and self._pool is not None and self._pool.unavailable:
             gpu = {"available": False, "reason": f"no CUDA device: {self._pool.unavailable}"}
         machine_info["gpu"] = gpu or {"available": False, "reason": "no GPU case was timed in this run"}
+
+    def pytest_benchmark_update_json(self, config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
+        """Saved runs carry the failed cases' error maps and the command line (docs/reports.md)."""
+        data = run_data(config, self.gpu or {}, [], self.failures)
+        data.date = str(output_json.get("datetime") or data.date)
+        output_json["gemm"] = section(data)

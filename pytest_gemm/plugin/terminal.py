@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from collections import Counter
 from pathlib import Path
@@ -10,9 +11,9 @@ import pytest
 
 from ..compiler.cache import CubinCache
 from ..options import Settings
-from ..specs.files import shown_path
+from ..specs.files import declares_kernels, shown_path
 
-__all__ = ["header_line", "summary_file_text", "workers_line"]
+__all__ = ["header_line", "kernel_file_hints", "no_device_line", "summary_file_text", "workers_line"]
 
 
 def header_line(config: pytest.Config, s: Settings, cubins: CubinCache | None) -> str:
@@ -42,6 +43,17 @@ def header_line(config: pytest.Config, s: Settings, cubins: CubinCache | None) -
     )
 
 
+def no_device_line(reason: str, cases: int, *, ahead: bool) -> str:
+    """No CUDA device: why, and how many GPU cases skip for it (``ahead``: said before they run)."""
+    noun = "GPU case" if cases == 1 else "GPU cases"
+    if ahead:
+        return (
+            f"pytest-gemm: no CUDA device ({reason}): {cases} {noun} will be skipped "
+            "(--gemm-require-gpu makes this an error)"
+        )
+    return f"pytest-gemm: no CUDA device ({reason}): {cases} {noun} skipped"
+
+
 def workers_line(pids: set[int], replaced: Counter[str], compiles: Counter[str]) -> str:
     """How many GPU worker processes ran, what they compiled, and why any were replaced ('' when none ran)."""
     if not pids and not replaced:
@@ -67,3 +79,41 @@ def summary_file_text(path: Path, text: str) -> str | None:
     except OSError as exc:
         return f"cannot write the summary: {exc}"
     return None
+
+
+_KERNEL_FILES = ".cu files with a /* pytest-gemm header, .py files that use @gemm_kernel; see docs/kernel-files.md"
+
+
+def _kernel_files_under(folder: Path, skip: list[str]) -> int:
+    """How many kernel files a folder holds, not looking into the folders pytest does not recurse into."""
+    count = 0
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not any(fnmatch.fnmatch(d, pattern) for pattern in skip)]
+        count += sum(declares_kernels(Path(root, name)) for name in files if name.endswith((".cu", ".py")))
+    return count
+
+
+def kernel_file_hints(config: pytest.Config, *, gemm: bool, nothing_ran: bool) -> list[str]:
+    """Hints for a run that missed its kernels: the paths it was given hold kernel files but --gemm-kernels is
+    off, or a named ``.cu`` file has no header (with --gemm-kernels), or a folder holds no kernel file."""
+    hints = []
+    for arg in config.args:
+        path = config.invocation_params.dir / arg.split("::")[0]
+        if not path.exists():
+            continue
+        shown = shown_path(path, config.rootpath) + ("/" if path.is_dir() else "")
+        if path.is_dir():
+            if not nothing_ran:
+                continue
+            count = _kernel_files_under(path, config.getini("norecursedirs"))
+            if count and not gemm:
+                noun = "kernel file" if count == 1 else "kernel files"
+                hints.append(f"pytest-gemm: {shown} holds {count} {noun}; run with --gemm-kernels to collect them")
+            elif not count and gemm:
+                hints.append(f"pytest-gemm: {shown} holds no kernel file ({_KERNEL_FILES})")
+        elif declares_kernels(path):
+            if not gemm and nothing_ran:
+                hints.append(f"pytest-gemm: {shown} is a kernel file; run with --gemm-kernels to collect it")
+        elif gemm and path.suffix == ".cu":
+            hints.append(f"pytest-gemm: {shown} has no pytest-gemm header, so it declares no tests ({_KERNEL_FILES})")
+    return hints

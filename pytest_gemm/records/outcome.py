@@ -6,9 +6,19 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .verdicts import FailureKind
+from .verdicts import ErrorCause, FailureKind
 
-__all__ = ["PHASES", "ErrorStats", "Failure", "Fault", "Outcome", "TimingRun", "Verification"]
+__all__ = [
+    "PHASES",
+    "ErrorMap",
+    "ErrorSource",
+    "ErrorStats",
+    "Failure",
+    "Fault",
+    "Outcome",
+    "TimingRun",
+    "Verification",
+]
 
 #: the phases of a case in a worker, and how messages name them
 PHASES = {
@@ -54,6 +64,43 @@ class ErrorStats:
 
 
 @dataclass(frozen=True)
+class ErrorMap:
+    """Where in C a wrong output is wrong, downsampled so that the worst value of each cell wins.
+
+    C (``rows`` x ``cols``) is cut into cells of ``cell`` = (rows, columns) elements; the grid is
+    ceil(rows / cell[0]) x ceil(cols / cell[1]). ``ratio`` holds each cell's largest |error| / bound over
+    its finite elements (0.0 where all are exact); ``cause`` holds each cell's most telling ErrorCause
+    word (see ``ErrorCause.rank``), or "" where every element is within the bound.
+    ``tile`` is the kernel's output tile (rows, columns) when the launch geometry tells it, for outlines.
+    """
+
+    rows: int
+    cols: int
+    cell: tuple[int, int]
+    ratio: tuple[tuple[float, ...], ...]
+    cause: tuple[tuple[str, ...], ...]
+    tile: tuple[int, int] | None = None
+
+    @property
+    def causes(self) -> tuple[ErrorCause, ...]:
+        """The causes present, most telling first."""
+        seen = {word for line in self.cause for word in line if word}
+        return tuple(sorted((ErrorCause(w) for w in seen), key=lambda c: c.rank))
+
+
+@dataclass(frozen=True)
+class ErrorSource:
+    """Wrong elements of C traced to one source, by their bit patterns and by re-runs of the kernel."""
+
+    cause: str  # an ErrorCause word
+    count: int
+    rows: tuple[int, int]  # first and last row of C holding such elements
+    cols: tuple[int, int]  # first and last column
+    n_tiles: int  # how many 32x32 tiles of C hold them
+    region: str = ""  # a guard read: which region, e.g. "the guard after A"
+
+
+@dataclass(frozen=True)
 class Fault:
     """A bitwise check that failed: ``where`` changed in ``count`` elements."""
 
@@ -74,6 +121,8 @@ class Verification:
     kernel: ErrorStats
     peer: ErrorStats | None
     faults: tuple[Fault, ...] = ()
+    error_map: ErrorMap | None = None  # only for an output that failed
+    sources: tuple[ErrorSource, ...] = ()  # where its wrong elements came from, most telling first
 
     @property
     def passed(self) -> bool:

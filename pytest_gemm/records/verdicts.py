@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["REFERENCE_MOVED", "SOURCE_CHANGED", "FailureKind", "GateVerdict", "Sanity"]
+__all__ = ["REFERENCE_MOVED", "SOURCE_CHANGED", "ErrorCause", "FailureKind", "GateVerdict", "Sanity"]
 
 #: notes the gate attaches to a verdict (tables and summaries look for them)
 SOURCE_CHANGED = "kernel source changed since the baseline"
@@ -55,3 +55,19 @@ class FailureKind(_Word):
     KERNEL_FILE = "kernel file"  # the kernel file cannot be used for this case (header, tensor map, import)
     COMPILE = "compile error"  # the compiler rejected the kernel
     INTERNAL = "internal error"  # a pytest-gemm bug
+
+
+class ErrorCause(_Word):
+    """Where a wrong element of C came from, most telling first: an error map cell shows the first that applies."""
+
+    GUARD_A = "read past A"  # a NaN that came from the guard memory before or after A
+    GUARD_B = "read past B"  # the same for B
+    READ_C = "C read although beta = 0"  # right once C holds finite prior data: the kernel read C
+    UNWRITTEN = "unwritten"  # still holds the poison it was given before the launch
+    ARITHMETIC = "NaN or Inf from arithmetic"  # non-finite, and none of the above
+    OVER_BOUND = "over the bound"  # finite, but further from the truth than the error bound allows
+
+    @property
+    def rank(self) -> int:
+        """Order of precedence: 0 is the most telling."""
+        return list(ErrorCause).index(self)

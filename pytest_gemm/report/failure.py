@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..records.outcome import PHASES, ErrorStats, Failure, Verification
-from ..records.verdicts import FailureKind
+from ..records.outcome import PHASES, ErrorSource, ErrorStats, Failure, Verification
+from ..records.verdicts import ErrorCause, FailureKind
 
-__all__ = ["diagnosis", "failure_message", "fault_message", "stats_line"]
+__all__ = ["declarations", "diagnosis", "failure_message", "fault_message", "stats_line"]
 
 MAX_OUTPUT_LINES = 20  # lines of the worker's output shown with a failure
 
@@ -24,36 +24,91 @@ def stats_line(stats: ErrorStats) -> str:
     )
 
 
-def diagnosis(result: Verification) -> list[str]:
-    """One sentence per thing that is wrong, most telling first."""
-    k = result.kernel
-    lines = []
-    for fault in result.faults:
-        lines.append(f"{fault.kind}: {fault.count} element(s) changed in {fault.where}")
-    if k.unwritten:
-        if result.beta == 0:
-            lines.append(
-                f"unwritten output: {k.unwritten} element(s) of C still hold the NaN poison "
-                "(never written, or C was read although beta = 0 and BLAS says it must not be)"
-            )
-        else:
-            lines.append(f"unwritten output: {k.unwritten} element(s) of C still hold their prior value")
-    if k.nonfinite > k.unwritten:
-        hint = (
-            " (C held NaN before the launch and beta = 0: a kernel that reads C anyway, e.g. beta * C, "
-            "gives NaN; BLAS says C must not be read when beta = 0)"
-            if result.beta == 0
-            else ""
+def _where(source: ErrorSource) -> str:
+    (r0, r1), (c0, c1) = source.rows, source.cols
+    tiles = f"{source.n_tiles} 32x32 tile{'s' if source.n_tiles != 1 else ''}"
+    return f"rows {r0}-{r1}, columns {c0}-{c1}, {tiles}"
+
+
+def _source_line(source: ErrorSource, poisoned: bool) -> str:
+    """One sentence for one traced source of wrong elements, with where they sit in C."""
+    cause, n, where = ErrorCause(source.cause), source.count, _where(source)
+    if cause in (ErrorCause.GUARD_A, ErrorCause.GUARD_B):
+        operand = source.region.split()[-1]
+        side = {
+            "before": f"reads before the start of {operand}",
+            "after": f"reads past the end of {operand}",
+            "padding": f"reads the row padding of {operand} (between the row's end and ld{operand.lower()})",
+        }[next(word for word in ("before", "after", "padding") if word in source.region)]
+        return f"{side}: {n} element(s) of C are NaN from {source.region}, which holds NaN ({where})"
+    if cause is ErrorCause.READ_C:
+        return (
+            f"reads C although beta = 0 (BLAS: C is output-only when beta = 0): {n} element(s) are NaN while C "
+            f"holds NaN, and right once C holds finite data ({where}); a kernel meant to read C whatever beta is "
+            "declares always_reads_c = true in its header"
         )
-        lines.append(f"non-finite output: {k.nonfinite - k.unwritten} element(s) are NaN or Inf{hint}")
-    low_precision = k.norm_tol < k.norm_error < LOW_PRECISION
-    if low_precision:
-        lines.append(
-            f"precision too low: normwise error {k.norm_error:.3g} is {_x(k.norm_ratio)} the tolerance "
+    if cause is ErrorCause.UNWRITTEN:
+        held = "the NaN poison" if poisoned else "their prior value"
+        return f"unwritten output: {n} element(s) of C still hold {held}: never written ({where})"
+    if cause is ErrorCause.ARITHMETIC:
+        return f"NaN or Inf from arithmetic: {n} element(s), with no NaN in the inputs, C or the guards read ({where})"
+    raise ValueError(f"no sentence for {cause}")
+
+
+def _normwise_line(k: ErrorStats) -> str | None:
+    """The normwise test's own bullet: always when it alone failed, and for a lower precision."""
+    if k.norm_error <= k.norm_tol:
+        return None
+    only = "only the normwise test failed, every element is within its bound: " if k.bad == 0 else ""
+    if k.norm_error < LOW_PRECISION:
+        return (
+            f"precision too low: {only}normwise error {k.norm_error:.3g} is {_x(k.norm_ratio)} the tolerance "
             f"{k.norm_tol:.3g} while no element is grossly wrong: the product is computed in lower precision "
             "than the dtype promises (e.g. fp16-rounded operands or TF32)"
         )
-    if k.bad:
+    if k.bad == 0:
+        return (
+            f"{only}normwise error {k.norm_error:.3g} is {_x(k.norm_ratio)} the tolerance {k.norm_tol:.3g}: "
+            "small errors in every element add up over C (e.g. a misapplied alpha or beta at large K)"
+        )
+    return None
+
+
+def diagnosis(result: Verification, *, always_reads_c: bool = False) -> list[str]:
+    """One sentence per thing that is wrong, most telling first."""
+    k = result.kernel
+    poisoned = result.beta == 0 and not always_reads_c  # C held the NaN poison before the launch
+    lines = [f"{fault.kind}: {fault.count} element(s) changed in {fault.where}" for fault in result.faults]
+    if result.sources:  # traced by the worker: one line per source
+        for source in result.sources:
+            if source.cause == ErrorCause.OVER_BOUND:
+                lines.append(
+                    f"wrong values: {source.count} of {k.total} elements ({100.0 * source.count / k.total:.3g}%) "
+                    f"exceed the per-element bound, worst {_x(k.max_ratio)} of it ({_where(source)})"
+                )
+            else:
+                lines.append(_source_line(source, poisoned))
+    else:
+        if k.unwritten:
+            if poisoned:
+                lines.append(
+                    f"unwritten output: {k.unwritten} element(s) of C still hold the NaN poison "
+                    "(never written, or C was read although beta = 0 and BLAS says it must not be)"
+                )
+            else:
+                lines.append(f"unwritten output: {k.unwritten} element(s) of C still hold their prior value")
+        if k.nonfinite > k.unwritten:
+            hint = (
+                " (C held NaN before the launch and beta = 0: a kernel that reads C anyway, e.g. beta * C, "
+                "gives NaN; BLAS says C must not be read when beta = 0)"
+                if poisoned
+                else ""
+            )
+            lines.append(f"non-finite output: {k.nonfinite - k.unwritten} element(s) are NaN or Inf{hint}")
+    normwise = _normwise_line(k)
+    if normwise:
+        lines.append(normwise)
+    if k.bad and not result.sources:
         lines.append(
             f"wrong values: {k.bad} of {k.total} elements ({100.0 * k.bad / k.total:.3g}%) exceed the "
             f"per-element bound, worst {_x(k.max_ratio)} of it"
@@ -61,13 +116,29 @@ def diagnosis(result: Verification) -> list[str]:
     return lines
 
 
-def failure_message(result: Verification, *, dtype: str, replay: str) -> str:
+def declarations(*, always_reads_c: bool = False, nondeterministic: str = "") -> list[str]:
+    """What a kernel's header declares that changes how it is checked, in words."""
+    lines = []
+    if always_reads_c:
+        lines.append("always_reads_c = true: C holds finite prior data in its beta = 0 cases too")
+    if nondeterministic:
+        lines.append(f"nondeterministic ({nondeterministic}): its launches are not compared bit for bit")
+    return lines
+
+
+def failure_message(
+    result: Verification, *, dtype: str, replay: str, always_reads_c: bool = False, nondeterministic: str = ""
+) -> str:
     k = result.kernel
     m, n, kk = result.shape
     out = [
         f"verification failed for {result.case_id} (M={m}, N={n}, K={kk}, alpha={result.alpha:g}, beta={result.beta:g})"
     ]
-    out += [f"  - {line}" for line in diagnosis(result)]
+    out += [f"  - {line}" for line in diagnosis(result, always_reads_c=always_reads_c)]
+    out += [
+        f"  declared in the header: {line}"
+        for line in declarations(always_reads_c=always_reads_c, nondeterministic=nondeterministic)
+    ]
     out.append(f"  kernel: {stats_line(k)}")
     if k.n_bad_tiles:
         t = k.tile

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from ..records.request import Request, TimingSettings
 from ..records.shapes import Shape
-from .expr import ExpressionError
+from .expr import Expression, ExpressionError
+from .header_keys import SHAPE_NAMES
 from .limits import MAX_BLOCK, MAX_GRID, MAX_SHARED_PER_BLOCK, MAX_THREADS_PER_BLOCK
 from .spec import KernelFileError, KernelSpec, Variant
 from .tensor_maps import TensorMapSpec
@@ -19,6 +20,7 @@ __all__ = [
     "Case",
     "LaunchGeometry",
     "case_seed",
+    "check_launch",
     "expand",
     "launch_geometry",
     "tensor_map_box",
@@ -66,6 +68,11 @@ class Case:
     def name(self) -> str:
         """``kernel[id]``: the test's name, and how messages name the case."""
         return f"{self.spec.name}[{self.id}]"
+
+    @property
+    def c_prior(self) -> bool:
+        """C starts with finite prior data: beta != 0, or the kernel declares ``always_reads_c``."""
+        return self.ab.prior or self.spec.always_reads_c
 
 
 def to_request(case: Case, path: str, seed: int, timing: TimingSettings | None) -> Request:
@@ -134,39 +141,79 @@ class LaunchGeometry:
         return math.prod(self.block)
 
 
-def launch_geometry(spec: KernelSpec, variant: Variant, shape: Shape) -> LaunchGeometry:
-    """Evaluate ``grid``, ``block`` and ``shared_mem`` for one shape, checking CUDA's limits."""
-    env = _names(shape, variant)
+_AXES = "xyz"
 
-    def value(key: str, expr, low: int, high: int) -> int:
-        try:
-            v = expr(env)
-        except ExpressionError as exc:
-            raise KernelFileError(spec.path, str(exc), line=spec.line, key=key) from None
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
-            raise KernelFileError(
-                spec.path,
-                f"{expr.text!r} gives {v!r} for {env}; expected an integer from {low} to {high}",
-                line=spec.line,
-                key=key,
-            )
-        return v
 
-    block = tuple(value("block", e, 1, lim) for e, lim in zip(spec.block, MAX_BLOCK))
-    grid = tuple(value("grid", e, 1, lim) for e, lim in zip(spec.grid, MAX_GRID))
-    geometry = LaunchGeometry(grid, block, 0)
-    if geometry.threads > MAX_THREADS_PER_BLOCK:
+def _values(env: dict[str, int]) -> str:
+    return ", ".join(f"{name}={value}" for name, value in env.items())
+
+
+def _launch_value(spec: KernelSpec, key: str, axis: int, expr: Expression, env: dict[str, int], high: int) -> int:
+    """One ``block``, ``grid`` or ``shared_mem`` value, checked against what CUDA accepts (at least 1, or 0 bytes)."""
+    try:
+        v = expr(env)
+    except ExpressionError as exc:
+        raise KernelFileError(spec.path, str(exc), line=spec.line, key=key) from None
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if key == "shared_mem":
+        what, low, unit = "shared_mem", 0, " bytes per block"
+    else:
+        what, low, unit = f"{key} dimension {_AXES[axis]}", 1, ""
+    said = what if expr.text.strip() == str(v) else f"{what} {expr.text!r}"
+    said += f" is {v!r}" + (f" for {_values(env)}" if env else "")
+    problem = None
+    if isinstance(v, bool) or not isinstance(v, int):
+        problem = f"{said}; expected an integer"
+    elif v < low:
+        problem = f"{said}; it must be at least {low}"
+    elif v > high:
+        problem = f"{said}; CUDA allows at most {high}{unit}"
+    if problem is not None:
+        raise KernelFileError(spec.path, problem, line=spec.line, key=key)
+    return v
+
+
+def _threads_check(spec: KernelSpec, block: tuple[int, ...], env: dict[str, int]) -> None:
+    threads = math.prod(block)
+    if threads > MAX_THREADS_PER_BLOCK:
+        where = f" for {_values(env)}" if env else ""
         raise KernelFileError(
             spec.path,
-            f"{' x '.join(map(str, block))} = {geometry.threads} threads per block for {env}; "
-            f"CUDA allows {MAX_THREADS_PER_BLOCK}",
+            f"{' x '.join(map(str, block))} = {threads} threads per block{where}; CUDA allows {MAX_THREADS_PER_BLOCK}",
             line=spec.line,
             key="block",
         )
-    smem = value("shared_mem", spec.shared_mem, 0, MAX_SHARED_PER_BLOCK) if spec.shared_mem is not None else 0
+
+
+def launch_geometry(spec: KernelSpec, variant: Variant, shape: Shape) -> LaunchGeometry:
+    """Evaluate ``grid``, ``block`` and ``shared_mem`` for one shape, checking CUDA's limits."""
+    env = _names(shape, variant)
+    block = tuple(_launch_value(spec, "block", i, e, env, lim) for i, (e, lim) in enumerate(zip(spec.block, MAX_BLOCK)))
+    grid = tuple(_launch_value(spec, "grid", i, e, env, lim) for i, (e, lim) in enumerate(zip(spec.grid, MAX_GRID)))
+    _threads_check(spec, block, env)
+    smem = 0
+    if spec.shared_mem is not None:
+        smem = _launch_value(spec, "shared_mem", 0, spec.shared_mem, env, MAX_SHARED_PER_BLOCK)
     return LaunchGeometry(grid, block, smem)
+
+
+def check_launch(spec: KernelSpec) -> None:
+    """Check, for every variant, what does not depend on the shape: a block, grid or shared memory that CUDA
+    would refuse is the header's mistake, reported once, at collection, instead of failing every case."""
+    for variant in spec.variants():
+        env = variant.as_dict()
+        block = []
+        for i, (expr, limit) in enumerate(zip(spec.block, MAX_BLOCK)):
+            if not expr.names & SHAPE_NAMES:
+                block.append(_launch_value(spec, "block", i, expr, env, limit))
+        if len(block) == len(spec.block):
+            _threads_check(spec, tuple(block), env)
+        for i, (expr, limit) in enumerate(zip(spec.grid, MAX_GRID)):
+            if not expr.names & SHAPE_NAMES:
+                _launch_value(spec, "grid", i, expr, env, limit)
+        if spec.shared_mem is not None and not spec.shared_mem.names & SHAPE_NAMES:
+            _launch_value(spec, "shared_mem", 0, spec.shared_mem, env, MAX_SHARED_PER_BLOCK)
 
 
 def tensor_map_box(spec: KernelSpec, tensor_map: TensorMapSpec, variant: Variant) -> tuple[int, int]:

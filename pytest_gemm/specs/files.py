@@ -9,9 +9,17 @@ from ..records.request import Request
 from ..records.shapes import Shape
 from .cases import AlphaBeta, Case, expand
 from .pyfile import parse_py_source
-from .spec import KernelFileError, KernelSpec, Variant, parse_cu_source
+from .spec import KernelFileError, KernelSpec, Variant, decode_source, has_header, parse_cu_source
 
-__all__ = ["case_from_request", "case_ids", "is_kernel_file", "load_specs", "shown_path", "source_hash"]
+__all__ = [
+    "case_from_request",
+    "case_ids",
+    "declares_kernels",
+    "is_kernel_file",
+    "load_specs",
+    "shown_path",
+    "source_hash",
+]
 
 
 def shown_path(path: Path, root: Path) -> str:
@@ -34,15 +42,33 @@ def is_kernel_file(path: Path) -> bool:
         return False
 
 
-def load_specs(path: Path, shown: str) -> list[KernelSpec]:
-    """The kernels a file declares; ``shown`` is the path used in ids and messages (relative to the rootdir)."""
+def declares_kernels(path: Path) -> bool:
+    """Whether the file declares at least one kernel (a ``.cu`` header, or ``@gemm_kernel`` in a ``.py`` file)."""
+    if not is_kernel_file(path):
+        return False
+    if path.suffix == ".py":
+        return True
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return has_header(path.read_bytes().decode("utf-8", errors="replace"))
+    except OSError:
+        return False
+
+
+def load_specs(path: Path, shown: str) -> list[KernelSpec]:
+    """The kernels a file declares; ``shown`` is the path used in ids and messages (relative to the rootdir).
+
+    A ``.cu`` file without a header is no kernel file: it declares nothing, whatever its bytes.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
         raise KernelFileError(shown, f"cannot read the file: {exc}") from None
     if path.suffix == ".py":
-        return parse_py_source(shown, text)
-    return parse_cu_source(shown, text)
+        try:
+            return parse_py_source(shown, data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise KernelFileError(shown, f"cannot read the file: {exc}") from None
+    return parse_cu_source(shown, decode_source(shown, data))
 
 
 def source_hash(path: Path) -> str:

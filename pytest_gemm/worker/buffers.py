@@ -17,12 +17,18 @@ __all__ = [
     "bits_to_float64",
     "case_inputs",
     "cuda_version",
+    "guarded",
     "np_dtype",
     "round_tf32",
     "uint_type",
     "upload_bits",
     "widen",
 ]
+
+
+GUARD_BYTES = 64 * 1024  # guard before each buffer, and at least this much after it
+GUARD_ROWS = 256  # the guard after a buffer also covers this many extra rows (tiles up to 256)
+LD_PAD = 16  # extra elements per row when the kernel takes lda/ldb/ldc; the padding is guarded too
 
 
 @dataclass
@@ -48,20 +54,36 @@ class GuardedMatrix:
     def as_float64(self, xp: Any, dt: DType) -> Any:
         return bits_to_float64(xp, self.matrix(uint_type(xp, dt.itemsize)), dt)
 
+    def regions(self, name: str) -> dict[str, Any]:
+        """The guarded memory around the matrix, by region name ("the guard after A"); views into ``flat``."""
+        end = self.start + self.rows * self.ld
+        found = {f"the guard before {name}": self.flat[: self.start], f"the guard after {name}": self.flat[end:]}
+        if self.ld > self.cols:
+            padding = self.flat[self.start : end].reshape(self.rows, self.ld)[:, self.cols :]
+            found[f"the row padding of {name}"] = padding
+        return found
+
     def guard_faults(self, xp: Any, name: str) -> list[Fault]:
         faults = []
-        before = self.flat[: self.start]
-        after = self.flat[self.start + self.rows * self.ld :]
-        padding = self.flat[self.start : self.start + self.rows * self.ld].reshape(self.rows, self.ld)[:, self.cols :]
-        for where, region in (
-            (f"the guard before {name}", before),
-            (f"the guard after {name}", after),
-            (f"the row padding of {name} (between ld and the row's end)", padding),
-        ):
+        for where, region in self.regions(name).items():
             changed = int((region != self.guard_bits).sum()) if region.size else 0
             if changed:
+                if where.startswith("the row padding"):
+                    where += " (between the row's end and ld)"
                 faults.append(Fault("out-of-bounds write", where, changed))
         return faults
+
+
+def guarded(xp: Any, dt: DType, padded: bool, shape: tuple[int, int], fill: np.ndarray | None) -> GuardedMatrix:
+    """A guarded rows x cols buffer (storage order) holding ``fill``, or the NaN poison when it is None."""
+    rows, cols = shape
+    ld = cols + (LD_PAD if padded else 0)
+    before = GUARD_BYTES // dt.itemsize
+    after = max(before, GUARD_ROWS * ld)
+    flat = xp.full(before + rows * ld + after, dt.guard_bits, dtype=uint_type(xp, dt.itemsize))
+    g = GuardedMatrix(flat, before, rows, cols, ld, dt.guard_bits)
+    g.matrix(flat.dtype)[...] = dt.poison_bits if fill is None else upload_bits(xp, fill)
+    return g
 
 
 @dataclass(frozen=True)
@@ -89,7 +111,7 @@ def case_inputs(case: Case, seed: int) -> CaseInputs:
     rng = np.random.default_rng(seed)
     a = _random(rng, (m, k), np_dtype(dt))
     b = _random(rng, (k, n), np_dtype(dt))
-    c0 = _random(rng, (m, n), np_dtype(out)) if case.ab.prior else None
+    c0 = _random(rng, (m, n), np_dtype(out)) if case.c_prior else None
     return CaseInputs(a, b, c0, case.spec.layout == "col")
 
 

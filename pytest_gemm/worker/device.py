@@ -29,20 +29,19 @@ from .buffers import (
     bits_to_float64,
     case_inputs,
     cuda_version,
+    guarded,
     np_dtype,
     round_tf32,
     uint_type,
     upload_bits,
     widen,
 )
+from .diagnose import determinism_fault, trace
 from .errors import DeviceUnavailable, LaunchRefused, guarded_call
 from .tma import encode_tensor_map
 
 __all__ = ["GpuRunner", "open_device"]
 
-_GUARD_BYTES = 64 * 1024  # guard before each buffer, and at least this much after it
-_GUARD_ROWS = 256  # the guard after a buffer also covers this many extra rows (tiles up to 256)
-_LD_PAD = 16  # extra elements per row when the kernel takes lda/ldb/ldc; the padding is guarded too
 _MAX_DYNAMIC_SMEM_ATTR = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _FUNC_MAX_THREADS, _FUNC_STATIC_SMEM, _FUNC_NUM_REGS = 0, 1, 4  # CU_FUNC_ATTRIBUTE_*
 _DEV_REGS_PER_BLOCK, _DEV_SMEM_OPTIN = 12, 97  # cudaDevAttrMaxRegistersPerBlock, ...SharedMemoryPerBlockOptin
@@ -179,33 +178,31 @@ class GpuRunner:
         return self._functions[key][1]
 
     # -- buffers ---------------------------------------------------------------------------------
-    def _guarded(self, dt: DType, padded: bool, shape: tuple[int, int], fill: np.ndarray | None) -> GuardedMatrix:
-        """A guarded rows x cols buffer (storage order) holding ``fill``, or the NaN poison when it is None."""
-        cp = self.cp
-        rows, cols = shape
-        ld = cols + (_LD_PAD if padded else 0)
-        before = _GUARD_BYTES // dt.itemsize
-        after = max(before, _GUARD_ROWS * ld)
-        flat = cp.full(before + rows * ld + after, dt.guard_bits, dtype=uint_type(cp, dt.itemsize))
-        g = GuardedMatrix(flat, before, rows, cols, ld, dt.guard_bits)
-        g.matrix(flat.dtype)[...] = dt.poison_bits if fill is None else upload_bits(cp, fill)
-        return g
+    def guarded_input(self, case: Case, name: str, data: CaseInputs) -> GuardedMatrix:
+        """Operand ``name`` ("A" or "B") of the case in a fresh guarded buffer."""
+        x = data.stored(data.a if name == "A" else data.b)
+        return guarded(self.cp, get_dtype(case.dtype), f"ld{name.lower()}" in case.spec.args, x.shape, x)
+
+    def guarded_output(self, case: Case, data: CaseInputs, fill: np.ndarray | None) -> GuardedMatrix:
+        """C in a fresh guarded buffer, holding ``fill`` (storage order) or the NaN poison when it is None."""
+        out = get_dtype(case.spec.output_dtype(case.dtype))
+        shape = (case.shape.N, case.shape.M) if data.col else (case.shape.M, case.shape.N)
+        return guarded(self.cp, out, "ldc" in case.spec.args, shape, fill)
 
     # -- one case --------------------------------------------------------------------------------
     def verify(self, case: Case, seed: int) -> Verification:
-        """Run the kernel once on fresh guarded buffers, then judge it against the fp64 truth."""
+        """Run the kernel on fresh guarded buffers (3 times: it must be deterministic), judge it against the
+        fp64 truth, and trace each wrong element to its source."""
         cp = self.cp
         spec, (m, n, k) = case.spec, (case.shape.M, case.shape.N, case.shape.K)
         dt, out = get_dtype(case.dtype), get_dtype(spec.output_dtype(case.dtype))
         data = case_inputs(case, seed)
 
         with self.stream:
-            ga = self._guarded(dt, "lda" in spec.args, data.stored(data.a).shape, data.stored(data.a))
-            gb = self._guarded(dt, "ldb" in spec.args, data.stored(data.b).shape, data.stored(data.b))
-            c_shape = (n, m) if data.col else (m, n)
+            ga, gb = self.guarded_input(case, "A", data), self.guarded_input(case, "B", data)
             c0 = None if data.c0 is None else data.stored(data.c0)
-            gc = self._guarded(out, "ldc" in spec.args, c_shape, c0)
-            self._launch(case, ga, gb, gc, dt)
+            gc = self.guarded_output(case, data, c0)
+            self.launch(case, ga, gb, gc)
 
             # The reference starts only now, on buffers of its own.
             a_bits, b_bits = upload_bits(cp, data.a), upload_bits(cp, data.b)
@@ -217,7 +214,15 @@ class GpuRunner:
                     faults.append(Fault("input modified", f"{name} (inputs must be read-only)", changed))
 
             truth, gscale = self.truth(case, a_bits, b_bits, c0_bits)
-            kernel_stats = self.judge_output(case, gc, data, c0_bits, truth, gscale)
+            got, unwritten = self.output(case, gc, data, c0_bits)
+            kernel_stats = error_stats(cp, got, truth, gscale, k, dt, out, unwritten)
+            if not faults:  # inputs intact: the same inputs again
+                start = out.poison_bits if c0 is None else upload_bits(cp, c0)
+                fault = determinism_fault(self, case, gc, start, lambda: self.launch(case, ga, gb, gc))
+                faults += [fault] if fault else []
+            sources, error_map = (), None
+            if not kernel_stats.passed or faults:
+                sources, error_map = trace(self, case, data, got, truth, gscale, unwritten)
             operands = (data.a, a_bits), (data.b, b_bits)
             peer = self._peer(operands, c0_bits, case, dt, out, truth, gscale)
             self.stream.synchronize()
@@ -230,6 +235,8 @@ class GpuRunner:
             kernel=kernel_stats,
             peer=peer,
             faults=tuple(faults),
+            error_map=error_map,
+            sources=sources,
         )
 
     def truth(self, case: Case, a_bits: Any, b_bits: Any, c0_bits: Any) -> tuple[Any, Any]:
@@ -246,18 +253,24 @@ class GpuRunner:
             gscale += abs(beta) * cp.abs(c064)
         return truth, gscale
 
-    def judge_output(self, case: Case, gc: GuardedMatrix, data: CaseInputs, c0_bits: Any, truth: Any, gscale: Any):
-        """Error statistics of the C held in ``gc`` (unwritten = still bitwise equal to what it started as)."""
+    def output(self, case: Case, gc: GuardedMatrix, data: CaseInputs, c0_bits: Any) -> tuple[Any, Any]:
+        """C (logical order, float64), and where it still holds, bit for bit, what it started as."""
         cp = self.cp
-        dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
+        out = get_dtype(case.spec.output_dtype(case.dtype))
         got = data.logical(gc.as_float64(cp, out))
         c_bits = data.logical(gc.matrix(uint_type(cp, out.itemsize)))
         unchanged = c_bits == out.poison_bits if c0_bits is None else c_bits == c0_bits
-        return error_stats(cp, got, truth, gscale, case.shape.K, dt, out, unchanged)
+        return got, unchanged
 
-    def _launch(self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix, dt: DType) -> None:
+    def judge_output(self, case: Case, gc: GuardedMatrix, data: CaseInputs, c0_bits: Any, truth: Any, gscale: Any):
+        """Error statistics of the C held in ``gc`` (unwritten = still bitwise equal to what it started as)."""
+        dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
+        got, unchanged = self.output(case, gc, data, c0_bits)
+        return error_stats(self.cp, got, truth, gscale, case.shape.K, dt, out, unchanged)
+
+    def launch(self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix) -> None:
         """Run the kernel once and wait for it (CUDA errors propagate to the worker, which classifies them)."""
-        self.enqueue(case, ga, gb, gc, dt)
+        self.enqueue(case, ga, gb, gc, get_dtype(case.dtype))
         self.stream.synchronize()
 
     def enqueue(self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix, dt: DType) -> None:

@@ -2,7 +2,9 @@
 
 The backend is named ``module:attribute`` (the GPU backend by default); a backend whose start
 raises an exception with a ``DeviceUnavailable`` name says there is no device, any other exception
-that the worker is broken. Neither reaches the user as a traceback.
+that the worker is broken. Neither reaches the user as a traceback. When the GPU backend finds no
+device, the worker asks the driver itself why (no libcuda at all, no GPU, a driver too old), since
+CUDA's runtime says "insufficient driver" for all of these.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import signal
 import sys
 import traceback
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -24,10 +27,54 @@ from ..records.plain import from_plain, to_plain
 from ..records.request import Request
 from ..records.verdicts import FailureKind
 
-__all__ = ["DEFAULT_BACKEND", "main"]
+__all__ = ["DEFAULT_BACKEND", "DriverState", "main", "no_device_reason"]
 
 DEFAULT_BACKEND = "pytest_gemm.worker.backend:GpuBackend"
 _PR_SET_PDEATHSIG = 1
+_LIBCUDA = "libcuda.so.1"
+
+
+@dataclass(frozen=True)
+class DriverState:
+    """What the CUDA driver API says, asked directly (no context is created)."""
+
+    load_error: str | None = None  # libcuda could not be loaded
+    version: int = 0  # cuDriverGetVersion: 12040 is CUDA 12.4; 0 when unknown
+    init_error: str | None = None  # cuInit's error name (CUDA_ERROR_NO_DEVICE...)
+    devices: int = 0
+
+
+def _driver_state() -> DriverState:
+    try:
+        cuda = ctypes.CDLL(_LIBCUDA)
+    except OSError as exc:
+        return DriverState(load_error=str(exc))
+    version, count, name = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_char_p()
+    cuda.cuDriverGetVersion(ctypes.byref(version))
+    code = cuda.cuInit(0)
+    if code != 0:
+        cuda.cuGetErrorName(code, ctypes.byref(name))
+        error = name.value.decode() if name.value else f"CUDA error {code}"
+        return DriverState(version=version.value, init_error=error)
+    cuda.cuDeviceGetCount(ctypes.byref(count))
+    return DriverState(version=version.value, devices=count.value)
+
+
+def no_device_reason(backend_reason: str, driver: DriverState, visible: str | None = None) -> str:
+    """Why there is no device, from the driver's side when it knows better than the backend's message."""
+    cuda = f"CUDA {driver.version // 1000}.{driver.version % 1000 // 10}" if driver.version else "CUDA version unknown"
+    if driver.load_error is not None:
+        return f"no NVIDIA driver: {_LIBCUDA} cannot be loaded"
+    if driver.init_error == "CUDA_ERROR_STUB_LIBRARY":
+        return f"{_LIBCUDA} is the CUDA toolkit's stub library, not an NVIDIA driver"
+    if driver.init_error in (None, "CUDA_ERROR_NO_DEVICE") and driver.devices == 0:
+        shown = "" if visible is None else f" (CUDA_VISIBLE_DEVICES={visible!r})"
+        return f"the NVIDIA driver ({cuda}) finds no GPU{shown}"
+    if driver.init_error is not None:
+        return f"the NVIDIA driver ({cuda}) cannot start: {driver.init_error}"
+    if "insufficient" in backend_reason.lower():
+        return f"the NVIDIA driver supports {cuda}, too old for CuPy's CUDA runtime ({backend_reason})"
+    return backend_reason
 
 
 def _die_with_parent() -> None:
@@ -61,7 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         facts = backend.facts()
     except Exception as exc:
         if type(exc).__name__ == "DeviceUnavailable":
-            send(replies, "unavailable", str(exc))
+            reason = str(exc)
+            if args.backend == DEFAULT_BACKEND:
+                with contextlib.suppress(Exception):  # the backend's reason is still a reason
+                    reason = no_device_reason(reason, _driver_state(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+            send(replies, "unavailable", reason)
         else:
             send(replies, "broken", traceback.format_exception_only(type(exc), exc)[-1].strip())
         return 0

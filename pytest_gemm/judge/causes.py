@@ -1,0 +1,126 @@
+"""Where the wrong elements of C came from, and a map of them: pure rules on arrays (NumPy or CuPy).
+
+The worker gathers the evidence (bit patterns, and re-runs of the kernel with one change each);
+these functions turn it into one cause per element, a short list of sources for the failure text,
+and an :class:`~pytest_gemm.records.outcome.ErrorMap` for the report's heatmap. Each takes the array
+module as ``xp``, so the CPU tests drive them with NumPy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..records.outcome import ErrorMap, ErrorSource
+from ..records.verdicts import ErrorCause
+from .accuracy import TILE, tile_summary
+
+__all__ = ["MAX_CELLS", "Evidence", "causes_of", "error_map", "error_sources", "guard_cause"]
+
+MAX_CELLS = 128  # an error map has at most this many cells along each side
+
+_CODES = {cause: i + 1 for i, cause in enumerate(ErrorCause)}  # 0: within the bound
+_NONE = len(_CODES) + 1
+
+
+@dataclass
+class Evidence:
+    """What the re-runs established; every mask is M x N (logical order), True where it applies.
+
+    ``guard``: for each guard region of A or B (e.g. "the guard after A"), the elements that came out
+    non-finite when only that region held NaN (and finite when none did). ``read_c``: the elements
+    that were right once C held finite prior data (beta = 0 only; None when not re-run).
+    """
+
+    guard: dict[str, Any] = field(default_factory=dict)
+    read_c: Any | None = None
+
+
+def guard_cause(region: str) -> ErrorCause:
+    """The cause a guard region stands for: a region of A or of B."""
+    return ErrorCause.GUARD_A if region.split()[-1] == "A" else ErrorCause.GUARD_B
+
+
+def causes_of(xp: Any, ratio: Any, unwritten: Any | None, evidence: Evidence) -> Any:
+    """One code per element (0 within the bound, else ``ErrorCause`` rank + 1); the most telling cause wins."""
+    bad = ratio > 1.0
+    nonfinite = ~xp.isfinite(ratio)
+    codes = xp.zeros(ratio.shape, dtype=xp.int8)
+    codes[bad & ~nonfinite] = _CODES[ErrorCause.OVER_BOUND]
+    codes[bad & nonfinite] = _CODES[ErrorCause.ARITHMETIC]
+    if unwritten is not None:
+        codes[bad & unwritten] = _CODES[ErrorCause.UNWRITTEN]
+    if evidence.read_c is not None:
+        codes[bad & evidence.read_c] = _CODES[ErrorCause.READ_C]
+    for cause in (ErrorCause.GUARD_B, ErrorCause.GUARD_A):  # A last: it wins where both apply
+        for region, mask in evidence.guard.items():
+            if guard_cause(region) is cause:
+                codes[bad & mask] = _CODES[cause]
+    return codes
+
+
+def error_sources(xp: Any, codes: Any, evidence: Evidence) -> tuple[ErrorSource, ...]:
+    """The causes present, most telling first; a guard cause is listed per region it came from."""
+    sources = []
+    for cause in ErrorCause:
+        mask = codes == _CODES[cause]
+        if not bool(mask.any()):
+            continue
+        if cause in (ErrorCause.GUARD_A, ErrorCause.GUARD_B):
+            for region, region_mask in evidence.guard.items():
+                if guard_cause(region) is cause and bool((mask & region_mask).any()):
+                    sources.append(_source(xp, mask & region_mask, cause, region))
+        else:
+            sources.append(_source(xp, mask, cause, ""))
+    return tuple(sources)
+
+
+def _source(xp: Any, mask: Any, cause: ErrorCause, region: str) -> ErrorSource:
+    rows = _to_host(xp.nonzero(mask.any(axis=1))[0])
+    cols = _to_host(xp.nonzero(mask.any(axis=0))[0])
+    _, n_tiles, _ = tile_summary(xp, mask, TILE)
+    return ErrorSource(
+        cause=cause.value,
+        count=int(mask.sum()),
+        rows=(int(rows[0]), int(rows[-1])),
+        cols=(int(cols[0]), int(cols[-1])),
+        n_tiles=n_tiles,
+        region=region,
+    )
+
+
+def error_map(
+    xp: Any, ratio: Any, codes: Any, tile: tuple[int, int] | None = None, max_cells: int = MAX_CELLS
+) -> ErrorMap:
+    """Downsample to at most ``max_cells`` cells a side; each cell keeps its worst ratio and its most telling cause."""
+    m, n = ratio.shape
+    cell = (max(1, math.ceil(m / max_cells)), max(1, math.ceil(n / max_cells)))
+    gm, gn = math.ceil(m / cell[0]), math.ceil(n / cell[1])
+    finite_ratio = xp.where(xp.isfinite(ratio), ratio, 0.0)
+    worst = _pool(xp, finite_ratio, cell, (gm, gn), 0.0, "max")
+    ranked = xp.where(codes > 0, codes, _NONE).astype(xp.int8)
+    best = _pool(xp, ranked, cell, (gm, gn), _NONE, "min")
+    words = [""] + [cause.value for cause in ErrorCause] + [""]
+    ratio_rows = _to_host(worst).tolist()
+    code_rows = _to_host(best).tolist()
+    return ErrorMap(
+        rows=m,
+        cols=n,
+        cell=cell,
+        ratio=tuple(tuple(float(f"{v:.3g}") for v in line) for line in ratio_rows),
+        cause=tuple(tuple(words[int(c)] for c in line) for line in code_rows),
+        tile=tile,
+    )
+
+
+def _pool(xp: Any, a: Any, cell: tuple[int, int], grid: tuple[int, int], fill: Any, how: str) -> Any:
+    """Reduce each cell x cell block of ``a`` (padded with ``fill``) with max or min."""
+    padded = xp.full((grid[0] * cell[0], grid[1] * cell[1]), fill, dtype=a.dtype)
+    padded[: a.shape[0], : a.shape[1]] = a
+    blocks = padded.reshape(grid[0], cell[0], grid[1], cell[1])
+    return blocks.max(axis=(1, 3)) if how == "max" else blocks.min(axis=(1, 3))
+
+
+def _to_host(a: Any) -> Any:
+    return a.get() if hasattr(a, "get") else a

@@ -1,0 +1,170 @@
+"""The heatmap of a failed verification: where over C the output is wrong, in units of the bound.
+
+Each cell of the :class:`~pytest_gemm.records.outcome.ErrorMap` shows its worst |error| / bound on a
+log cividis scale; a cell whose worst element has a cause of its own (read past A or B, C read
+although beta = 0, unwritten, NaN or Inf from arithmetic) gets that cause's colour and hatch instead.
+A map with more cells than a picture can show is pooled further, honestly: the worst ratio and
+the most telling cause of each block win, and a cell with a cause is drawn at least about 10 pixels
+wide, so that one such cell in a large matrix shows. The kernel's tiles are outlined.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from ..records.outcome import ErrorMap
+from ..records.verdicts import ErrorCause
+from .run_data import FailedCase
+from .style import INK, new_figure, save, title
+
+__all__ = ["CAUSE_STYLE", "MAX_DRAWN", "heatmap", "pooled"]
+
+MAX_DRAWN = 256  # cells drawn along a side at most (at least 2 pixels each)
+#: each cause that is not a plain error: colour and hatch, distinct from cividis and from each other in grey
+CAUSE_STYLE = {
+    ErrorCause.GUARD_A: ("#009E73", "xx"),
+    ErrorCause.GUARD_B: ("#56B4E9", "++"),
+    ErrorCause.READ_C: ("#CC79A7", "\\\\"),
+    ErrorCause.UNWRITTEN: ("#D55E00", "//"),
+    ErrorCause.ARITHMETIC: ("#000000", ".."),
+}
+_RANK = {cause.value: cause.rank for cause in ErrorCause}
+_NONE = len(_RANK)  # rank of a cell within the bound
+
+
+def pooled(emap: ErrorMap, max_cells: int = MAX_DRAWN) -> tuple[Any, Any, tuple[int, int]]:
+    """The map's ratios and cause ranks, pooled to at most ``max_cells`` a side, and the cell size in elements.
+
+    A pooled cell keeps the largest ratio and the most telling cause (lowest rank) of the cells in it.
+    """
+    import numpy as np
+
+    ratio = np.asarray(emap.ratio, dtype=float).reshape(len(emap.ratio), -1)
+    ranks = np.array([[_RANK.get(w, _NONE) if w else _NONE for w in line] for line in emap.cause], dtype=int)
+    ranks = ranks.reshape(ratio.shape)
+    fr, fc = (max(1, math.ceil(n / max_cells)) for n in ratio.shape)
+    if (fr, fc) == (1, 1):
+        return ratio, ranks, emap.cell
+    gr, gc = math.ceil(ratio.shape[0] / fr), math.ceil(ratio.shape[1] / fc)
+
+    def pool(a: Any, fill: Any, how: Any) -> Any:
+        padded = np.full((gr * fr, gc * fc), fill, dtype=a.dtype)
+        padded[: a.shape[0], : a.shape[1]] = a
+        return how(how(padded.reshape(gr, fr, gc, fc), axis=3), axis=1)
+
+    return pool(ratio, 0.0, np.max), pool(ranks, _NONE, np.min), (emap.cell[0] * fr, emap.cell[1] * fc)
+
+
+def _runs(
+    mask: Any, cell: tuple[int, int], rows: int, cols: int, least: tuple[float, float] = (0.0, 0.0)
+) -> list[tuple[float, float, float, float]]:
+    """Rectangles (x, y, width, height) in elements covering the True cells, merged along each row.
+
+    Each is at least ``least`` (width, height) in elements, grown about its centre, so that one cell shows.
+    """
+    rects = []
+    for i, line in enumerate(mask):
+        j = 0
+        while j < len(line):
+            if not line[j]:
+                j += 1
+                continue
+            start = j
+            while j < len(line) and line[j]:
+                j += 1
+            y0, x0 = i * cell[0], start * cell[1]
+            w, h = min(j * cell[1], cols) - x0, min((i + 1) * cell[0], rows) - y0
+            grow_w, grow_h = max(0.0, least[0] - w) / 2, max(0.0, least[1] - h) / 2
+            rects.append((x0 - grow_w, y0 - grow_h, w + 2 * grow_w, h + 2 * grow_h))
+    return rects
+
+
+def _outline_tiles(ax: Any, emap: ErrorMap) -> str:
+    """Draw the tile grid; say what it is."""
+    tile, what = emap.tile, "the kernel's output tiles"
+    if tile is None:
+        tile, what = (32, 32), "a 32×32 grid (the kernel's tile is not known)"
+    step = [1, 1]
+    for axis, (n, t) in enumerate(((emap.rows, tile[0]), (emap.cols, tile[1]))):
+        while n / (t * step[axis]) > 64:  # keep lines at least ~8 pixels apart
+            step[axis] *= 2
+    kw = {"colors": "#000000", "linewidths": 0.7, "alpha": 0.45, "zorder": 4}
+    ax.hlines(range(0, emap.rows + 1, tile[0] * step[0]), 0, emap.cols, **kw)
+    ax.vlines(range(0, emap.cols + 1, tile[1] * step[1]), 0, emap.rows, **kw)
+    every = "" if step == [1, 1] else f", every {step[0]}×{step[1]} tiles"
+    return f"lines: {what}, {tile[0]}×{tile[1]}{every}"
+
+
+def heatmap(case: FailedCase, gpu_name: str, day: str, out: Path, max_cells: int = MAX_DRAWN) -> Path:
+    """Draw ``case``'s error map to ``out`` (PNG)."""
+    import numpy as np
+    from matplotlib import colormaps
+    from matplotlib.collections import PatchCollection
+    from matplotlib.colors import LogNorm
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch, Rectangle
+
+    emap = case.error_map
+    ratio, ranks, cell = pooled(emap, max_cells)
+    special = {cause: ranks == cause.rank for cause in CAUSE_STYLE}
+    plain = ~np.logical_or.reduce([*special.values(), np.zeros(ranks.shape, bool)])
+    top = max(10.0, float(ratio.max()) if ratio.size else 10.0)
+    positive = ratio[(ratio > 0) & plain]
+    low = min(1e-2, float(positive.min()) if positive.size else 1e-2, top / 1e3)
+    cmap = colormaps["cividis"].with_extremes(under=colormaps["cividis"](0.0), bad=(1, 1, 1, 0))
+    shown = np.where(plain, np.maximum(ratio, low * 0.999), np.nan)
+    tall = emap.rows / max(emap.cols, 1)
+    fig = new_figure(9.0, 8.2 if 0.25 <= tall <= 4 else 6.0)
+    ax = fig.add_subplot()
+    image = ax.imshow(shown, cmap=cmap, norm=LogNorm(vmin=low, vmax=top), interpolation="nearest",
+                      extent=(0, emap.cols, emap.rows, 0), aspect="equal" if 0.25 <= tall <= 4 else "auto")  # fmt: skip
+    bar = fig.colorbar(image, ax=ax, shrink=0.85, extend="min", pad=0.02)
+    bar.set_label("|error| / bound: the worst element of each cell (1 = at the bound)")
+    bar.ax.axhline(1.0, color=INK, linewidth=2)
+    bar.ax.text(-0.3, 1.0, "bound", transform=bar.ax.get_yaxis_transform(), ha="right", va="center", fontsize=8)
+    handles = []
+    for cause, mask in special.items():
+        if not mask.any():
+            continue
+        colour, hatch = CAUSE_STYLE[cause]
+        least = (emap.cols / 60, emap.rows / 60)  # about 10 pixels: one cell of a large matrix still shows
+        rects = [Rectangle((x, y), w, h) for x, y, w, h in _runs(mask, cell, emap.rows, emap.cols, least)]
+        ax.add_collection(PatchCollection(rects, facecolor=colour, edgecolor="white", hatch=hatch, linewidth=0,
+                                          zorder=3))  # fmt: skip
+        label = f"{cause}: {int(mask.sum())} cell(s)"
+        handles.append(Patch(facecolor=colour, edgecolor="white", hatch=hatch + hatch, label=label))
+    if ratio.size and ratio.max() > 1.0:  # ring the worst cell: alone in a large matrix it is a few pixels
+        i, j = np.unravel_index(int(ratio.argmax()), ratio.shape)
+        x, y = min((j + 0.5) * cell[1], emap.cols), min((i + 0.5) * cell[0], emap.rows)
+        ax.plot(x, y, marker="o", markersize=16, markerfacecolor="none", markeredgecolor="#E69F00",
+                markeredgewidth=2.2, linestyle="none", zorder=5)  # fmt: skip
+        handles.append(
+            Line2D(
+                [],
+                [],
+                marker="o",
+                markersize=10,
+                markerfacecolor="none",
+                markeredgecolor="#E69F00",
+                markeredgewidth=2,
+                linestyle="none",
+                label=f"worst cell: {ratio.max():.4g}× the bound",
+            )
+        )
+    tiles = _outline_tiles(ax, emap)
+    ax.set_xlim(0, emap.cols)
+    ax.set_ylim(emap.rows, 0)
+    ax.set_xlabel(f"column of C (N = {emap.cols})")
+    ax.set_ylabel(f"row of C (M = {emap.rows})")
+    over = int(((ranks == ErrorCause.OVER_BOUND.rank) & plain).sum())
+    handles.append(Patch(facecolor=cmap(0.95), label=f"over the bound (colour scale): {over} cell(s)"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False, fontsize=8.5)
+    m, n, k = case.shape.split("x")
+    detail = (
+        f"{case.dtype}, M={m} N={n} K={k}, alpha={case.alpha:g}, beta={case.beta:g}\none cell = "
+        f"{cell[0]}×{cell[1]} elements ({ratio.shape[0]}×{ratio.shape[1]} cells); {tiles}"
+    )
+    title(fig, ax, f"Where {case.name} is wrong", gpu_name, day, detail)
+    return save(fig, out)

@@ -1,0 +1,153 @@
+"""``index.html``: one static page with the run's facts, pictures and tables.
+
+No script, no server, no network: styles are inline, pictures are files beside the page named by
+relative paths, and every piece of text from the run is escaped. It opens from the file system.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..records.case_record import CaseRecord
+from ..records.verdicts import GateVerdict
+from .run_data import FailedCase, RunData
+from .tables import format_time, row_flags
+
+__all__ = ["page"]
+
+_CSS = """
+body { font: 15px/1.45 system-ui, sans-serif; color: #222; margin: 0 auto; max-width: 1200px; padding: 0 16px 48px; }
+h1 { font-size: 1.6em; margin: 0.8em 0 0.2em; }
+h2 { border-bottom: 2px solid #0072B2; padding-bottom: 2px; margin-top: 1.8em; }
+code, pre { font: 13px/1.4 ui-monospace, monospace; background: #f3f3f3; }
+pre { padding: 8px; overflow-x: auto; white-space: pre-wrap; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; vertical-align: top; }
+th { background: #e8eef4; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.bad td { background: #fbe3d6; }
+figure { margin: 1em 0; }
+figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { font-size: 13px; color: #444; }
+nav a { margin-right: 1em; }
+.facts td:first-child { font-weight: 600; }
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int], bad: Sequence[bool] = ()) -> str:
+    """An HTML table; cells are escaped here."""
+    out = ["<table>", "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"]
+    for i, row in enumerate(rows):
+        cls = ' class="bad"' if i < len(bad) and bad[i] else ""
+        cells = "".join(
+            f'<td class="num">{_e(c)}</td>' if j in numeric else f"<td>{_e(c)}</td>" for j, c in enumerate(row)
+        )
+        out.append(f"<tr{cls}>{cells}</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _fact(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {_fact(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_fact(v) for v in value)
+    return str(value)
+
+
+def _figure(src: str, alt: str, caption: str) -> str:
+    return (
+        f'<figure><a href="{_e(src)}"><img src="{_e(src)}" alt="{_e(alt)}" loading="lazy"></a>'
+        f"<figcaption>{_e(caption)}</figcaption></figure>"
+    )
+
+
+def _gate_cell(record: CaseRecord) -> str:
+    gate = record.gate
+    if gate is None:
+        return ""
+    change = f" {100 * gate.change:+.1f}%" if gate.change is not None else ""
+    return f"{gate.verdict}{change}"
+
+
+def _timing_section(records: Sequence[CaseRecord]) -> list[str]:
+    out = ['<h2 id="tables">Timing tables</h2>']
+    head = ("kernel", "shape", "alpha, beta", "median", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n", "gate", "flags")
+    for dtype in dict.fromkeys(r.dtype for r in records):
+        rows, bad = [], []
+        for r in (r for r in records if r.dtype == dtype):
+            rows.append(
+                (
+                    r.kernel,
+                    r.shape,
+                    f"{r.alpha:g}, {r.beta:g}",
+                    format_time(r.median_s),
+                    f"{r.tflops:.2f}",
+                    f"{r.pct_cublas:.1f}%",
+                    "-" if r.pct_peak is None else f"{r.pct_peak:.1f}%",
+                    f"{100 * r.noise:.2f}%",
+                    str(r.samples),
+                    _gate_cell(r),
+                    row_flags(r),
+                )
+            )
+            bad.append(r.gate is not None and r.gate.verdict == GateVerdict.REGRESSED)
+        out.append(f"<h3>{_e(dtype)}: {len(rows)} case(s)</h3>")
+        out.append(_table(head, rows, {3, 4, 5, 6, 7, 8}, bad))
+    return out
+
+
+def _failure_section(failures: Sequence[FailedCase], pictures: Mapping[str, str]) -> list[str]:
+    out = [f'<h2 id="failures">Failed verifications: {len(failures)}</h2>']
+    for case in failures:
+        out.append(f"<h3><code>{_e(case.test)}</code></h3>")
+        out.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in case.diagnosis) + "</ul>")
+        src = pictures.get(case.test)
+        if src:
+            alt = f"heatmap of the error of {case.name} over C"
+            out.append(
+                _figure(src, alt, "Worst |error| / bound per cell; causes in their own colours; tiles outlined.")
+            )
+    return out
+
+
+def page(data: RunData, charts: Sequence[tuple[str, str]], heatmaps: Mapping[str, str]) -> str:
+    """The page. ``charts``: (relative path, caption) of each chart; ``heatmaps``: failed case's test -> path."""
+    gpu, day = data.gpu_name, data.day
+    counts = {v: sum(1 for r in data.records if r.gate and r.gate.verdict == v) for v in GateVerdict}
+    gated = sum(counts.values())
+    summary = f"{len(data.records)} timed case(s), {len(data.failures)} failed verification(s)"
+    if gated:
+        summary += "; gate: " + ", ".join(f"{n} {v}" for v, n in counts.items())
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>pytest-gemm report: {_e(gpu)}{', ' + _e(day) if day else ''}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>pytest-gemm report: {_e(gpu)}</h1>",
+        f"<p><strong>Run:</strong> {_e(data.date or 'date unknown')}<br>",
+        f"<strong>Command:</strong> <code>{_e(data.command or 'not recorded')}</code><br>",
+        f"<strong>Cases:</strong> {_e(summary)}</p>",
+        '<nav><a href="#pictures">Pictures</a><a href="#failures">Failed verifications</a>'
+        '<a href="#tables">Timing tables</a><a href="#device">Device</a></nav>',
+    ]
+    out += [f"<p><em>{_e(note)}</em></p>" for note in data.notes]
+    out.append('<h2 id="pictures">Pictures</h2>')
+    out += [_figure(src, caption, caption) for src, caption in charts] or ["<p>No timed case: nothing to chart.</p>"]
+    if data.failures:
+        out += _failure_section(data.failures, heatmaps)
+    else:
+        out += ['<h2 id="failures">Failed verifications: 0</h2>', "<p>Every verified output was within its bound.</p>"]
+    if data.records:
+        out += _timing_section(data.records)
+    facts = [(str(k), _fact(v)) for k, v in data.gpu.items()]
+    out += ['<h2 id="device">Device</h2>', '<div class="facts">', _table(("fact", "value"), facts, set()), "</div>"]
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"

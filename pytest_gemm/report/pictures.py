@@ -1,0 +1,198 @@
+"""The run's charts: throughput against size per dtype, % of cuBLAS at one size, the gate's changes.
+
+Each function draws one PNG from case records and returns its path, or None when the run has
+nothing to draw for it. Sizes sit on a log-2 axis, legends outside the axes, and every title
+names the GPU and the date (see :mod:`.style`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..records.case_record import METRICS, CaseRecord
+from ..records.shapes import parse_shapes
+from ..records.verdicts import GateVerdict
+from .style import DTYPE_STYLE, INK, OKABE_ITO, REFERENCE, kernel_styles, new_figure, save, shape_label, title
+
+__all__ = ["gate_chart", "largest_shape", "one_shape", "pct_cublas_chart", "tflops_chart"]
+
+
+def _volume(shape: str) -> int:
+    m, n, k = (int(d) for d in shape.split("x"))
+    return m * n * k
+
+
+def largest_shape(records: Sequence[CaseRecord]) -> str | None:
+    """The shape with the most multiply-adds in the run."""
+    return max((r.shape for r in records), key=_volume, default=None)
+
+
+def _one_per_case(records: Sequence[CaseRecord]) -> dict[tuple[str, str], list[CaseRecord]]:
+    """Records by (kernel, shape): the alpha = 1, beta = 0 case where the run has it, else every alpha/beta case."""
+    groups: dict[tuple[str, str], list[CaseRecord]] = {}
+    for r in records:
+        groups.setdefault((r.kernel, r.shape), []).append(r)
+    return {key: [r for r in rs if not r.ab] or rs for key, rs in groups.items()}
+
+
+def _ab_note(records: Sequence[CaseRecord]) -> str:
+    return "alpha = 1, beta = 0 cases" if any(not r.ab for r in records) else "median over the alpha/beta cases"
+
+
+def _legend_outside(ax: Any, **kwargs: Any) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False, fontsize=8.5, **kwargs)
+
+
+def tflops_chart(records: Sequence[CaseRecord], dtype: str, gpu: dict[str, Any], gpu_name: str, day: str, out: Path):
+    """TFLOP/s against problem size for every kernel of ``dtype``, cuBLAS and the device's peak as references."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
+
+    rows = [r for r in records if r.dtype == dtype]
+    if not rows:
+        return None
+    groups = _one_per_case(rows)
+    kernels = list(dict.fromkeys(r.kernel for r in rows))
+    shapes = sorted({r.shape for r in rows}, key=_volume)
+    size = {s: _volume(s) ** (1 / 3) for s in shapes}
+    styles = kernel_styles(kernels)
+    fig = new_figure(11.5, 6.0)
+    ax = fig.add_subplot()
+    cublas = [statistics.median(r.cublas_tflops for k in kernels for r in groups.get((k, s), [])) for s in shapes]
+    ax.plot([size[s] for s in shapes], cublas, color=REFERENCE, linewidth=5, alpha=0.8, label="cuBLAS", zorder=1)
+    for kernel in kernels:
+        points = [
+            (size[s], statistics.median(r.tflops for r in groups[(kernel, s)])) for s in shapes if (kernel, s) in groups
+        ]
+        ax.plot(*zip(*points), label=kernel, zorder=3, **styles[kernel])
+    peaks = [r.peak_tflops for r in rows if r.peak_tflops]
+    if peaks:
+        peak = max(peaks)
+        clock = gpu.get("max_sm_clock_mhz") or gpu.get("cuda_max_sm_clock_mhz")
+        how = f", {gpu['sm_count']} SMs at {clock:g} MHz" if gpu.get("sm_count") and clock else ""
+        ax.axhline(peak, color=INK, linestyle=(0, (6, 3)), linewidth=1.4, label=f"device peak {peak:.4g} TFLOP/s{how}")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator([size[s] for s in shapes]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticks([size[s] for s in shapes], [shape_label(s) for s in shapes], rotation=30 if len(shapes) > 5 else 0)
+    ax.set_xlim(min(size.values()) / 1.25, max(size.values()) * 1.25)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.set_xlabel("problem size (M·N·K)^(1/3), log₂ axis; ticks name the shape M×N×K")
+    ax.set_ylabel("TFLOP/s (2·M·N·K / median device time), log axis")
+    ax.grid(True, which="both", color="#e4e4e4", linewidth=0.7)
+    _legend_outside(ax, ncols=2 if len(kernels) > 22 else 1)
+    title(fig, ax, f"{dtype} GEMM throughput against problem size", gpu_name, day, _ab_note(rows) + "; cold L2")
+    return save(fig, out)
+
+
+def pct_cublas_chart(records: Sequence[CaseRecord], shape: str | None, gpu_name: str, day: str, out: Path):
+    """Each kernel's speed as % of cuBLAS at one shape (default: the largest), grouped by dtype."""
+    shape = shape or largest_shape(records)
+    rows = [r for r in records if r.shape == shape]
+    if not rows:
+        return None
+    groups = _one_per_case(rows)
+    bars: list[tuple[str, str, float, float, float]] = []  # dtype, kernel, value, low, high
+    for dtype in dict.fromkeys(r.dtype for r in rows):
+        for kernel in dict.fromkeys(r.kernel for r in rows if r.dtype == dtype):
+            case = groups[(kernel, shape)]
+            values = [r.pct_cublas for r in case]
+            pick = case[0] if len(case) == 1 else None
+            low, high = pick.pct_cublas_ci if pick else (min(values), max(values))
+            bars.append((dtype, kernel, statistics.median(values), low, high))
+    y, position, labels, gaps = [], 0.0, [], []
+    for i, bar in enumerate(bars):
+        if i and bar[0] != bars[i - 1][0]:
+            position += 0.8
+            gaps.append(position - 0.9)
+        y.append(position)
+        labels.append(bar[1])
+        position += 1
+    fig = new_figure(11.0, max(3.4, 1.6 + 0.27 * len(bars)))
+    ax = fig.add_subplot()
+    seen = set()
+    for (dtype, _, value, low, high), pos in zip(bars, y):
+        colour, hatch = DTYPE_STYLE.get(dtype, (OKABE_ITO[6], "++"))
+        ax.barh(pos, value, height=0.75, color=colour, hatch=hatch, edgecolor="white", linewidth=0,
+                label=None if dtype in seen else dtype, zorder=2)  # fmt: skip
+        seen.add(dtype)
+        ax.errorbar(value, pos, xerr=[[value - low], [high - value]], color=INK, linewidth=0.9, capsize=2, zorder=3)
+        ax.text(high + 1, pos, f"{value:.1f}%", va="center", ha="left", fontsize=8, color=INK)
+    top = max(110.0, max(b[4] for b in bars) + 12)
+    ax.axvline(100, color=INK, linestyle=(0, (6, 3)), linewidth=1.2, label="cuBLAS = 100%", zorder=1)
+    ax.set_xlim(0, top)
+    ax.set_ylim(position - 0.4, -0.6)
+    ax.set_yticks(y, labels, fontsize=8.5)
+    for gap in gaps:
+        ax.axhline(gap, color="#bbbbbb", linewidth=0.8)
+    ax.set_xlabel("% of cuBLAS's speed at the same shape and dtype (timed pair by pair)\nwhiskers: 95% interval")
+    ax.grid(True, axis="x", color="#e4e4e4", linewidth=0.7)
+    _legend_outside(ax)
+    title(fig, ax, f"Kernels as % of cuBLAS at {shape_label(str(shape))}", gpu_name, day, _ab_note(rows))
+    return save(fig, out)
+
+
+_VERDICT_STYLE = {  # marker, colour, size
+    GateVerdict.SAME: ("o", REFERENCE, 22),
+    GateVerdict.REGRESSED: ("^", OKABE_ITO[3], 46),
+    GateVerdict.IMPROVED: ("v", OKABE_ITO[2], 46),
+    GateVerdict.UNSTABLE: ("D", OKABE_ITO[1], 26),
+}
+
+
+def gate_chart(records: Sequence[CaseRecord], gpu_name: str, day: str, out: Path, source: str = ""):
+    """Each case's change of the gated metric against its baseline, one row per kernel, the threshold shaded."""
+    gated = [r for r in records if r.gate is not None and r.gate.change is not None]
+    if not gated:
+        return None
+    metric = gated[0].gate.metric  # type: ignore[union-attr]
+    dtypes = list(dict.fromkeys(r.dtype for r in gated))
+    kernels = sorted(dict.fromkeys((r.dtype, r.kernel) for r in gated), key=lambda key: dtypes.index(key[0]))
+    row = {key: i for i, key in enumerate(kernels)}
+    shapes = sorted({r.shape for r in gated}, key=_volume)
+    fig = new_figure(11.0, max(3.4, 1.9 + 0.25 * len(kernels)))
+    ax = fig.add_subplot()
+    for (dtype, kernel), i in row.items():
+        thresholds = [r.gate.threshold for r in gated if (r.dtype, r.kernel) == (dtype, kernel)]  # type: ignore[union-attr]
+        t = 100 * max(thresholds)
+        ax.fill_betweenx([i - 0.45, i + 0.45], -t, t, color="#ececec", linewidth=0, zorder=0)
+    ax.fill_betweenx([], 0, 0, color="#ececec", label="within the threshold (by its size alone)")
+    labelled: set[GateVerdict] = set()
+    for r in gated:
+        gate = r.gate
+        assert gate is not None and gate.change is not None
+        marker, colour, size = _VERDICT_STYLE.get(gate.verdict, ("o", INK, 22))
+        offset = (shapes.index(r.shape) - (len(shapes) - 1) / 2) * (0.6 / max(len(shapes), 1))
+        ax.scatter(100 * gate.change, row[(r.dtype, r.kernel)] + offset, marker=marker, s=size, color=colour,
+                   edgecolors=INK if gate.verdict != GateVerdict.SAME else "none", linewidths=0.6, zorder=3,
+                   label=None if gate.verdict in labelled else str(gate.verdict))  # fmt: skip
+        labelled.add(gate.verdict)
+    ax.axvline(0, color=INK, linewidth=0.8)
+    ax.set_yticks(range(len(kernels)), [f"{k} ({d})" for d, k in kernels], fontsize=8.5)
+    ax.set_ylim(len(kernels) - 0.5, -0.5)
+    changes = [100 * abs(r.gate.change) for r in gated]  # type: ignore[union-attr]
+    reach = max(max(changes), 100 * max(r.gate.threshold for r in gated)) * 1.15  # type: ignore[union-attr]
+    ax.set_xlim(-reach, reach)
+    ax.set_xlabel(
+        f"change of the {METRICS[metric][2]} against the baseline, % (+ is slower)\n"
+        "within a row, cases from the smallest shape (top) to the largest"
+    )
+    ax.grid(True, axis="x", color="#e4e4e4", linewidth=0.7)
+    _legend_outside(ax)
+    counts = {v: sum(r.gate.verdict == v for r in records if r.gate) for v in GateVerdict}  # type: ignore[union-attr]
+    detail = ", ".join(f"{n} {v}" for v, n in counts.items()) + (f"\n{source}" if source else "")
+    title(fig, ax, f"The gate: {len(gated)} timed cases against their baselines", gpu_name, day, detail)
+    return save(fig, out)
+
+
+def one_shape(text: str) -> str:
+    """One shape from an option's text (``1024`` or ``MxNxK``), as ``MxNxK``."""
+    shapes = parse_shapes(text)
+    if len(shapes) != 1:
+        raise ValueError(f"expected one shape, got {text!r}")
+    return shapes[0].id

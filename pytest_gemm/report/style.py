@@ -1,0 +1,102 @@
+"""The look every picture shares: Okabe-Ito colours with markers and line styles, titles, saving.
+
+Colours alone never carry a distinction: each kernel also has its own marker, each variant its
+own line style (and hollow markers after the fourth), each dtype its own hatch, so the pictures
+read in grey and for colour-blind readers. matplotlib is imported only when a picture is drawn,
+through :class:`matplotlib.figure.Figure` (no pyplot, no global state, no display needed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DTYPE_STYLE",
+    "INK",
+    "OKABE_ITO",
+    "REFERENCE",
+    "kernel_base",
+    "kernel_styles",
+    "new_figure",
+    "save",
+    "shape_label",
+    "title",
+]
+
+#: Okabe & Ito's palette for colour-blind readers, with its yellow (faint on white) replaced by Tol's wine
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#882255")
+INK = "#222222"
+REFERENCE = "#8C8C8C"  # cuBLAS and other references: grey, drawn wide
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p")
+LINESTYLES = ("-", "--", ":", "-.")
+#: each dtype: colour and hatch (bars)
+DTYPE_STYLE = {
+    "fp32": ("#0072B2", ""),
+    "bf16": ("#E69F00", "//"),
+    "fp16": ("#009E73", ".."),
+    "tf32": ("#CC79A7", "xx"),
+    "fp64": ("#D55E00", "\\\\"),
+}
+
+
+def kernel_base(kernel: str) -> str:
+    """``sgemm_smem[TILE32]`` -> ``sgemm_smem``."""
+    return kernel.split("[", 1)[0]
+
+
+def kernel_styles(kernels: list[str]) -> dict[str, dict[str, Any]]:
+    """Line-plot keyword arguments per kernel variant: colour and marker by kernel, line style by variant."""
+    bases: list[str] = []
+    variants: dict[str, list[str]] = {}
+    for kernel in kernels:
+        base = kernel_base(kernel)
+        if base not in variants:
+            bases.append(base)
+            variants[base] = []
+        if kernel not in variants[base]:
+            variants[base].append(kernel)
+    styles = {}
+    for b, base in enumerate(bases):
+        colour = OKABE_ITO[b % len(OKABE_ITO)]
+        for v, kernel in enumerate(variants[base]):
+            styles[kernel] = {
+                "color": colour,
+                "marker": MARKERS[b % len(MARKERS)],
+                "linestyle": LINESTYLES[v % len(LINESTYLES)],
+                "fillstyle": "full" if v < len(LINESTYLES) else "none",
+                "markersize": 6,
+                "linewidth": 1.6,
+            }
+    return styles
+
+
+def shape_label(shape: str) -> str:
+    """``1024x1024x1024`` -> ``1024³``; other shapes as they are."""
+    dims = shape.split("x")
+    return f"{dims[0]}³" if len(set(dims)) == 1 else shape
+
+
+def new_figure(width: float, height: float) -> Any:
+    """A figure on matplotlib's Agg canvas, with the pictures' common settings."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    fig.set_facecolor("white")
+    return fig
+
+
+def title(fig: Any, ax: Any, what: str, gpu: str, day: str, detail: str = "") -> None:
+    """The title names what is shown, the GPU and the date; ``detail`` goes on a smaller line under it."""
+    fig.suptitle(f"{what} — {gpu}" + (f", {day}" if day else ""), x=0.01, ha="left", fontsize=12.5, color=INK)
+    if detail:
+        ax.set_title(detail, loc="left", fontsize=9, color="#444444")
+
+
+def save(fig: Any, path: Path) -> Path:
+    """Write ``fig`` as PNG (legends outside the axes included) and return ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(
+        path, format="png", facecolor="white", metadata={"Software": "pytest-gemm"}, pil_kwargs={"optimize": True}
+    )
+    return path

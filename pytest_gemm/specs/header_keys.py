@@ -1,0 +1,160 @@
+"""The checks of each header key (``.cu`` headers and ``@gemm_kernel`` arguments alike).
+
+Every check raises :class:`~.errors.KernelFileError` naming the file, the header's line, the key
+and what was expected.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..records.dtypes import DTYPES
+from .archs import known_arch
+from .errors import KernelFileError
+from .expr import Expression, ExpressionError
+from .tensor_maps import MAP_ARGS, SWIZZLES, TensorMapSpec
+
+__all__ = ["ARG_NAMES", "ENTRY", "SHAPE_NAMES", "HeaderChecker"]
+
+ARG_NAMES = ("M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc", *MAP_ARGS)
+SHAPE_NAMES = frozenset({"M", "N", "K"})
+ENTRY = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<.*>)?\s*$", re.DOTALL)
+_IDENT = re.compile(r"^[A-Za-z_]\w*$")
+_ARCH_FLAGS = re.compile(r"^(-arch|--gpu-architecture|-gencode|--generate-code|-code)\b")
+
+
+class HeaderChecker:
+    """Validators for each header key; each raises :class:`KernelFileError` naming the key."""
+
+    def __init__(self, path: str | Path, line: int) -> None:
+        self.path, self.line = path, line
+
+    def fail(self, key: str, message: str) -> None:
+        raise KernelFileError(self.path, message, line=self.line, key=key)
+
+    def entry(self, value: Any) -> str:
+        if not isinstance(value, str) or not ENTRY.match(value):
+            self.fail("entry", f'expected a kernel name such as "sgemm" or "sgemm<128, 8>", got {value!r}')
+        return value.strip()
+
+    def args(self, value: Any) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.fail("args", f"expected a list of parameter names from {', '.join(ARG_NAMES)}")
+        for arg in value:
+            if arg not in ARG_NAMES:
+                self.fail("args", f"unknown argument {arg!r}; expected names from {', '.join(ARG_NAMES)}")
+            if value.count(arg) > 1:
+                self.fail("args", f"argument {arg!r} is listed twice")
+        for needed in ("A", "B", "C"):
+            if needed not in value and f"{needed}_map" not in value:
+                self.fail("args", f"the kernel must take {needed} (or its tensor map {needed}_map)")
+        if ("alpha" in value) != ("beta" in value):
+            self.fail("args", "a kernel takes both alpha and beta, or neither")
+        return tuple(value)
+
+    def dtypes(self, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not value:
+            self.fail("dtypes", f"expected a non-empty list from {', '.join(DTYPES)}")
+        for d in value:
+            if d not in DTYPES:
+                self.fail("dtypes", f"unknown dtype {d!r}; expected one of {', '.join(DTYPES)}")
+        return tuple(dict.fromkeys(value))
+
+    def expression(self, key: str, value: Any, names: frozenset[str]) -> Expression:
+        try:
+            return Expression(value, names)
+        except ExpressionError as exc:
+            self.fail(key, str(exc))
+            raise  # unreachable
+
+    def dims(self, key: str, value: Any, names: frozenset[str]) -> tuple[Expression, ...]:
+        if isinstance(value, (int, str)) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, list) or not 1 <= len(value) <= 3:
+            self.fail(key, f"expected 1 to 3 integers or expressions, got {value!r}")
+        return tuple(self.expression(key, v, names) for v in value)
+
+    def requires(self, value: Any, names: frozenset[str]) -> tuple[Expression, ...]:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.fail("requires", 'expected a boolean expression or a list of them, e.g. ["K % 4 == 0"]')
+        return tuple(self.expression("requires", v, names) for v in value)
+
+    def choice(self, key: str, value: Any, choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            self.fail(key, f"expected one of {', '.join(map(repr, choices))}, got {value!r}")
+        return value
+
+    def options(self, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = value.split()
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.fail("options", 'expected a list of compiler flags, e.g. ["-use_fast_math"]')
+        for flag in value:
+            if _ARCH_FLAGS.match(flag):
+                self.fail(
+                    "options",
+                    f"{flag!r}: the harness chooses the architecture (see --gemm-archs, or the header's arch key)",
+                )
+        return tuple(value)
+
+    def arch(self, value: Any) -> str:
+        try:
+            known_arch(value if isinstance(value, str) else repr(value))
+        except ValueError as exc:
+            self.fail("arch", f"{exc}; it names the one architecture this kernel is built for")
+        return value
+
+    def tensor_maps(self, value: Any, params: frozenset[str], args: tuple[str, ...]) -> tuple[TensorMapSpec, ...]:
+        example = 'e.g. tensor_maps = { A = { box = [64, "BM"], swizzle = 128 } }'
+        if not isinstance(value, Mapping):
+            self.fail(
+                "tensor_maps", f"expected a table of operand = {{ box = [inner, outer], swizzle = bytes }}, {example}"
+            )
+        out = []
+        for operand, entry in value.items():
+            if f"{operand}_map" not in MAP_ARGS:
+                self.fail("tensor_maps", f"{operand!r} is not an operand; expected A, B or C")
+            if not isinstance(entry, Mapping) or set(entry) - {"box", "swizzle"} or "box" not in entry:
+                self.fail("tensor_maps", f"{operand}: expected {{ box = [inner, outer], swizzle = bytes }}, {example}")
+            box = entry["box"]
+            if not isinstance(box, list) or len(box) != 2:
+                self.fail("tensor_maps", f"{operand}: box is [inner, outer] in elements, got {box!r}")
+            exprs = tuple(self.expression("tensor_maps", b, params) for b in box)
+            swizzle = entry.get("swizzle", 0)
+            if swizzle not in SWIZZLES or isinstance(swizzle, bool):
+                self.fail(
+                    "tensor_maps",
+                    f"{operand}: swizzle is one of {', '.join(map(str, SWIZZLES))} bytes, got {swizzle!r}",
+                )
+            if f"{operand}_map" not in args:
+                self.fail("tensor_maps", f"{operand}: the kernel does not take {operand}_map; add it to args")
+            out.append(TensorMapSpec(operand, (exprs[0], exprs[1]), swizzle))
+        for arg in args:
+            if arg in MAP_ARGS and MAP_ARGS[arg] not in value:
+                self.fail("tensor_maps", f"{arg} is in args but tensor_maps has no entry for {MAP_ARGS[arg]}")
+        return tuple(out)
+
+    def params(self, value: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        if not isinstance(value, Mapping):
+            self.fail("params", "expected a table of name = [values], e.g. params = { TILE = [16, 32] }")
+        out = []
+        for name, values in value.items():
+            if not _IDENT.match(name) or name in SHAPE_NAMES or name in ARG_NAMES or name.startswith("_"):
+                self.fail("params", f"{name!r} cannot be a param name (identifiers other than {', '.join(ARG_NAMES)})")
+            if isinstance(values, int) and not isinstance(values, bool):
+                values = [values]
+            if (
+                not isinstance(values, list)
+                or not values
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+            ):
+                self.fail("params", f"{name}: expected a non-empty list of integers, got {values!r}")
+            out.append((name, tuple(values)))
+        return tuple(out)

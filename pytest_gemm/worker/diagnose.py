@@ -1,0 +1,147 @@
+"""Exact diagnoses of a wrong output, and the determinism check, by launching the kernel again.
+
+A NaN in C has four possible sources: the poison of an element never written, C read although
+beta = 0 (C held NaN), a read past A or B (their guard regions hold NaN), or arithmetic. Bit
+patterns tell the first; re-runs with one change each tell the others: C given finite data, and
+each guard region of A and B the only one that holds NaN. :mod:`pytest_gemm.judge.causes` turns
+the evidence into causes, sources and a map. Part of the worker package; runs in workers only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..judge.accuracy import element_ratios
+from ..judge.causes import Evidence, causes_of, error_map, error_sources
+from ..records.dtypes import get_dtype
+from ..records.outcome import ErrorMap, ErrorSource, Fault
+from ..records.shapes import Shape
+from ..specs.cases import Case, launch_geometry
+from ..specs.errors import KernelFileError
+from .buffers import CaseInputs, GuardedMatrix, np_dtype, uint_type
+
+
+class GpuRunner(Protocol):
+    """What the re-runs need of :class:`~pytest_gemm.worker.device.GpuRunner`."""
+
+    cp: Any
+
+    def guarded_input(self, case: Case, name: str, data: CaseInputs) -> GuardedMatrix: ...
+    def guarded_output(self, case: Case, data: CaseInputs, fill: np.ndarray | None) -> GuardedMatrix: ...
+    def launch(self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix) -> None: ...
+
+
+__all__ = ["LAUNCHES", "determinism_fault", "trace"]
+
+LAUNCHES = 3  # a verified case runs the kernel this many times on the same inputs
+
+
+def determinism_fault(runner: GpuRunner, case: Case, gc: GuardedMatrix, start: Any, launch: Any) -> Fault | None:
+    """Launch again on the same inputs, C reset to ``start`` each time; a fault if any bit of C differs.
+
+    ``launch()`` runs the kernel once on the case's buffers and waits for it; ``gc`` holds the
+    first launch's result. Kernels that declare ``nondeterministic`` are not checked.
+    """
+    if case.spec.nondeterministic:
+        return None
+    cp = runner.cp
+    out = get_dtype(case.spec.output_dtype(case.dtype))
+    view = gc.matrix(uint_type(cp, out.itemsize))
+    first = view.copy()
+    for n in range(2, LAUNCHES + 1):
+        view[...] = start
+        launch()
+        changed = int((view != first).sum())
+        if changed:
+            view[...] = first  # judge and report the first launch's output
+            return Fault("non-deterministic output", f"C between launch 1 and launch {n} on the same inputs", changed)
+    return None
+
+
+def trace(
+    runner: GpuRunner,
+    case: Case,
+    data: CaseInputs,
+    got: Any,
+    truth: Any,
+    gscale: Any,
+    unwritten: Any,
+) -> tuple[tuple[ErrorSource, ...], ErrorMap]:
+    """Trace each wrong element of ``got`` (logical M x N, float64) to its source; re-runs only as needed."""
+    cp, spec = runner.cp, case.spec
+    dt, out = get_dtype(case.dtype), get_dtype(spec.output_dtype(case.dtype))
+    k = case.shape.K
+    ratio = element_ratios(cp, got, truth, gscale, k, dt, out)
+    nonfinite = ~cp.isfinite(ratio)
+    evidence = Evidence()
+    if bool((nonfinite & ~unwritten).any()) or (data.c0 is None and bool(unwritten.any())):
+        finite_c = data.c0 if data.c0 is not None else _finite_prior(case, data)
+        if data.c0 is None:
+            # C held the NaN poison (beta = 0). Give C finite data (0 * finite = 0), every guard still NaN:
+            # an element right now was computed from C; one still holding the data was never written.
+            # (A NaN that kept the poison's payload through arithmetic looks unwritten by its bits alone.)
+            rerun, untouched = _rerun(runner, case, data, finite_c, nan_regions=None)
+            evidence.read_c = nonfinite & (element_ratios(cp, rerun, truth, gscale, k, dt, out) <= 1.0)
+            unwritten = unwritten & untouched
+        unexplained = nonfinite & ~unwritten
+        if evidence.read_c is not None:
+            unexplained &= ~evidence.read_c
+        if bool(unexplained.any()):
+            clean, _ = _rerun(runner, case, data, finite_c, nan_regions=())
+            for region in _regions(runner, case, data):
+                rerun, _ = _rerun(runner, case, data, finite_c, nan_regions=(region,))
+                evidence.guard[region] = unexplained & cp.isfinite(clean) & ~cp.isfinite(rerun)
+    codes = causes_of(cp, ratio, unwritten, evidence)
+    return error_sources(cp, codes, evidence), error_map(cp, ratio, codes, _tile(case))
+
+
+def _finite_prior(case: Case, data: CaseInputs) -> np.ndarray:
+    """Finite data for C where the case has none (beta = 0), from the case's own seed stream."""
+    out = get_dtype(case.spec.output_dtype(case.dtype))
+    rng = np.random.default_rng([case.shape.M, case.shape.N, 0xC0])
+    work = np.float64 if np_dtype(out) == np.float64 else np.float32
+    return rng.uniform(-1.0, 1.0, size=(case.shape.M, case.shape.N)).astype(work).astype(np_dtype(out))
+
+
+def _regions(runner: GpuRunner, case: Case, data: CaseInputs) -> list[str]:
+    """The names of the guard regions of A and B, as the buffers of this case have them."""
+    return [*runner.guarded_input(case, "A", data).regions("A"), *runner.guarded_input(case, "B", data).regions("B")]
+
+
+def _rerun(
+    runner: GpuRunner, case: Case, data: CaseInputs, c0: np.ndarray, nan_regions: tuple[str, ...] | None
+) -> tuple[Any, Any]:
+    """Launch on fresh buffers with C = ``c0``; the guard regions of A and B outside ``nan_regions`` hold
+    zeros (all keep their NaN when it is None). Returns C (logical order, float64), and where C still
+    holds ``c0`` bit for bit."""
+    cp = runner.cp
+    out = get_dtype(case.spec.output_dtype(case.dtype))
+    ga = runner.guarded_input(case, "A", data)
+    gb = runner.guarded_input(case, "B", data)
+    if nan_regions is not None:
+        for region, view in {**ga.regions("A"), **gb.regions("B")}.items():
+            if region not in nan_regions:
+                view[...] = 0
+    gc = runner.guarded_output(case, data, data.stored(c0))
+    runner.launch(case, ga, gb, gc)
+    bits = uint_type(cp, out.itemsize)
+    untouched = data.logical(gc.matrix(bits)) == cp.asarray(np.ascontiguousarray(c0).view(bits))
+    return data.logical(gc.as_float64(cp, out)), untouched
+
+
+def _tile(case: Case) -> tuple[int, int] | None:
+    """The output tile of one thread block: the grid at a large power-of-two shape, assuming grid.x spans
+    C's contiguous dimension (columns, or rows for a column-major kernel); None when that does not divide."""
+    if case.spec.kind != "cu":
+        return None
+    probe = 1 << 16
+    try:
+        grid = launch_geometry(case.spec, case.variant, Shape(probe, probe, case.shape.K)).grid
+    except KernelFileError:  # an expression that cannot take the probe shape: no outlines
+        return None
+    if grid[0] < 1 or grid[1] < 1 or probe % grid[0] or probe % grid[1] or grid[0] * grid[1] == 1:
+        return None
+    across, down = probe // grid[0], probe // grid[1]
+    return (across, down) if case.spec.layout == "col" else (down, across)

@@ -1,0 +1,305 @@
+"""Every bad input answered: a message naming the file and the fault, nothing lost, the right exit code.
+
+Covers ``pytest-gemm prune`` from the wrong folder, baseline folders that cannot be written (the
+command and ``--gemm-update-baselines``), schema faults in baseline files, a closed pipe and the
+shared option checks. The runs that need timed cases replay the H100 recording (no GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import KERNELS, ROOT
+
+H100_FILE = "baselines/nvidia-h100-80gb-hbm3.json"
+NAIVE = "kernels/01_naive.cu::sgemm_naive"
+
+
+def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_gemm.cli", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def _small_project(path: Path) -> Path:
+    """Steps 1 and 2 with a baseline file of a few of their real H100 entries; returns the baseline file."""
+    (path / "kernels").mkdir(parents=True)
+    for name in ("01_naive.cu", "02_smem_tiling.cu"):
+        shutil.copy(KERNELS / name, path / "kernels" / name)
+    data = json.loads((ROOT / H100_FILE).read_text())
+    keep = [k for f in ("01_naive", "02_smem") for k in sorted(data["entries"]) if k.startswith(f"kernels/{f}")]
+    keep = keep[:3] + keep[-3:]  # three of each file
+    data["entries"] = {k: data["entries"][k] for k in keep}
+    target = path / H100_FILE
+    target.parent.mkdir()
+    target.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return target
+
+
+def _no_traceback(*texts: str) -> None:
+    for text in texts:
+        assert "Traceback" not in text and "Error:" not in text.replace("pytest-gemm: error:", ""), text
+
+
+# -- prune from the wrong folder -----------------------------------------------------------------
+def test_prune_refuses_when_none_of_the_kernel_files_is_found_and_says_where_it_looked(tmp_path):
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    baseline = _small_project(project)
+    elsewhere.mkdir()
+    before = baseline.read_bytes()
+    folder = str(project / "baselines")
+    for cwd, args in (
+        (elsewhere, ["--baselines", folder]),  # run from the wrong folder
+        (project, ["--root", str(elsewhere)]),  # a wrong --root
+        (project, ["--root", str(elsewhere), "--dry-run"]),
+    ):
+        result = _cli(cwd, "prune", *args)
+        assert result.returncode == 2, result
+        shown = f"{folder}/nvidia-h100-80gb-hbm3.json" if cwd == elsewhere else H100_FILE
+        assert result.stderr.startswith(f"pytest-gemm: error: {shown}: ")
+        assert (
+            f"none of the 2 kernel file(s) its entries name is under {elsewhere} "
+            "(looked for kernels/01_naive.cu, kernels/02_smem_tiling.cu); nothing removed: run prune from the "
+            "project's root folder, or name that folder with --root DIR"
+        ) in result.stderr
+        assert result.stdout == ""
+        _no_traceback(result.stderr)
+    assert baseline.read_bytes() == before
+    # from the right folder, named with --root, nothing is stale
+    right = _cli(elsewhere, "prune", "--baselines", folder, "--root", str(project))
+    assert right.returncode == 0 and f"{folder}/nvidia-h100-80gb-hbm3.json: 0 of 6 entries stale" in right.stdout
+    # and one kernel file gone among those still there is pruned as before
+    (project / "kernels" / "02_smem_tiling.cu").unlink()
+    pruned = _cli(project, "prune")
+    assert pruned.returncode == 0 and f"{H100_FILE}: 3 of 6 entries stale" in pruned.stdout
+    assert all(k.startswith(NAIVE) for k in json.loads(baseline.read_text())["entries"])
+
+
+def test_prune_without_baselines_says_where_it_looked(tmp_path):
+    result = _cli(tmp_path, "prune")
+    assert result.returncode == 2
+    assert result.stderr == f"pytest-gemm: error: no baseline files in baselines/ (looked in {tmp_path}/baselines)\n"
+
+
+def test_prune_keeps_the_entries_of_a_kernel_file_whose_header_is_not_valid_toml(tmp_path):
+    baseline = _small_project(tmp_path)
+    before = baseline.read_bytes()
+    naive = tmp_path / "kernels" / "01_naive.cu"
+    naive.write_text(naive.read_text().replace('entry = "sgemm_naive"', 'entry = = "sgemm_naive"'))
+    result = _cli(tmp_path, "prune")
+    assert result.returncode == 0, result
+    lines = [line for line in result.stdout.splitlines() if "kept" in line]
+    assert len(lines) == 1 and lines[0].startswith("  kept 3 entries of kernels/01_naive.cu: cannot read it (")
+    assert "the pytest-gemm header is not valid TOML" in lines[0] and lines[0].endswith("; fix it, then prune again")
+    assert baseline.read_bytes() == before
+
+
+# -- a baseline folder that cannot be written ------------------------------------------------------
+def _writable(folder: Path) -> bool:
+    probe = folder / ".probe"
+    try:
+        probe.write_text("")
+    except OSError:
+        return False
+    probe.unlink()
+    return True
+
+
+@pytest.fixture(params=["read-only folder", "folder is a file"])
+def blocked(request, tmp_path_factory):
+    """Makes a project's baselines folder unwritable; returns the reason the message must give.
+
+    Read-only: chmod, or for root (whom chmod does not stop) the immutable attribute. Where neither
+    stops a write that case is skipped; the folder-is-a-file case stops everyone, everywhere.
+    """
+    undo = []
+
+    def block(folder: Path) -> str:
+        if request.param == "folder is a file":
+            folder.rename(folder.with_name("baselines.kept"))
+            folder.write_text("not a folder\n")
+            return "baselines is a file, not a folder"
+        folder.chmod(0o555)
+        undo.append(lambda: folder.chmod(0o755))
+        if not _writable(folder) and os.geteuid() != 0:
+            return "Permission denied"
+        if (
+            shutil.which("chattr")
+            and subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0
+        ):
+            undo.append(lambda: subprocess.run(["chattr", "-i", str(folder)], check=True))
+            if not _writable(folder):
+                return "Operation not permitted"
+        pytest.skip("nothing here stops root writing to a folder (no chattr +i); 'folder is a file' covers it")
+
+    yield block
+    for step in reversed(undo):
+        step()
+
+
+def _replay_run(project, *options: str, scale: float = 1.0):
+    os.environ["REPLAY_SCALE"] = str(scale)
+    try:
+        return project.runpytest_subprocess("--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", *options)
+    finally:
+        os.environ.pop("REPLAY_SCALE", None)
+
+
+@pytest.fixture
+def recorded_runs(replay, monkeypatch):
+    """A replay project with baselines recorded from run.json and a slower saved run, slow.json."""
+    monkeypatch.setenv("TMPDIR", str(replay.path))  # where a failed update keeps its results
+    _replay_run(replay, "--benchmark-json", "run.json").assert_outcomes(passed=6)
+    _replay_run(replay, "--benchmark-json", "slow.json", scale=1.1).assert_outcomes(passed=6)
+    assert _cli(replay.path, "update", "--from", "run.json").returncode == 0
+    return replay
+
+
+def _saved(project) -> bytes:
+    kept = project.path / "baselines.kept" / Path(H100_FILE).name
+    return (kept if kept.exists() else project.path / H100_FILE).read_bytes()
+
+
+def test_the_command_says_the_folder_cannot_be_written_and_changes_nothing(recorded_runs, blocked):
+    project = recorded_runs
+    before = _saved(project)
+    reason = blocked(project.path / "baselines")
+    update = _cli(project.path, "update", "--from", "slow.json")
+    assert update.returncode == 2 and update.stdout == ""
+    problem = "cannot be written in baselines/" if "Permission" in reason or "Operation" in reason else "cannot be read"
+    assert update.stderr.startswith(f"pytest-gemm: error: {H100_FILE}: {problem}")
+    assert reason in update.stderr
+    assert update.stderr.rstrip().endswith(
+        "; nothing changed; the run stays in slow.json: run this again once that is fixed"
+    )
+    _no_traceback(update.stderr)
+    assert _saved(project) == before
+
+
+def test_prune_in_a_folder_that_cannot_be_written_removes_nothing(recorded_runs, blocked):
+    project = recorded_runs
+    data = json.loads((project.path / H100_FILE).read_text())
+    gone = "kernels/01_naive.cu::sgemm_gone[fp32-512x512x512]"
+    data["entries"][gone] = data["entries"][f"{NAIVE}[fp32-512x512x512]"] | {"kernel": "sgemm_gone"}
+    (project.path / H100_FILE).write_text(json.dumps(data))
+    before = _saved(project)
+    folder = project.path / "baselines"
+    reason = blocked(folder)
+    result = _cli(project.path, "prune")
+    assert result.returncode == 2
+    if "is a file" in reason:
+        assert result.stderr == f"pytest-gemm: error: no baseline files in baselines/ (looked in {folder}, a file)\n"
+    else:
+        assert f"removed {gone}: the file no longer has this case" in result.stdout
+        assert result.stderr.startswith(f"pytest-gemm: error: {H100_FILE}: cannot be written in baselines/ ({reason})")
+        assert result.stderr.endswith("; nothing removed from it\n")
+    _no_traceback(result.stderr)
+    assert _saved(project) == before
+
+
+def test_an_update_run_that_cannot_write_fails_in_one_line_and_keeps_its_results(recorded_runs, blocked):
+    project = recorded_runs
+    before = _saved(project)
+    reason = blocked(project.path / "baselines")
+    result = _replay_run(project, "--gemm-update-baselines", scale=1.1)
+    result.assert_outcomes(passed=6)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    _no_traceback(result.stdout.str(), result.stderr.str())
+    errors = [line for line in result.stdout.lines if line.startswith("error:")]
+    assert len(errors) == 1, result.stdout.str()
+    (error,) = errors
+    assert error.startswith(f"error: {H100_FILE}: ") and reason in error
+    assert "; nothing written there. This run's 6 timed case(s) are kept in " in error
+    kept = Path(error.split(" are kept in ")[1].split(" (")[0])
+    assert kept.parent == project.path and kept.name.startswith("pytest-gemm-nvidia-h100-80gb-hbm3-")
+    entries = json.loads(kept.read_text())["entries"]
+    assert len(entries) == 6 and all(k.startswith(NAIVE) for k in entries)
+    old = json.loads(before)["entries"]
+    assert all(entries[k]["ratio"] > old[k]["ratio"] * 1.05 for k in old)  # the slower run's numbers, kept
+    if "is a file" in reason:
+        assert error.endswith(f"(this run's entries alone): add them to {H100_FILE} once that is fixed")
+    else:
+        assert error.endswith(f"(the whole file as it would be): copy it to {H100_FILE} once that is fixed")
+    assert _saved(project) == before
+
+
+# -- schema faults -------------------------------------------------------------------------------
+NOT_BASELINES = "restore it from version control, or record it again with --gemm-update-baselines"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{}", f"no 'schema' field, so not a pytest-gemm baseline file (it is an empty object); {NOT_BASELINES}"),
+        ('{"gpu": "x"}', "no 'schema' field, so not a pytest-gemm baseline file (its fields are 'gpu')"),
+        (
+            '{"schema": "1", "gpu": "x", "entries": {}}',
+            """'schema' must be the integer 1, found a string "1"; write it as "schema": 1 if the rest""",
+        ),
+        ('{"schema": true}', "'schema' must be the integer 1, found a boolean true"),
+        (
+            '{"schema": 2, "gpu": "x", "entries": {}}',
+            "schema version 2 is not one this pytest-gemm reads (1): a newer pytest-gemm wrote it; upgrade pytest-gemm",
+        ),
+        ('{"schema": 0}', f"schema version 0 is not one this pytest-gemm reads (1) and none writes it; {NOT_BASELINES}"),  # noqa: E501
+        ('{"schema": 1, "gpu": "x", "entries": {', "not valid JSON (Expecting property name enclosed in double quotes"),
+        ("[1]", f"expected a JSON object with 'schema', 'gpu' and 'entries', found a list; {NOT_BASELINES}"),
+        ('{"schema": 1, "gpu": 3, "entries": []}', "found 'gpu': 3, 'entries': []; fix it by hand"),
+        (
+            '{"schema": 1, "gpu": "x", "entries": {"k": []}}',
+            "entry 'k': expected an object; fix or delete that entry, or restore the file from version control",
+        ),
+        ("\udcff", f"not UTF-8 text (byte 0), so not a baseline file; {NOT_BASELINES}"),
+    ],
+    ids=["empty", "no-schema", "schema-string", "schema-bool", "newer", "older", "bad-json", "list", "fields",
+         "entry", "binary"],
+)  # fmt: skip
+def test_each_schema_fault_gets_advice_that_fits(tmp_path, text, message):
+    path = tmp_path / "baselines" / "nvidia-h100-80gb-hbm3.json"
+    path.parent.mkdir()
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    before = path.read_bytes()
+    result = _cli(tmp_path, "show")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"pytest-gemm: error: {H100_FILE}: ") and message in result.stderr
+    assert ("upgrade" in result.stderr) == (text.startswith('{"schema": 2'))  # advice to upgrade only when newer
+    _no_traceback(result.stderr)
+    assert path.read_bytes() == before
+
+
+def test_a_run_stops_on_a_baseline_file_without_a_schema_with_the_same_advice(replay):
+    (replay.path / "baselines").mkdir()
+    (replay.path / H100_FILE).write_text("{}")
+    result = _replay_run(replay)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*pytest-gemm: *{H100_FILE}: no 'schema' field, so not a pytest-gemm baseline file*"])
+    assert "upgrade" not in result.stderr.str()
+    assert (replay.path / H100_FILE).read_text() == "{}"
+
+
+# -- small command-line faults -------------------------------------------------------------------
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
+    (tmp_path / "baselines").mkdir()
+    shutil.copy(ROOT / H100_FILE, tmp_path / H100_FILE)  # 810 entries: more than a pipe holds
+    command = [sys.executable, "-m", "pytest_gemm.cli", "show"]
+    with subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        first = proc.stdout.readline()  # `pytest-gemm show | head -1`
+        proc.stdout.close()
+        err = proc.stderr.read()
+    assert first == f"{H100_FILE}: NVIDIA H100 80GB HBM3, 810 entries\n"
+    assert err == "" and proc.returncode == 128 + 13  # as a process ended by SIGPIPE
+
+
+def test_the_threshold_is_checked_the_same_in_the_command_and_the_plugin(replay):
+    expected = "expected a number from 0 to 10, got '-1'"
+    for args in (["--threshold", "-1"], ["--threshold=-1"]):
+        result = _cli(replay.path, "compare", "run.json", *args)
+        assert result.returncode == 2 and f"argument --threshold: {expected}" in result.stderr
+    plugin = _replay_run(replay, "--gemm-threshold", "-1")
+    assert plugin.ret == pytest.ExitCode.USAGE_ERROR
+    plugin.stderr.fnmatch_lines([f"*--gemm-threshold / gemm_threshold: {expected}"])

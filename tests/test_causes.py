@@ -1,0 +1,226 @@
+"""Tracing wrong elements to their source, with the worker's own re-run logic driven by NumPy.
+
+The kernels here are NumPy functions that work on the same guarded buffers the GPU worker builds,
+so a read past A really reads the guard after A. No device is involved or pretended: this tests the
+diagnosis rules, and tests/test_gpu.py checks the same diagnoses on real kernels on the GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_gemm.judge.causes import Evidence, causes_of, error_map
+from pytest_gemm.records.dtypes import get_dtype
+from pytest_gemm.records.outcome import Verification
+from pytest_gemm.records.shapes import Shape
+from pytest_gemm.records.verdicts import ErrorCause
+from pytest_gemm.report.failure import diagnosis
+from pytest_gemm.specs.cases import AlphaBeta, Case
+from pytest_gemm.specs.spec import spec_from_mapping
+from pytest_gemm.worker.buffers import case_inputs, guarded
+from pytest_gemm.worker.diagnose import determinism_fault, trace
+
+FP32 = get_dtype("fp32")
+M, N, K = 48, 40, 32
+
+
+class NumpyRunner:
+    """Runs a NumPy 'kernel' on guarded host buffers, the way GpuRunner runs a CUDA kernel on device ones."""
+
+    cp = np
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.launches = 0
+
+    def guarded_input(self, case, name, data):
+        x = data.stored(data.a if name == "A" else data.b)
+        return guarded(np, FP32, f"ld{name.lower()}" in case.spec.args, x.shape, x)
+
+    def guarded_output(self, case, data, fill):
+        return guarded(np, FP32, "ldc" in case.spec.args, (case.shape.M, case.shape.N), fill)
+
+    def launch(self, case, ga, gb, gc):
+        self.launches += 1
+        a, b, c = (g.matrix(np.float32) for g in (ga, gb, gc))
+        with np.errstate(invalid="ignore", over="ignore"):
+            self.kernel(case, ga, a, b, c, self.launches)
+
+
+def _case(beta=0.0, **header):
+    spec = spec_from_mapping(
+        {
+            "entry": "k",
+            "args": ["M", "N", "K", "alpha", "beta", "A", "B", "C"],
+            "dtypes": ["fp32"],
+            "block": [16, 16],
+            "grid": ["cdiv(N, 16)", "cdiv(M, 16)"],
+            **header,
+        },
+        path="k.cu",
+    )
+    return Case(spec, spec.variants()[0], "fp32", Shape(M, N, K), AlphaBeta(1.0 if beta == 0 else 0.7, beta))
+
+
+def _gemm(case, a, b, c, read_c):
+    alpha, beta = np.float32(case.ab.alpha), np.float32(case.ab.beta)
+    product = alpha * (a.astype(np.float32) @ b.astype(np.float32))
+    c[...] = product + beta * c if read_c else product
+
+
+def correct(case, ga, a, b, c, n):
+    _gemm(case, a, b, c, read_c=case.ab.beta != 0)
+
+
+def reads_c(case, ga, a, b, c, n):
+    _gemm(case, a, b, c, read_c=True)
+
+
+def reads_past_a(case, ga, a, b, c, n):
+    """The last row adds the element after A's end (times 0: harmless, unless it is NaN)."""
+    correct(case, ga, a, b, c, n)
+    after = ga.regions("A")["the guard after A"][:N].view(np.float32)
+    c[-1, :] += np.float32(0) * after
+
+
+def unwritten_tile(case, ga, a, b, c, n):
+    keep = c[:16, :16].copy()
+    correct(case, ga, a, b, c, n)
+    c[:16, :16] = keep
+
+
+def inf_minus_inf(case, ga, a, b, c, n):
+    correct(case, ga, a, b, c, n)
+    c[5, 7] = np.float32(np.inf) - np.float32(np.inf)
+
+
+def both(case, ga, a, b, c, n):
+    reads_c(case, ga, a, b, c, n)
+    after = ga.regions("A")["the guard after A"][:N].view(np.float32)
+    c[-1, :] += np.float32(0) * after
+
+
+def _traced(kernel, case):
+    runner = NumpyRunner(kernel)
+    data = case_inputs(case, seed=3)
+    ga, gb = runner.guarded_input(case, "A", data), runner.guarded_input(case, "B", data)
+    gc = runner.guarded_output(case, data, data.c0)
+    runner.launch(case, ga, gb, gc)
+    got = gc.as_float64(np, FP32)
+    a64, b64 = data.a.astype(np.float64), data.b.astype(np.float64)
+    truth, gscale = case.ab.alpha * (a64 @ b64), abs(case.ab.alpha) * (np.abs(a64) @ np.abs(b64))
+    if data.c0 is not None:
+        truth, gscale = truth + case.ab.beta * data.c0, gscale + abs(case.ab.beta) * np.abs(data.c0)
+    bits = gc.matrix(np.uint32)
+    unwritten = bits == FP32.poison_bits if data.c0 is None else bits == data.c0.view(np.uint32)
+    sources, emap = trace(runner, case, data, got, truth, gscale, unwritten)
+    return sources, emap, runner.launches
+
+
+def _summary(sources):
+    return [(s.cause, s.count, s.region, s.rows, s.cols) for s in sources]
+
+
+def test_a_kernel_that_reads_c_when_beta_is_zero_is_named_by_a_rerun():
+    sources, emap, launches = _traced(reads_c, _case())
+    assert _summary(sources) == [(ErrorCause.READ_C.value, M * N, "", (0, M - 1), (0, N - 1))]
+    assert launches == 2  # the kernel, then once with finite data in C
+    assert emap.causes == (ErrorCause.READ_C,)
+
+
+def test_a_read_past_the_end_of_a_names_the_operand_and_the_side():
+    sources, _, launches = _traced(reads_past_a, _case())
+    assert _summary(sources) == [(ErrorCause.GUARD_A.value, N, "the guard after A", (M - 1, M - 1), (0, N - 1))]
+    # the kernel, C given finite data, all guards zeroed, then each of the four guard regions alone
+    assert launches == 1 + 1 + 1 + 4
+    line = diagnosis(_verification(sources))[0]
+    assert line.startswith(f"reads past the end of A: {N} element(s) of C are NaN from the guard after A")
+    assert f"rows {M - 1}-{M - 1}, columns 0-{N - 1}" in line
+
+
+def test_an_unwritten_tile_is_not_blamed_on_c():
+    sources, emap, launches = _traced(unwritten_tile, _case())
+    assert _summary(sources) == [(ErrorCause.UNWRITTEN.value, 256, "", (0, 15), (0, 15))]
+    assert emap.tile == (16, 16) and emap.cell == (1, 1)
+    assert {emap.cause[r][c] for r in range(16) for c in range(16)} == {ErrorCause.UNWRITTEN.value}
+    assert launches == 2  # the kernel, and once with finite data in C: the tile still holds that data
+    line = diagnosis(_verification(sources))[0]
+    assert line.startswith("unwritten output: 256 element(s) of C still hold the NaN poison: never written")
+    assert "or C was read" not in line
+
+
+def test_a_nan_from_arithmetic_is_neither_poison_nor_guard_nor_c():
+    sources, _, _ = _traced(inf_minus_inf, _case(beta=1.3))
+    assert _summary(sources) == [(ErrorCause.ARITHMETIC.value, 1, "", (5, 5), (7, 7))]
+
+
+def test_two_sources_at_once_are_both_named_the_most_telling_first():
+    sources, emap, _ = _traced(both, _case())
+    assert [(s.cause, s.count) for s in sources] == [
+        (ErrorCause.GUARD_A.value, N),
+        (ErrorCause.READ_C.value, (M - 1) * N),
+    ]
+    assert emap.causes == (ErrorCause.GUARD_A, ErrorCause.READ_C)
+
+
+def test_a_kernel_declared_to_read_c_gets_finite_c_and_passes_with_beta_zero():
+    case = _case(always_reads_c=True)
+    assert case.c_prior and case_inputs(case, 3).c0 is not None
+    sources, _, _ = _traced(reads_c, case)
+    assert sources == ()
+    # an unwritten tile is still caught, by bit pattern: it holds the prior data, not NaN
+    sources, _, _ = _traced(unwritten_tile, case)
+    assert _summary(sources) == [(ErrorCause.UNWRITTEN.value, 256, "", (0, 15), (0, 15))]
+    line = diagnosis(_verification(sources), always_reads_c=True)[0]
+    assert "still hold their prior value: never written" in line
+
+
+def _verification(sources):
+    from test_tolerance import _data, _judge
+
+    a, b, _ = _data(M, N, K)
+    stats = _judge(a @ b, a, b)
+    return Verification("k[fp32]", 3, (M, N, K), 1.0, 0.0, stats, None, (), None, sources)
+
+
+def test_the_error_map_keeps_the_worst_value_of_each_cell():
+    ratio = np.zeros((300, 200))
+    ratio[299, 199] = 7.5  # one bad element in the last cell
+    ratio[0, 0] = np.inf  # non-finite: shown by its cause, not its ratio
+    unwritten = np.zeros_like(ratio, dtype=bool)
+    unwritten[0, 0] = True
+    codes = causes_of(np, ratio, unwritten, Evidence())
+    emap = error_map(np, ratio, codes, tile=(64, 64), max_cells=128)
+    assert emap.cell == (3, 2) and len(emap.ratio) == 100 and len(emap.ratio[0]) == 100
+    assert emap.ratio[-1][-1] == 7.5 and emap.cause[-1][-1] == ErrorCause.OVER_BOUND.value
+    assert emap.cause[0][0] == ErrorCause.UNWRITTEN.value and emap.ratio[0][0] == 0.0
+    assert sum(word != "" for line in emap.cause for word in line) == 2
+    assert emap.tile == (64, 64)
+
+
+@pytest.mark.parametrize(("declared", "expected"), [("", 1), ("split-K with atomicAdd", 0)])
+def test_a_kernel_whose_launches_differ_is_caught_unless_declared(declared, expected):
+    case = _case(**({"nondeterministic": declared} if declared else {}))
+
+    def jitter(case, ga, a, b, c, n):
+        correct(case, ga, a, b, c, n)
+        if n == 3:
+            c[2, 3] = np.nextafter(c[2, 3], np.float32(np.inf))
+
+    runner = NumpyRunner(jitter)
+    data = case_inputs(case, seed=3)
+    ga, gb, gc = runner.guarded_input(case, "A", data), runner.guarded_input(case, "B", data), None
+    gc = runner.guarded_output(case, data, None)
+    runner.launch(case, ga, gb, gc)
+    first = gc.matrix(np.uint32).copy()
+    fault = determinism_fault(runner, case, gc, FP32.poison_bits, lambda: runner.launch(case, ga, gb, gc))
+    assert (fault is not None) == bool(expected)
+    if fault:
+        assert (fault.kind, fault.where, fault.count) == (
+            "non-deterministic output",
+            "C between launch 1 and launch 3 on the same inputs",
+            1,
+        )
+        assert (gc.matrix(np.uint32) == first).all()  # the first launch's output is the one judged
+    assert runner.launches == (3 if expected or not declared else 1)

@@ -1,0 +1,182 @@
+"""The pictures, drawn on the CPU from a run recorded on an H100 (tests/data/h100_run.json) and from
+error maps built here (the drawing is what is tested; the worker that fills them is tested elsewhere)."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("matplotlib", reason="the pictures need matplotlib (pip install matplotlib)")
+
+from pytest_gemm.cli import main
+from pytest_gemm.records.outcome import ErrorMap
+from pytest_gemm.records.verdicts import ErrorCause
+from pytest_gemm.report.heatmap import CAUSE_STYLE, heatmap, pooled
+from pytest_gemm.report.pictures import largest_shape, pct_cublas_chart, tflops_chart
+from pytest_gemm.report.run_data import FailedCase, RunData, RunFileError, read_run, run_json
+
+RUN = Path(__file__).resolve().parent / "data" / "h100_run.json"
+GPU = "NVIDIA H100 80GB HBM3"
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height of a PNG file; fails the test if it is not one."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", f"{path} is not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+def assert_sensible_png(path: Path) -> None:
+    width, height = png_size(path)
+    assert 600 <= width <= 3000 and 300 <= height <= 5000, (path, width, height)
+    assert path.stat().st_size > 10_000, path  # a blank image compresses to almost nothing
+
+
+def pixels_near(path: Path, colour: str, tolerance: int = 12, top: float = 1.0) -> int:
+    """How many pixels of the PNG are within ``tolerance`` of ``colour`` (#rrggbb) in every channel.
+
+    ``top``: only the upper part of the image, as a fraction of its height (a heatmap's legend is below).
+    """
+    import numpy as np
+    from matplotlib.image import imread
+
+    image = (imread(path)[..., :3] * 255).round()
+    image = image[: int(top * image.shape[0])]
+    target = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
+    return int((np.abs(image - target) <= tolerance).all(axis=-1).sum())
+
+
+def error_map(rows: int, cols: int, cells: int = 128, tile=(64, 64), marks=None, base: float = 0.2) -> ErrorMap:
+    """An error map as the worker makes it: ``marks`` maps (cell row, cell col) -> (ratio, cause word)."""
+    cell = (max(1, math.ceil(rows / cells)), max(1, math.ceil(cols / cells)))
+    gr, gc = math.ceil(rows / cell[0]), math.ceil(cols / cell[1])
+    ratio = [[base] * gc for _ in range(gr)]
+    cause = [[""] * gc for _ in range(gr)]
+    for (i, j), (value, word) in (marks or {}).items():
+        ratio[i][j], cause[i][j] = value, word
+    return ErrorMap(rows, cols, cell, tuple(map(tuple, ratio)), tuple(map(tuple, cause)), tile)
+
+
+def failed(emap: ErrorMap, name: str = "sgemm_bad[fp32-1000x1000x512]", beta: float = 0.0) -> FailedCase:
+    return FailedCase(
+        f"kernels/bad.cu::{name}", "fp32", f"{emap.rows}x{emap.cols}x512", 1.0, beta, ("unwritten output",), emap
+    )
+
+
+@pytest.fixture(scope="module")
+def run() -> RunData:
+    return read_run(RUN)
+
+
+def test_the_recorded_run_reads_back(run):
+    assert len(run.records) == 135 and run.gpu_name == GPU and run.day == "2026-11-22"
+    assert {r.dtype for r in run.records} == {"fp32", "fp16", "bf16"}
+    assert largest_shape(run.records) == "1024x1024x1024"
+    assert RUN.stat().st_size < 500_000
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_a_throughput_chart_per_dtype(run, tmp_path, dtype):
+    path = tflops_chart(run.records, dtype, run.gpu, run.gpu_name, run.day, tmp_path / f"{dtype}.png")
+    assert_sensible_png(path)
+    assert pixels_near(path, "#8C8C8C", 20) > 500  # the wide grey cuBLAS line is drawn
+    assert tflops_chart(run.records, "fp64", run.gpu, run.gpu_name, run.day, tmp_path / "fp64.png") is None
+
+
+def test_the_pct_of_cublas_chart_has_a_bar_per_kernel_in_each_dtypes_colour(run, tmp_path):
+    path = pct_cublas_chart(run.records, None, run.gpu_name, run.day, tmp_path / "pct.png")
+    assert_sensible_png(path)
+    kernels = len({(r.dtype, r.kernel) for r in run.records})
+    assert png_size(path)[1] > 20 * kernels  # every bar gets its own row
+    for colour in ("#0072B2", "#E69F00", "#009E73"):  # fp32, bf16, fp16
+        assert pixels_near(path, colour) > 2000, colour
+    assert pct_cublas_chart(run.records, "4096x4096x4096", run.gpu_name, run.day, tmp_path / "none.png") is None
+
+
+def test_each_cause_has_its_own_colour_and_a_single_bad_cell_shows(tmp_path):
+    marks = {
+        (5, 5): (0.0, "unwritten"),
+        (60, 7): (0.0, "C read although beta = 0"),
+        (100, 100): (0.0, "read past A"),
+        (3, 90): (1e4, "over the bound"),
+    }
+    path = heatmap(failed(error_map(1000, 1000, marks=marks)), GPU, "2026-11-22", tmp_path / "map.png")
+    assert_sensible_png(path)
+    for cause in (ErrorCause.UNWRITTEN, ErrorCause.READ_C, ErrorCause.GUARD_A):
+        assert pixels_near(path, CAUSE_STYLE[cause][0], top=0.9) > 4, cause  # one cell of 125 along a side
+    assert pixels_near(path, CAUSE_STYLE[ErrorCause.GUARD_B][0]) == 0  # an absent cause is neither drawn nor listed
+
+
+def test_pooling_keeps_the_worst_value_and_the_most_telling_cause():
+    marks = {(301, 299): (5e6, "over the bound"), (0, 599): (0.0, "unwritten"), (599, 0): (0.0, "read past B")}
+    emap = error_map(600, 600, cells=600, marks=marks)
+    ratio, ranks, cell = pooled(emap, max_cells=256)
+    assert ratio.shape == (200, 200) and cell == (3, 3)
+    assert ratio.max() == 5e6 and ratio[100, 99] == 5e6
+    assert ranks[0, 199] == ErrorCause.UNWRITTEN.rank and ranks[199, 0] == ErrorCause.GUARD_B.rank
+    untouched, _, same = pooled(emap, max_cells=600)
+    assert untouched.shape == (600, 600) and same == (1, 1)
+
+
+def test_a_large_map_drawn_small_still_shows_its_one_unwritten_cell(tmp_path):
+    emap = error_map(8192, 8192, cells=1024, tile=(128, 256), marks={(700, 3): (0.0, "unwritten")})
+    path = heatmap(failed(emap, "sgemm_big[fp32-8192x8192x512]"), GPU, "2026-11-22", tmp_path / "big.png")
+    assert pixels_near(path, CAUSE_STYLE[ErrorCause.UNWRITTEN][0], top=0.9) > 4  # not only in the legend
+
+
+def test_skinny_and_unknown_tile_maps_draw(tmp_path):
+    row = error_map(1, 4096, tile=None, marks={(0, 3): (50.0, "over the bound")})
+    assert_sensible_png(heatmap(failed(row, "sgemm_row[fp32-1x4096x512]"), GPU, "", tmp_path / "row.png"))
+
+
+def test_error_maps_travel_in_a_saved_run(tmp_path, run):
+    case = failed(error_map(256, 256, cells=128, marks={(120, 120): (0.0, "unwritten")}, base=0.123456789))
+    data = RunData(run.gpu, run.records[:3], [case], run.date, "pytest --gemm-kernels kernels/")
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run_json(data)))
+    back = read_run(path)
+    assert back.command == "pytest --gemm-kernels kernels/" and back.records == run.records[:3]
+    (got,) = back.failures
+    assert got.test == case.test and got.error_map.cause == case.error_map.cause
+    assert got.error_map.ratio[0][0] == 0.1235  # stored to 4 significant digits
+
+
+def test_a_file_that_is_not_a_run_is_refused(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"benchmarks": []}')
+    with pytest.raises(RunFileError, match="holds no pytest-gemm cases"):
+        read_run(bad)
+    bad.write_text("[1, 2]")
+    with pytest.raises(RunFileError, match="not a pytest-benchmark JSON file"):
+        read_run(bad)
+
+
+def test_plot_draws_a_saved_run_and_gates_it_against_the_baselines(tmp_path, capsys):
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "report"
+    assert main(["plot", str(RUN), "--out", str(out), "--baselines", str(root / "baselines")]) == 0
+    printed = capsys.readouterr().out
+    assert f"{out / 'index.html'}: 5 chart(s), 0 error map(s)" in printed
+    for name in ("tflops-fp32.png", "tflops-fp16.png", "tflops-bf16.png", "pct-cublas.png", "gate.png"):
+        assert_sensible_png(out / name)
+    page = (out / "index.html").read_text()
+    assert "gate verdicts computed by pytest-gemm plot against" in page
+    assert "135 timed case(s), 0 failed verification(s); gate: 0 regressed, 0 improved, 135 same" in page
+
+
+def test_plot_without_baselines_draws_no_gate_chart(tmp_path):
+    assert main(["plot", str(RUN), "--out", str(tmp_path), "--baselines", str(tmp_path / "none")]) == 0
+    assert not (tmp_path / "gate.png").exists() and (tmp_path / "pct-cublas.png").exists()
+
+
+def test_plot_size_option(tmp_path, capsys):
+    assert main(["plot", str(RUN), "--out", str(tmp_path), "--size", "256"]) == 0
+    assert main(["plot", str(RUN), "--out", str(tmp_path), "--size", "4096"]) == 2
+    assert "the run has no timed case of shape 4096x4096x4096 (it has 1024x1024x1024, 256x256x256, 384x640x512)" in (
+        capsys.readouterr().err
+    )
+    assert main(["plot", str(tmp_path / "missing.json"), "--out", str(tmp_path)]) == 2
