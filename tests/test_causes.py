@@ -90,6 +90,11 @@ def unwritten_tile(case, ga, a, b, c, n):
     c[:16, :16] = keep
 
 
+def reads_c_wrongly(case, ga, a, b, c, n):
+    """C += A B: reads C (beta = 0 or not) and is wrong even once C is finite."""
+    c[...] = c + a.astype(np.float32) @ b.astype(np.float32)
+
+
 def inf_minus_inf(case, ga, a, b, c, n):
     correct(case, ga, a, b, c, n)
     c[5, 7] = np.float32(np.inf) - np.float32(np.inf)
@@ -132,8 +137,8 @@ def test_a_kernel_that_reads_c_when_beta_is_zero_is_named_by_a_rerun():
 def test_a_read_past_the_end_of_a_names_the_operand_and_the_side():
     sources, _, launches = _traced(reads_past_a, _case())
     assert _summary(sources) == [(ErrorCause.GUARD_A.value, N, "the guard after A", (M - 1, M - 1), (0, N - 1))]
-    # the kernel, C given finite data, all guards zeroed, then each of the four guard regions alone
-    assert launches == 1 + 1 + 1 + 4
+    # the kernel, C given finite data, all guards zeroed, then each of the six guard regions (A, B, C) alone
+    assert launches == 1 + 1 + 1 + 6
     line = diagnosis(_verification(sources))[0]
     assert line.startswith(f"reads past the end of A: {N} element(s) of C are NaN from the guard after A")
     assert f"rows {M - 1}-{M - 1}, columns 0-{N - 1}" in line
@@ -148,6 +153,11 @@ def test_an_unwritten_tile_is_not_blamed_on_c():
     line = diagnosis(_verification(sources))[0]
     assert line.startswith("unwritten output: 256 element(s) of C still hold the NaN poison: never written")
     assert "or C was read" not in line
+
+
+def test_a_kernel_that_reads_c_and_is_wrong_anyway_is_still_said_to_read_c():
+    sources, _, _ = _traced(reads_c_wrongly, _case())
+    assert _summary(sources) == [(ErrorCause.READ_C.value, M * N, "", (0, M - 1), (0, N - 1))]
 
 
 def test_a_nan_from_arithmetic_is_neither_poison_nor_guard_nor_c():

@@ -28,7 +28,7 @@ _NONE = len(_CODES) + 1
 class Evidence:
     """What the re-runs established; every mask is M x N (logical order), True where it applies.
 
-    ``guard``: for each guard region of A or B (e.g. "the guard after A"), the elements that came out
+    ``guard``: for each guard region of A, B or C (e.g. "the guard after A"), the elements that came out
     non-finite when only that region held NaN (and finite when none did). ``read_c``: the elements
     that were right once C held finite prior data (beta = 0 only; None when not re-run).
     """
@@ -37,9 +37,12 @@ class Evidence:
     read_c: Any | None = None
 
 
+_GUARDS = {"A": ErrorCause.GUARD_A, "B": ErrorCause.GUARD_B, "C": ErrorCause.GUARD_C}
+
+
 def guard_cause(region: str) -> ErrorCause:
-    """The cause a guard region stands for: a region of A or of B."""
-    return ErrorCause.GUARD_A if region.split()[-1] == "A" else ErrorCause.GUARD_B
+    """The cause a guard region stands for: a region of A, B or C ("the guard after A")."""
+    return _GUARDS[region.split()[-1]]
 
 
 def causes_of(xp: Any, ratio: Any, unwritten: Any | None, evidence: Evidence) -> Any:
@@ -53,7 +56,7 @@ def causes_of(xp: Any, ratio: Any, unwritten: Any | None, evidence: Evidence) ->
         codes[bad & unwritten] = _CODES[ErrorCause.UNWRITTEN]
     if evidence.read_c is not None:
         codes[bad & evidence.read_c] = _CODES[ErrorCause.READ_C]
-    for cause in (ErrorCause.GUARD_B, ErrorCause.GUARD_A):  # A last: it wins where both apply
+    for cause in (ErrorCause.GUARD_C, ErrorCause.GUARD_B, ErrorCause.GUARD_A):  # A last: it wins where all apply
         for region, mask in evidence.guard.items():
             if guard_cause(region) is cause:
                 codes[bad & mask] = _CODES[cause]
@@ -67,10 +70,12 @@ def error_sources(xp: Any, codes: Any, evidence: Evidence) -> tuple[ErrorSource,
         mask = codes == _CODES[cause]
         if not bool(mask.any()):
             continue
-        if cause in (ErrorCause.GUARD_A, ErrorCause.GUARD_B):
+        if cause in _GUARDS.values():
             for region, region_mask in evidence.guard.items():
-                if guard_cause(region) is cause and bool((mask & region_mask).any()):
-                    sources.append(_source(xp, mask & region_mask, cause, region))
+                mine = mask & region_mask
+                if guard_cause(region) is cause and bool(mine.any()):
+                    sources.append(_source(xp, mine, cause, region))
+                    mask = mask & ~region_mask  # an element is counted under its first region only
         else:
             sources.append(_source(xp, mask, cause, ""))
     return tuple(sources)

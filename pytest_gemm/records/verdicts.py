@@ -62,6 +62,7 @@ class ErrorCause(_Word):
 
     GUARD_A = "read past A"  # a NaN that came from the guard memory before or after A
     GUARD_B = "read past B"  # the same for B
+    GUARD_C = "read past C"  # the same for C (a wrong ldc, or reading beyond C's edge)
     READ_C = "C read although beta = 0"  # right once C holds finite prior data: the kernel read C
     UNWRITTEN = "unwritten"  # still holds the poison it was given before the launch
     ARITHMETIC = "NaN or Inf from arithmetic"  # non-finite, and none of the above

@@ -33,7 +33,7 @@ def _where(source: ErrorSource) -> str:
 def _source_line(source: ErrorSource, poisoned: bool) -> str:
     """One sentence for one traced source of wrong elements, with where they sit in C."""
     cause, n, where = ErrorCause(source.cause), source.count, _where(source)
-    if cause in (ErrorCause.GUARD_A, ErrorCause.GUARD_B):
+    if cause in (ErrorCause.GUARD_A, ErrorCause.GUARD_B, ErrorCause.GUARD_C):
         operand = source.region.split()[-1]
         side = {
             "before": f"reads before the start of {operand}",
@@ -51,7 +51,10 @@ def _source_line(source: ErrorSource, poisoned: bool) -> str:
         held = "the NaN poison" if poisoned else "their prior value"
         return f"unwritten output: {n} element(s) of C still hold {held}: never written ({where})"
     if cause is ErrorCause.ARITHMETIC:
-        return f"NaN or Inf from arithmetic: {n} element(s), with no NaN in the inputs, C or the guards read ({where})"
+        return (
+            f"NaN or Inf from arithmetic: {n} element(s) that stay non-finite with finite data in C and every guard "
+            f"region of A, B and C zeroed ({where})"
+        )
     raise ValueError(f"no sentence for {cause}")
 
 

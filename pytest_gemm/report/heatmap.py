@@ -26,6 +26,7 @@ MAX_DRAWN = 256  # cells drawn along a side at most (at least 2 pixels each)
 CAUSE_STYLE = {
     ErrorCause.GUARD_A: ("#009E73", "xx"),
     ErrorCause.GUARD_B: ("#56B4E9", "++"),
+    ErrorCause.GUARD_C: ("#0072B2", "--"),
     ErrorCause.READ_C: ("#CC79A7", "\\\\"),
     ErrorCause.UNWRITTEN: ("#D55E00", "//"),
     ErrorCause.ARITHMETIC: ("#000000", ".."),

@@ -82,16 +82,17 @@ def trace(
             # C held the NaN poison (beta = 0). Give C finite data (0 * finite = 0), every guard still NaN:
             # an element right now was computed from C; one still holding the data was never written.
             # (A NaN that kept the poison's payload through arithmetic looks unwritten by its bits alone.)
-            rerun, untouched = _rerun(runner, case, data, finite_c, nan_regions=None)
-            evidence.read_c = nonfinite & (element_ratios(cp, rerun, truth, gscale, k, dt, out) <= 1.0)
+            rerun, untouched, _ = _rerun(runner, case, data, finite_c, nan_regions=None)
+            # Only C's data changed: an element now finite, and written, read C (right or not).
+            evidence.read_c = nonfinite & cp.isfinite(rerun) & ~untouched
             unwritten = unwritten & untouched
         unexplained = nonfinite & ~unwritten
         if evidence.read_c is not None:
             unexplained &= ~evidence.read_c
         if bool(unexplained.any()):
-            clean, _ = _rerun(runner, case, data, finite_c, nan_regions=())
-            for region in _regions(runner, case, data):
-                rerun, _ = _rerun(runner, case, data, finite_c, nan_regions=(region,))
+            clean, _, regions = _rerun(runner, case, data, finite_c, nan_regions=())
+            for region in regions:
+                rerun, _, _ = _rerun(runner, case, data, finite_c, nan_regions=(region,))
                 evidence.guard[region] = unexplained & cp.isfinite(clean) & ~cp.isfinite(rerun)
     codes = causes_of(cp, ratio, unwritten, evidence)
     return error_sources(cp, codes, evidence), error_map(cp, ratio, codes, _tile(case))
@@ -105,30 +106,26 @@ def _finite_prior(case: Case, data: CaseInputs) -> np.ndarray:
     return rng.uniform(-1.0, 1.0, size=(case.shape.M, case.shape.N)).astype(work).astype(np_dtype(out))
 
 
-def _regions(runner: GpuRunner, case: Case, data: CaseInputs) -> list[str]:
-    """The names of the guard regions of A and B, as the buffers of this case have them."""
-    return [*runner.guarded_input(case, "A", data).regions("A"), *runner.guarded_input(case, "B", data).regions("B")]
-
-
 def _rerun(
     runner: GpuRunner, case: Case, data: CaseInputs, c0: np.ndarray, nan_regions: tuple[str, ...] | None
-) -> tuple[Any, Any]:
-    """Launch on fresh buffers with C = ``c0``; the guard regions of A and B outside ``nan_regions`` hold
-    zeros (all keep their NaN when it is None). Returns C (logical order, float64), and where C still
-    holds ``c0`` bit for bit."""
+) -> tuple[Any, Any, list[str]]:
+    """Launch on fresh buffers with C = ``c0``; the guard regions of A, B and C outside ``nan_regions`` hold
+    zeros (all keep their NaN when it is None). Returns C (logical order, float64), where C still holds
+    ``c0`` bit for bit, and the names of the guard regions."""
     cp = runner.cp
     out = get_dtype(case.spec.output_dtype(case.dtype))
     ga = runner.guarded_input(case, "A", data)
     gb = runner.guarded_input(case, "B", data)
+    gc = runner.guarded_output(case, data, data.stored(c0))
+    regions = {**ga.regions("A"), **gb.regions("B"), **gc.regions("C")}
     if nan_regions is not None:
-        for region, view in {**ga.regions("A"), **gb.regions("B")}.items():
+        for region, view in regions.items():
             if region not in nan_regions:
                 view[...] = 0
-    gc = runner.guarded_output(case, data, data.stored(c0))
     runner.launch(case, ga, gb, gc)
     bits = uint_type(cp, out.itemsize)
     untouched = data.logical(gc.matrix(bits)) == cp.asarray(np.ascontiguousarray(c0).view(bits))
-    return data.logical(gc.as_float64(cp, out)), untouched
+    return data.logical(gc.as_float64(cp, out)), untouched, list(regions)
 
 
 def _tile(case: Case) -> tuple[int, int] | None:
@@ -141,7 +138,7 @@ def _tile(case: Case) -> tuple[int, int] | None:
         grid = launch_geometry(case.spec, case.variant, Shape(probe, probe, case.shape.K)).grid
     except KernelFileError:  # an expression that cannot take the probe shape: no outlines
         return None
-    if grid[0] < 1 or grid[1] < 1 or probe % grid[0] or probe % grid[1] or grid[0] * grid[1] == 1:
+    if len(grid) < 2 or grid[0] < 1 or grid[1] < 1 or probe % grid[0] or probe % grid[1] or grid[0] * grid[1] == 1:
         return None
     across, down = probe // grid[0], probe // grid[1]
     return (across, down) if case.spec.layout == "col" else (down, across)
