@@ -22,6 +22,8 @@ def gemm_kernel(
     c_dtype: str | None = None,
     name: str | None = None,
     description: str = "",
+    always_reads_c: bool = False,
+    nondeterministic: str | None = None,
 ) -> Callable[[F], F]:
     """Mark a top-level Python function in a kernel file as a GEMM kernel.
 
@@ -31,15 +33,7 @@ def gemm_kernel(
     same facts as a ``.cu`` header and must be literals: the pytest process reads them from the
     file's syntax tree without running it.
     """
-    data = header_from_arguments(
-        dtypes=dtypes,
-        requires=requires,
-        layout=layout,
-        params=params,
-        c_dtype=c_dtype,
-        name=name,
-        description=description,
-    )
+    data = header_from_arguments(**locals())
 
     def mark(fn: F) -> F:
         setattr(fn, SPEC_ATTR, data)

@@ -4,6 +4,7 @@ import pytest
 
 from pytest_gemm.records.shapes import Shape
 from pytest_gemm.specs.cases import AB_CASES, case_seed, expand, launch_geometry, tensor_map_box
+from pytest_gemm.specs.pyfile import parse_py_source
 from pytest_gemm.specs.spec import KernelFileError, parse_cu_source
 
 HEADER = """/* pytest-gemm
@@ -187,3 +188,33 @@ def test_a_tensor_map_box_that_is_not_an_integer_names_the_key():
     with pytest.raises(KernelFileError, match=r"A: box 'BM / 3' gives 42\.6.* expected an integer") as info:
         tensor_map_box(spec, spec.tensor_map("A"), spec.variants()[0])
     assert info.value.key == "tensor_maps"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("always_reads_c = 1", "key 'always_reads_c': expected true or false, got 1"),
+        ('nondeterministic = ""', "key 'nondeterministic': expected a non-empty string saying why"),
+        ("nondeterministic = true", "key 'nondeterministic': expected a non-empty string saying why"),
+    ],
+)
+def test_declarations_are_checked(line, message):
+    with pytest.raises(KernelFileError, match=message):
+        parse_cu_source("k.cu", HEADER.replace('description = "a tiled kernel"', line))
+
+
+def test_declarations_are_read_from_cu_headers_and_python_decorators():
+    header = HEADER.replace(
+        'description = "a tiled kernel"', 'always_reads_c = true\nnondeterministic = "split-K with atomicAdd"'
+    )
+    (cu,) = parse_cu_source("k.cu", header)
+    source = (
+        "from pytest_gemm import gemm_kernel\n\n"
+        '@gemm_kernel(dtypes=["fp32"], always_reads_c=True, nondeterministic="split-K with atomicAdd")\n'
+        "def k(A, B, C, alpha, beta):\n    pass\n"
+    )
+    (py,) = parse_py_source("k.py", source)
+    for spec in (cu, py):
+        assert (spec.always_reads_c, spec.nondeterministic) == (True, "split-K with atomicAdd")
+    (plain,) = parse_cu_source("k.cu", HEADER)
+    assert (plain.always_reads_c, plain.nondeterministic) == (False, "")

@@ -8,6 +8,7 @@ the syntax tree and must be literals (``ast.literal_eval``, which evaluates no c
 from __future__ import annotations
 
 import ast
+import inspect
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,6 @@ __all__ = ["DECORATOR", "SPEC_ATTR", "header_from_arguments", "parse_py_source"]
 
 DECORATOR = "gemm_kernel"
 SPEC_ATTR = "__pytest_gemm__"  # where the decorator leaves the header on the function
-_ARGUMENTS = ("dtypes", "requires", "layout", "params", "c_dtype", "name", "description")
 
 
 def header_from_arguments(
@@ -30,9 +30,14 @@ def header_from_arguments(
     c_dtype: str | None = None,
     name: str | None = None,
     description: str = "",
+    always_reads_c: bool = False,
+    nondeterministic: str | None = None,
 ) -> dict[str, Any]:
     """The header a ``gemm_kernel(...)`` call states, in the keys of a ``.cu`` header."""
     data: dict[str, Any] = {"dtypes": list(dtypes), "layout": layout, "description": description}
+    data["always_reads_c"] = always_reads_c
+    if nondeterministic is not None:
+        data["nondeterministic"] = nondeterministic
     data["requires"] = [requires] if isinstance(requires, str) else list(requires)
     if params:
         data["params"] = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in params.items()}
@@ -41,6 +46,9 @@ def header_from_arguments(
     if name is not None:
         data["name"] = name
     return data
+
+
+_ARGUMENTS = tuple(inspect.signature(header_from_arguments).parameters)  # what gemm_kernel(...) takes
 
 
 def _decorator_name(node: ast.expr) -> str:
