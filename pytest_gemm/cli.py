@@ -7,21 +7,20 @@ or ``--benchmark-save``) written by a timed run.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from . import __version__
-from .baselines.store import BaselineAccessError, BaselineError, BaselineFile, baseline_paths, gpu_slug, load, merge
-from .baselines.update import gone_reason, record, root_problem, write
+from .baselines.store import BaselineAccessError, BaselineError, baseline_path, baseline_paths, load, merge
+from .baselines.update import KernelCases, record, root_problem, write
 from .judge.gate import judge
 from .options import add_cli_arguments
-from .records.case_record import METRICS, CaseRecord
-from .records.plain import PlainError
+from .records.case_record import METRICS
 from .records.verdicts import GateVerdict, Sanity
+from .report.regression import aligned, interval_cell
+from .report.run_data import RunData, RunFileError, read_run
 from .report.tables import format_time
 from .specs.spec import KernelFileError
 
@@ -32,52 +31,22 @@ class CliError(Exception):
     """A problem with the command's input; printed and exit status 2."""
 
 
-def _run_rows(path: Path) -> tuple[dict[str, Any], list[CaseRecord]]:
-    """The GPU facts and the case records of a saved pytest-benchmark JSON run."""
+def _run(path: Path) -> RunData:
+    """A saved run (:func:`read_run`), its problems as the command's errors."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        benchmarks = data["benchmarks"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CliError(f"{path}: not a pytest-benchmark JSON file ({exc})") from None
-    rows = []
-    for bench in benchmarks:
-        gemm = (bench.get("extra_info") or {}).get("gemm") if isinstance(bench, dict) else None
-        if isinstance(gemm, dict):
-            try:
-                rows.append(CaseRecord.from_dict(gemm))
-            except PlainError as exc:
-                raise CliError(f"{path}: benchmark {bench.get('name')!r} is not a pytest-gemm case ({exc})") from None
-    if not rows:
-        raise CliError(f"{path}: holds no pytest-gemm cases (was it written by a timed pytest --gemm-kernels run?)")
-    return data.get("machine_info", {}).get("gpu") or {}, rows
-
-
-def _gpu_name(gpu: dict[str, Any], rows: list[CaseRecord], path: Path) -> str:
-    name = gpu.get("name") or next((r.gpu for r in rows if r.gpu), None)
-    if not name:
-        raise CliError(f"{path}: does not say which GPU it was measured on")
-    return name
-
-
-def _load(path: Path, gpu: str | None = None) -> BaselineFile | None:
-    try:
-        return load(path, gpu=gpu)
-    except BaselineError as exc:
+        return read_run(path)
+    except RunFileError as exc:
         raise CliError(str(exc)) from None
 
 
-def _interval(kind: str, value: float, interval: Any) -> str:
-    if kind == "time":
-        return f"{format_time(value)} [{format_time(interval[0])}, {format_time(interval[1])}]"
-    return f"{value:.4g} [{interval[0]:.4g}, {interval[1]:.4g}]"
-
-
-def _table(rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-        for r in rows
-    ]
+def _timed_run(path: Path) -> tuple[RunData, str]:
+    """A saved run with timed cases, and the GPU they were timed on."""
+    data = _run(path)
+    if not data.records:
+        raise CliError(f"{path}: holds no pytest-gemm cases (was it written by a timed pytest --gemm-kernels run?)")
+    if not data.gpu.get("name") and not any(r.gpu for r in data.records):
+        raise CliError(f"{path}: does not say which GPU it was measured on")
+    return data, data.gpu_name
 
 
 # -- show ----------------------------------------------------------------------------------------
@@ -86,7 +55,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if not paths:
         raise CliError(f"no baseline files in {args.baselines}/")
     for path in paths:
-        baseline = _load(path)
+        baseline = load(path)
         if baseline is None:
             raise CliError(f"{path}: no such file")
         print(f"{path}: {baseline.gpu}, {len(baseline.entries)} entries")
@@ -95,46 +64,44 @@ def cmd_show(args: argparse.Namespace) -> int:
             rows.append(
                 [
                     key,
-                    _interval("ratio", e["ratio"], e["ratio_ci"]),
+                    interval_cell("ratio", e["ratio"], e["ratio_ci"]),
                     format_time(e["median_s"]),
                     f"{e['tflops']:.2f}",
                     str(e["samples"]),
                     str((e.get("recorded") or {}).get("date", "")),
                 ]
             )
-        print("\n".join(_table(rows, {2, 3, 4})))
+        print("\n".join(aligned(rows, {2, 3, 4})))
     return 0
 
 
 # -- compare -------------------------------------------------------------------------------------
 def cmd_compare(args: argparse.Namespace) -> int:
     run = Path(args.run)
-    gpu, rows = _run_rows(run)
-    name = _gpu_name(gpu, rows, run)
-    path = Path(args.baseline) if args.baseline else Path(args.baselines) / f"{gpu_slug(name)}.json"
-    baseline = _load(path, gpu=name)
+    data, name = _timed_run(run)
+    path = Path(args.baseline) if args.baseline else baseline_path(Path(args.baselines), name)
+    baseline = load(path, gpu=name)
     if baseline is None:
         raise CliError(f"{path}: no such baseline file for {name}")
     metric = args.gate_metric
-    label = METRICS[metric][2]
+    value, interval, label = METRICS[metric]
     print(f"{run} against {path} ({name}); {label}, threshold {100 * args.threshold:g}% (or the kernel's own)")
-    value, interval, _ = METRICS[metric]
     table = [["", "before", "after", "change", "case"]]
     counts: dict[GateVerdict, int] = {}
-    for row in sorted(rows, key=lambda r: r.test):
+    for row in sorted(data.records, key=lambda r: r.test):
         entry = baseline.get(row.test)
-        result = judge(row, entry, metric=metric, threshold=row.regression_threshold or args.threshold)
+        result = judge(row, entry, metric=metric, threshold=args.threshold)
         counts[result.verdict] = counts.get(result.verdict, 0) + 1
         table.append(
             [
                 result.verdict.mark,
-                _interval(metric, entry[value], entry[interval]) if entry else "-",
-                _interval(metric, getattr(row, value), getattr(row, interval)),
+                interval_cell(metric, entry[value], entry[interval]) if entry else "-",
+                interval_cell(metric, getattr(row, value), getattr(row, interval)),
                 f"{100 * result.change:+.1f}%" if result.change is not None else "",
                 row.test + ("  (source changed)" if any("source" in n for n in result.notes) else ""),
             ]
         )
-    print("\n".join(_table(table, {1, 2, 3})))
+    print("\n".join(aligned(table, {1, 2, 3})))
     print("marks: " + ", ".join(f"{v.mark} {v}" for v in GateVerdict if v.mark.strip()) + ", blank: same")
     print(", ".join(f"{counts.get(v, 0)} {v}" for v in GateVerdict))
     return 1 if counts.get(GateVerdict.REGRESSED) else 0
@@ -143,16 +110,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # -- update --------------------------------------------------------------------------------------
 def cmd_update(args: argparse.Namespace) -> int:
     run = Path(args.source)
-    gpu, rows = _run_rows(run)
-    name = _gpu_name(gpu, rows, run)
-    good = [r for r in rows if r.verdict == Sanity.OK]
-    path = Path(args.baselines) / f"{gpu_slug(name)}.json"
+    data, name = _timed_run(run)
+    good = [r for r in data.records if r.verdict == Sanity.OK]
+    path = baseline_path(Path(args.baselines), name)
     try:
-        changes, notes = record(path, name, good, gpu, __version__)
+        changes, notes = record(path, name, good, data.gpu, __version__)
     except BaselineAccessError as exc:
         raise CliError(f"{exc}; nothing changed; the run stays in {run}: run this again once that is fixed") from None
-    except BaselineError as exc:
-        raise CliError(str(exc)) from None
     print(f"{path}: {changes.summary() if changes else 'unchanged'} (from {run}; entries are never removed here)")
     for kind, keys in (("added", changes.added), ("changed", changes.changed)):
         for key in keys:
@@ -168,15 +132,16 @@ def cmd_prune(args: argparse.Namespace) -> int:
     paths = baseline_paths(folder)
     if not paths:
         raise CliError(f"no baseline files in {folder}/ (looked in {folder.resolve()}{', a file' * folder.is_file()})")
-    baselines = [b for b in map(_load, paths) if b is not None]
+    baselines = [b for b in map(load, paths) if b is not None]
     refused = [f"{b.path}: {problem}" for b in baselines if (problem := root_problem(b, root))]
     if refused:
         raise CliError("\n".join(refused))
+    cases = KernelCases(root)
     for baseline in baselines:
         total, gone, unreadable = len(baseline.entries), [], {}
         for key, entry in sorted(baseline.entries.items()):
             try:
-                why = gone_reason(key, entry, root)
+                why = cases.gone_reason(key, entry)
             except KernelFileError as exc:
                 unreadable.setdefault(entry["file"], [exc, 0])[1] += 1
                 continue
@@ -197,19 +162,11 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 # -- plot ----------------------------------------------------------------------------------------
-def _threshold(record: CaseRecord, args: argparse.Namespace) -> float:
-    return record.regression_threshold or args.threshold
-
-
 def cmd_plot(args: argparse.Namespace) -> int:
     from .report.folder import write_report
     from .report.pictures import one_shape
-    from .report.run_data import RunFileError, read_run
 
-    try:
-        data = read_run(Path(args.run))
-    except RunFileError as exc:
-        raise CliError(str(exc)) from None
+    data = _run(Path(args.run))
     shape = None
     if args.size:
         try:
@@ -221,11 +178,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
             raise CliError(f"--size: the run has no timed case of shape {shape} (it has {shapes or 'none'})")
     source = ""
     if data.records and not any(r.gate for r in data.records):  # a run saved without verdicts: judge it now
-        path = Path(args.baselines) / f"{gpu_slug(data.gpu_name)}.json"
-        baseline = _load(path, gpu=data.gpu_name)
+        path = baseline_path(Path(args.baselines), data.gpu_name)
+        baseline = load(path, gpu=data.gpu_name)
         if baseline is not None:
             data.records = [
-                r.with_gate(judge(r, baseline.get(r.test), metric=args.gate_metric, threshold=_threshold(r, args)))
+                r.with_gate(judge(r, baseline.get(r.test), metric=args.gate_metric, threshold=args.threshold))
                 for r in data.records
             ]
             source = f"gate verdicts computed by pytest-gemm plot against {path}"

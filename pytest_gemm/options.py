@@ -1,6 +1,7 @@
-"""Options, defined once. The plugin adds each as ``--gemm-NAME`` with an ini setting ``gemm_NAME``;
-the ``pytest-gemm`` command adds the ones it shares as ``--NAME``, with the same default, help and
-checks. :func:`read_settings` turns the values into one plain :class:`Settings` record.
+"""Options, defined once. The plugin adds each as ``--gemm-NAME`` with an ini setting ``gemm_NAME`` (where it
+has one), and messages name it by :func:`label`; the ``pytest-gemm`` command adds the ones it shares as
+``--NAME``, with the same default, help and checks. :func:`read_settings` turns the values into one plain
+:class:`Settings` record.
 """
 
 from __future__ import annotations
@@ -17,7 +18,17 @@ from .records.request import TimingSettings
 from .records.shapes import Shape, ShapeError, parse_shapes
 from .specs.archs import known_arch
 
-__all__ = ["OPTIONS", "GateSettings", "Option", "OptionError", "Settings", "add_cli_arguments", "read_settings"]
+__all__ = [
+    "BY_NAME",
+    "OPTIONS",
+    "GateSettings",
+    "Option",
+    "OptionError",
+    "Settings",
+    "add_cli_arguments",
+    "label",
+    "read_settings",
+]
 
 
 class OptionError(ValueError):
@@ -83,20 +94,29 @@ def _seed(text: str) -> int:
 
 @dataclass(frozen=True)
 class Option:
-    """One option: ``--gemm-NAME`` and ``gemm_NAME`` in pytest, ``--NAME`` in the command when ``command``."""
+    """One option: ``--gemm-NAME`` in pytest, with the ini setting ``gemm_NAME`` when ``ini``; ``--NAME`` in
+    the command when ``command``. A ``flag`` is on/off (its ini setting a boolean)."""
 
     name: str
     default: str
     help: str
     convert: Callable[[str], Any] = str
     command: bool = False
+    flag: bool = False
+    ini: bool = True
+    metavar: str | None = None
 
     @property
     def key(self) -> str:
         return self.name.replace("-", "_")
 
     def label(self) -> str:
-        return f"--gemm-{self.name} / gemm_{self.key}"
+        """How messages name the option: ``--gemm-NAME / gemm_NAME`` (``--gemm-NAME`` without an ini setting)."""
+        return f"--gemm-{self.name} / gemm_{self.key}" if self.ini else f"--gemm-{self.name}"
+
+
+def _flag(name: str, text: str, *, ini: bool = True) -> Option:
+    return Option(name, "false", text, flag=True, ini=ini)
 
 
 #: the timeout: long enough for the slowest phase of a legitimate case (docs/architecture.md), short
@@ -172,19 +192,36 @@ OPTIONS = (
         "pytest-gemm plot (docs/reports.md); default: no report",
         lambda text: Path(text) if text.strip() else None,
     ),
-)
-#: on/off options: name, help (ini: a boolean)
-FLAGS = (
-    ("hot-cache", "timing: keep L2 warm (no flush, no input rotation) instead of flushing it before each launch"),
-    ("fail-new", "gate: fail timed cases that have no baseline entry (default: reported as new, passing)"),
-    ("fail-unstable", "gate: fail cases timed while the GPU throttled (default: reported as unstable, passing)"),
-    (
+    _flag("hot-cache", "timing: keep L2 warm (no flush, no input rotation) instead of flushing it before each launch"),
+    _flag("fail-new", "gate: fail timed cases that have no baseline entry (default: reported as new, passing)"),
+    _flag("fail-unstable", "gate: fail cases timed while the GPU throttled (default: reported as unstable, passing)"),
+    _flag(
         "require-gpu",
         "a run without a usable CUDA device is a usage error (exit 4) instead of skipping the GPU cases, so that a "
         "GPU runner that lost its driver fails",
     ),
+    _flag(
+        "update-baselines",
+        "record the timed cases that passed as this GPU's baselines (added, changed and removed entries "
+        "are printed); the gate is not applied",
+        ini=False,
+    ),
+    Option(
+        "summary",
+        "",
+        "write a markdown table of every case and its verdict to PATH (also appended to $GITHUB_STEP_SUMMARY "
+        "when that is set)",
+        lambda text: Path(text) if text else None,
+        ini=False,
+        metavar="PATH",
+    ),
 )
 BY_NAME = {option.name: option for option in OPTIONS}
+
+
+def label(name: str) -> str:
+    """How messages name the option ``name``: ``--gemm-NAME / gemm_NAME``."""
+    return BY_NAME[name].label()
 
 
 @dataclass(frozen=True)
@@ -213,9 +250,7 @@ class Settings:
     report: Path | None = None  # the report folder (--gemm-report), or None
 
 
-def read_settings(
-    value: Callable[[str], str], flag: Callable[[str], bool], root: Path, *, update: bool, summary: str | None
-) -> Settings:
+def read_settings(value: Callable[[str], str], flag: Callable[[str], bool], root: Path) -> Settings:
     """Check every option; ``value(name)`` and ``flag(name)`` give what the user set (or the default).
 
     A bad value raises :class:`OptionError` with the option's label in the message.
@@ -240,8 +275,8 @@ def read_settings(
         metric=get("gate-metric"),
         fail_new=flag("fail-new"),
         fail_unstable=flag("fail-unstable"),
-        update=update,
-        summary=Path(summary) if summary else None,
+        update=flag("update-baselines"),
+        summary=get("summary"),
     )
     return Settings(
         get("shapes"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pytest_gemm.judge.accuracy import element_ratios
 from pytest_gemm.judge.causes import Evidence, causes_of, error_map
 from pytest_gemm.records.dtypes import get_dtype
 from pytest_gemm.records.outcome import Verification
@@ -45,7 +46,7 @@ class NumpyRunner:
         self.launches += 1
         a, b, c = (g.matrix(np.float32) for g in (ga, gb, gc))
         with np.errstate(invalid="ignore", over="ignore"):
-            self.kernel(case, ga, a, b, c, self.launches)
+            self.kernel(case, (ga, gb, gc), a, b, c, self.launches)
 
 
 def _case(beta=0.0, **header):
@@ -69,40 +70,47 @@ def _gemm(case, a, b, c, read_c):
     c[...] = product + beta * c if read_c else product
 
 
-def correct(case, ga, a, b, c, n):
+def correct(case, g, a, b, c, n):
     _gemm(case, a, b, c, read_c=case.ab.beta != 0)
 
 
-def reads_c(case, ga, a, b, c, n):
+def reads_c(case, g, a, b, c, n):
     _gemm(case, a, b, c, read_c=True)
 
 
-def reads_past_a(case, ga, a, b, c, n):
+def reads_past_a(case, g, a, b, c, n):
     """The last row adds the element after A's end (times 0: harmless, unless it is NaN)."""
-    correct(case, ga, a, b, c, n)
-    after = ga.regions("A")["the guard after A"][:N].view(np.float32)
+    correct(case, g, a, b, c, n)
+    after = g[0].regions("A")["the guard after A"][:N].view(np.float32)
     c[-1, :] += np.float32(0) * after
 
 
-def unwritten_tile(case, ga, a, b, c, n):
+def unwritten_tile(case, g, a, b, c, n):
     keep = c[:16, :16].copy()
-    correct(case, ga, a, b, c, n)
+    correct(case, g, a, b, c, n)
     c[:16, :16] = keep
 
 
-def reads_c_wrongly(case, ga, a, b, c, n):
+def reads_c_wrongly(case, g, a, b, c, n):
     """C += A B: reads C (beta = 0 or not) and is wrong even once C is finite."""
     c[...] = c + a.astype(np.float32) @ b.astype(np.float32)
 
 
-def inf_minus_inf(case, ga, a, b, c, n):
-    correct(case, ga, a, b, c, n)
+def inf_minus_inf(case, g, a, b, c, n):
+    correct(case, g, a, b, c, n)
     c[5, 7] = np.float32(np.inf) - np.float32(np.inf)
 
 
-def both(case, ga, a, b, c, n):
-    reads_c(case, ga, a, b, c, n)
-    after = ga.regions("A")["the guard after A"][:N].view(np.float32)
+def reads_past_c(case, g, a, b, c, n):
+    """beta != 0, but the last row reads C one row too far (past C's end)."""
+    correct(case, g, a, b, c, n)
+    after = g[2].regions("C")["the guard after C"][:N].view(np.float32)
+    c[-1, :] += np.float32(case.ab.beta) * after
+
+
+def both(case, g, a, b, c, n):
+    reads_c(case, g, a, b, c, n)
+    after = g[0].regions("A")["the guard after A"][:N].view(np.float32)
     c[-1, :] += np.float32(0) * after
 
 
@@ -119,7 +127,8 @@ def _traced(kernel, case):
         truth, gscale = truth + case.ab.beta * data.c0, gscale + abs(case.ab.beta) * np.abs(data.c0)
     bits = gc.matrix(np.uint32)
     unwritten = bits == FP32.poison_bits if data.c0 is None else bits == data.c0.view(np.uint32)
-    sources, emap = trace(runner, case, data, got, truth, gscale, unwritten)
+    ratio = element_ratios(np, got, truth, gscale, K, FP32, FP32)
+    sources, emap = trace(runner, case, data, ratio, unwritten)
     return sources, emap, runner.launches
 
 
@@ -158,6 +167,13 @@ def test_an_unwritten_tile_is_not_blamed_on_c():
 def test_a_kernel_that_reads_c_and_is_wrong_anyway_is_still_said_to_read_c():
     sources, _, _ = _traced(reads_c_wrongly, _case())
     assert _summary(sources) == [(ErrorCause.READ_C.value, M * N, "", (0, M - 1), (0, N - 1))]
+
+
+def test_a_read_past_the_end_of_c_is_named_too():
+    sources, _, _ = _traced(reads_past_c, _case(beta=1.3))
+    assert _summary(sources) == [(ErrorCause.GUARD_C.value, N, "the guard after C", (M - 1, M - 1), (0, N - 1))]
+    line = diagnosis(_verification(sources))[0]
+    assert line.startswith(f"reads past the end of C: {N} element(s) of C are NaN from the guard after C")
 
 
 def test_a_nan_from_arithmetic_is_neither_poison_nor_guard_nor_c():
@@ -213,8 +229,8 @@ def test_the_error_map_keeps_the_worst_value_of_each_cell():
 def test_a_kernel_whose_launches_differ_is_caught_unless_declared(declared, expected):
     case = _case(**({"nondeterministic": declared} if declared else {}))
 
-    def jitter(case, ga, a, b, c, n):
-        correct(case, ga, a, b, c, n)
+    def jitter(case, g, a, b, c, n):
+        correct(case, g, a, b, c, n)
         if n == 3:
             c[2, 3] = np.nextafter(c[2, 3], np.float32(np.inf))
 
@@ -234,3 +250,11 @@ def test_a_kernel_whose_launches_differ_is_caught_unless_declared(declared, expe
         )
         assert (gc.matrix(np.uint32) == first).all()  # the first launch's output is the one judged
     assert runner.launches == (3 if expected or not declared else 1)
+
+
+def test_tile_outlines_come_from_a_2d_grid_only():
+    from pytest_gemm.worker.diagnose import _tile
+
+    assert _tile(_case()) == (16, 16)
+    one_d = _case(grid=["cdiv(M * N, 256)"], block=[256])
+    assert _tile(one_d) is None

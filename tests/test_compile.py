@@ -112,6 +112,23 @@ def test_a_half_written_cache_entry_is_compiled_again(tmp_path, naive_source):
     assert not again.from_cache and again.cubin == first.cubin
 
 
+def test_a_kernel_found_in_the_cache_costs_no_nvrtc_probe(tmp_path, naive_source, monkeypatch):
+    """A new worker whose kernels are all cached compiles nothing, not even the --no-cache probe."""
+    from pytest_gemm.compiler import nvrtc
+    from pytest_gemm.compiler.cache import CubinCache
+
+    (spec,) = parse_cu_source("k.cu", naive_source)
+    cache = CubinCache(tmp_path)
+    first = compile_kernel(spec, spec.variants()[0], "sm_90", cache)
+
+    def probe() -> bool:
+        raise AssertionError("NVRTC was probed for a kernel in the cache")
+
+    monkeypatch.setattr(nvrtc, "_accepts_no_cache", probe)
+    again = compile_kernel(spec, spec.variants()[0], "sm_90", cache)
+    assert again.from_cache and again.cubin == first.cubin
+
+
 def test_compile_report_shows_dynamic_shared_memory_per_variant(pytester, naive_source):
     header = 'params = { S = [2, 4] }\nshared_mem = "S * 1024"\n*/'
     by_shape = 'shared_mem = "N * 4"\n*/'

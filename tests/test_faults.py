@@ -8,6 +8,7 @@ No GPU needed. The same fixtures run on the GPU in tests/test_gpu.py.
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def test_each_fault_fails_its_own_case_with_its_own_reason_and_the_rest_run(faul
         "cudaErrorIllegalAddress: an illegal memory access was encountered"
     )
     assert "the CUDA context was lost: the worker that ran this case was replaced" in wild
-    assert f"replay: pytest '{STICKY[0]}' --gemm-kernels --gemm-seed 0" in wild
+    assert f"replay: pytest '{STICKY[0]}' --gemm-kernels --gemm-shapes 256x256x256 --gemm-seed 0" in wild
     assert "cudaErrorMisalignedAddress: misaligned address" in _section(out, STICKY[1])
     assert "cudaErrorLaunchFailure: unspecified launch failure" in _section(out, STICKY[2])
 
@@ -220,15 +221,17 @@ def test_a_worker_that_cannot_start_is_not_retried_for_every_case(faults, monkey
     assert "Traceback" not in out
 
 
-def test_header_declarations_in_force_are_named_at_the_end(faults):
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["alone", "xdist"])
+def test_header_declarations_in_force_are_named_at_the_end(faults, xdist):
     kernel = Path(faults.path / "kernels" / "01_naive.cu")
     text = kernel.read_text().replace(
         'dtypes = ["fp32"]', 'dtypes = ["fp32"]\nalways_reads_c = true\nnondeterministic = "split-K with atomicAdd"', 1
     )
     assert "always_reads_c" in text
     kernel.write_text(text)
-    result = faults.runpytest("--gemm-kernels", GOOD[0], "--benchmark-skip")
-    result.assert_outcomes(passed=1)
+    run = faults.runpytest_subprocess if xdist else faults.runpytest
+    result = run("--gemm-kernels", GOOD[0], GOOD[2], "--benchmark-skip", *xdist)
+    result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [
             "pytest-gemm: kernels/01_naive.cu::sgemm_naive declares always_reads_c = true: C holds finite prior data "
@@ -236,3 +239,13 @@ def test_header_declarations_in_force_are_named_at_the_end(faults):
             "for bit"
         ]
     )
+
+
+def test_the_replay_command_runs_the_case_again_where_its_shape_is_not_in_the_shape_set(faults):
+    first = faults.runpytest("--gemm-kernels", STICKY[0])
+    first.assert_outcomes(failed=1)
+    (command,) = re.findall(r"replay: (pytest .*)$", first.stdout.str(), re.M)
+    faults.makeini("[pytest]\ngemm_shapes = 4096\n")  # 256x256x256 is no longer among the shapes run
+    again = faults.runpytest(*shlex.split(command)[1:])
+    again.assert_outcomes(failed=1)
+    assert "CUDA error while verifying wild_write[fp32-256x256x256]" in again.stdout.str()

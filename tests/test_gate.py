@@ -185,3 +185,11 @@ def test_a_ratio_change_the_kernel_time_does_not_share_is_cublas_moving_not_the_
 def test_a_per_kernel_threshold_changes_the_verdict():
     assert judge(_row(1.10), _entry(), threshold=0.15).verdict == "same"
     assert judge(_row(1.03), _entry(), threshold=0.02).verdict == "regressed"
+
+
+def test_the_kernels_own_threshold_overrides_the_runs():
+    lenient = judge(_row(1.10, regression_threshold=0.15), _entry(), threshold=0.05)
+    assert (lenient.verdict, lenient.threshold) == ("same", 0.15)
+    strict = judge(_row(1.03, regression_threshold=0.02), _entry(), threshold=0.05)
+    assert (strict.verdict, strict.threshold) == ("regressed", 0.02)
+    assert judge(_row(1.10), _entry(), threshold=0.05).threshold == 0.05  # no threshold of its own: the run's

@@ -19,8 +19,9 @@ from test_pictures import RUN, assert_sensible_png, error_map, failed, pixels_ne
 
 from pytest_gemm.records.outcome import Outcome
 from pytest_gemm.records.plain import from_plain, to_plain
-from pytest_gemm.report.folder import write_report
+from pytest_gemm.report.folder import heatmap_name, write_report
 from pytest_gemm.report.run_data import read_run
+from pytest_gemm.report.tables import COLUMNS, NUMERIC, cells
 
 from conftest import RECORDED
 
@@ -86,9 +87,33 @@ def test_the_page_shows_every_picture_the_facts_and_the_tables(folder):
     assert "135 timed case(s), 2 failed verification(s)" in page
     assert "<h3>fp32: 45 case(s)</h3>" in page and "<td>sgemm_warp_tile[BN256-BK16]</td>" in page
     assert "<td>driver_version</td><td>580.159.04</td>" in page
+    record = read_run(RUN).records[0]  # its row: the terminal table's cells, the gate's before the flags
+    row = [*list(cells(record).values())[:-1], "", cells(record)["flags"]]
+    assert "<th>" + "</th><th>".join(row_head()) + "</th>" in page
+    assert (
+        "".join(f'<td class="num">{c}</td>' if h in NUMERIC else f"<td>{c}</td>" for h, c in zip(row_head(), row))
+        in page
+    )
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page
     for png in folder.rglob("*.png"):
         assert_sensible_png(png)
+
+
+def row_head() -> list[str]:
+    return [*COLUMNS[:-1], "gate", COLUMNS[-1]]
+
+
+def test_a_heatmap_drawn_already_this_run_is_not_drawn_again(tmp_path):
+    data = read_run(RUN)
+    data.records = []
+    data.failures = [failed(error_map(256, 256), f"k{i}[fp32-256x256x512]") for i in range(2)]
+    (tmp_path / "errors").mkdir()
+    kept = tmp_path / heatmap_name(data.failures[0])
+    kept.write_bytes(b"drawn as the case ended")
+    report = write_report(data, tmp_path, drawn=[case.test for case in data.failures])  # the second is missing
+    assert kept.read_bytes() == b"drawn as the case ended"
+    assert_sensible_png(tmp_path / heatmap_name(data.failures[1]))
+    assert sorted(report.heatmaps.values()) == sorted(heatmap_name(case) for case in data.failures)
 
 
 def test_run_json_beside_the_page_draws_the_same_report(folder, tmp_path):
@@ -214,6 +239,9 @@ def test_pytest_html_rows_carry_their_pictures(project):
     (heat, link) = rows[f"kernels/{UNWRITTEN}"]  # the failed case's row shows its heatmap, saved by pytest-html
     assert heat[0] == "image" and heat[1].startswith("assets/") and link == ("url", "gemm-report/index.html")
     assert_sensible_png(project.path / "html" / heat[1])
+    (drawn,) = (beside / "errors").glob("unwritten*.png")  # drawn once, as the case ended: before the charts
+    assert drawn.stat().st_mtime_ns < (beside / "tflops-fp32.png").stat().st_mtime_ns
+    assert drawn.read_bytes() == (project.path / "html" / heat[1]).read_bytes()
     assert [rows[t] for t in rows if "256x256x256" in t and "naive" in t] == [[], [], []]  # skipped: no pictures
 
 

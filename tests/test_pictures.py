@@ -13,9 +13,10 @@ import pytest
 pytest.importorskip("matplotlib", reason="the pictures need matplotlib (pip install matplotlib)")
 
 from pytest_gemm.cli import main
+from pytest_gemm.judge import causes
 from pytest_gemm.records.outcome import ErrorMap
 from pytest_gemm.records.verdicts import ErrorCause
-from pytest_gemm.report.heatmap import CAUSE_STYLE, heatmap, pooled
+from pytest_gemm.report.heatmap import CAUSE_STYLE, heatmap
 from pytest_gemm.report.pictures import largest_shape, pct_cublas_chart, tflops_chart
 from pytest_gemm.report.run_data import FailedCase, RunData, RunFileError, read_run, run_json
 
@@ -111,20 +112,18 @@ def test_each_cause_has_its_own_colour_and_a_single_bad_cell_shows(tmp_path):
     assert pixels_near(path, CAUSE_STYLE[ErrorCause.GUARD_B][0]) == 0  # an absent cause is neither drawn nor listed
 
 
-def test_pooling_keeps_the_worst_value_and_the_most_telling_cause():
-    marks = {(301, 299): (5e6, "over the bound"), (0, 599): (0.0, "unwritten"), (599, 0): (0.0, "read past B")}
-    emap = error_map(600, 600, cells=600, marks=marks)
-    ratio, ranks, cell = pooled(emap, max_cells=256)
-    assert ratio.shape == (200, 200) and cell == (3, 3)
-    assert ratio.max() == 5e6 and ratio[100, 99] == 5e6
-    assert ranks[0, 199] == ErrorCause.UNWRITTEN.rank and ranks[199, 0] == ErrorCause.GUARD_B.rank
-    untouched, _, same = pooled(emap, max_cells=600)
-    assert untouched.shape == (600, 600) and same == (1, 1)
+def test_one_wrong_element_of_an_8192_square_c_still_shows(tmp_path):
+    """The worker's own map (judge.causes: MAX_CELLS a side, 64x64 elements a cell) shows one bad element of 8192²."""
+    import numpy as np
 
-
-def test_a_large_map_drawn_small_still_shows_its_one_unwritten_cell(tmp_path):
-    emap = error_map(8192, 8192, cells=1024, tile=(128, 256), marks={(700, 3): (0.0, "unwritten")})
+    ratio = np.full((8192, 8192), 0.2, dtype=np.float16)  # half the memory of fp32; the ratios fit
+    unwritten = np.zeros(ratio.shape, dtype=bool)
+    ratio[5000, 3001], unwritten[5000, 3001] = np.inf, True
+    emap = causes.error_map(np, ratio, causes.causes_of(np, ratio, unwritten, causes.Evidence()), tile=(128, 256))
+    del ratio, unwritten
+    assert len(emap.ratio) == len(emap.ratio[0]) == causes.MAX_CELLS and emap.cell == (64, 64)
     path = heatmap(failed(emap, "sgemm_big[fp32-8192x8192x512]"), GPU, "2026-11-22", tmp_path / "big.png")
+    assert_sensible_png(path)
     assert pixels_near(path, CAUSE_STYLE[ErrorCause.UNWRITTEN][0], top=0.9) > 4  # not only in the legend
 
 

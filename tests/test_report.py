@@ -44,6 +44,9 @@ def test_unwritten_faults_and_message_layout():
     assert "worst elements (row, col)" in text and "(32, 0): nan" in text
     assert text.endswith("seed 7 (this case's data); replay: pytest 'x' --gemm-kernels --gemm-seed 0")
     assert "cuBLAS fp32 (peer): max" in text
+    assert text.startswith("verification failed for k[fp32-48x40x32] (M=48, N=40, K=32, alpha=1, beta=0)\n")
+    given = failure_message(result, dtype="fp32", replay="r", lines=["the caller's sentence"])
+    assert "\n  - the caller's sentence\n" in given and "  - unwritten" not in given  # its diagnosis, not a second
 
 
 def test_a_failure_of_the_normwise_test_alone_gets_a_bullet_of_its_own():

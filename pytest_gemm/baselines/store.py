@@ -12,7 +12,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,10 @@ __all__ = [
     "BaselineFile",
     "Changes",
     "OtherGpuError",
+    "baseline_path",
     "baseline_paths",
     "entry_from_record",
+    "for_gpu",
     "gpu_slug",
     "load",
     "merge",
@@ -62,13 +64,20 @@ class BaselineError(Exception):
     """A baseline file that cannot be used; the message names the file and the problem."""
 
 
+#: how a message names a path (the plugin: relative to the rootdir; the command: as given)
+Shown = Callable[[Path], str]
+
+
 class BaselineAccessError(BaselineError):
     """A baseline file or its folder that cannot be read or written (permissions, a file in the folder's
-    place); never set aside. ``text`` is what the file would have held, when a write failed."""
+    place); never set aside. ``text`` is what an update would have written (None: nothing), ``whole``
+    whether that is the whole file or only the update's own entries (the old file could not be read)."""
 
-    def __init__(self, path: Path, problem: str, text: str | None = None) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path, self.problem, self.text = path, problem, text
+    def __init__(
+        self, path: Path, problem: str, text: str | None = None, *, whole: bool = True, shown: Shown = str
+    ) -> None:
+        super().__init__(f"{shown(path)}: {problem}")
+        self.path, self.problem, self.text, self.whole = path, problem, text, whole
 
 
 class OtherGpuError(BaselineError):
@@ -83,6 +92,11 @@ def gpu_slug(name: str) -> str:
     return slug
 
 
+def baseline_path(folder: Path, gpu: str) -> Path:
+    """The baseline file of a GPU model in ``folder``."""
+    return folder / f"{gpu_slug(gpu)}.json"
+
+
 @dataclass
 class BaselineFile:
     """The baselines of one GPU model."""
@@ -95,18 +109,20 @@ class BaselineFile:
         return self.entries.get(key)
 
 
-def load(path: Path, *, gpu: str | None = None) -> BaselineFile | None:
+def load(path: Path, *, gpu: str | None = None, shown: Shown = str) -> BaselineFile | None:
     """Read and check a baseline file; None when it does not exist.
 
     ``gpu``, when given, must be the model the file was recorded on: a baseline from another
-    GPU model is never used. Each fault gets its own advice, naming the file.
+    GPU model is never used. Each fault gets its own advice, naming the file (an access error
+    names paths with ``shown``).
     """
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise BaselineAccessError(path, f"cannot be read ({os_problem(exc, path)})") from None
+        problem = f"cannot be read ({os_problem(exc, path, shown)})"
+        raise BaselineAccessError(path, problem, shown=shown) from None
     except UnicodeDecodeError as exc:
         raise BaselineError(f"{path}: not UTF-8 text (byte {exc.start}), so not a baseline file; {_REDO}") from None
     try:
@@ -125,9 +141,15 @@ def load(path: Path, *, gpu: str | None = None) -> BaselineFile | None:
             raise BaselineError(
                 f"{path}: entry {key!r}: {problem}; fix or delete that entry, or restore the file from version control"
             )
-    if gpu is not None and model != gpu:
-        raise OtherGpuError(f"{path}: recorded on {model!r}, not on this GPU ({gpu!r}); it is not used")
-    return BaselineFile(path, model, dict(entries))
+    baseline = BaselineFile(path, model, dict(entries))
+    return baseline if gpu is None else for_gpu(baseline, gpu)
+
+
+def for_gpu(baseline: BaselineFile, gpu: str) -> BaselineFile:
+    """``baseline``, when it was recorded on ``gpu``; :class:`OtherGpuError` otherwise."""
+    if baseline.gpu != gpu:
+        raise OtherGpuError(f"{baseline.path}: recorded on {baseline.gpu!r}, not on this GPU ({gpu!r}); it is not used")
+    return baseline
 
 
 #: the advice for a file that is not a baseline file at all
@@ -175,12 +197,12 @@ def _kind(value: Any) -> str:
     return names.get(type(value), "a number")
 
 
-def os_problem(exc: OSError, path: Path) -> str:
+def os_problem(exc: OSError, path: Path, shown: Shown = str) -> str:
     """Why a file operation failed, in words: a folder on the path that is a file, or the system's reason."""
     for folder in path.parents:
         if folder.exists():
             if not folder.is_dir():
-                return f"{folder} is a file, not a folder"
+                return f"{shown(folder)} is a file, not a folder"
             break
     return exc.strerror or str(exc)
 

@@ -12,14 +12,16 @@ from typing import Any
 
 from ..records.case_record import CaseRecord
 from ..records.shapes import Shape
-from ..specs.files import case_ids
-from ..specs.spec import KernelFileError
+from ..specs.cases import expand
+from ..specs.files import load_specs
+from ..specs.spec import KernelFileError, KernelSpec
 from .store import (
     BaselineAccessError,
     BaselineError,
     BaselineFile,
     Changes,
     OtherGpuError,
+    Shown,
     entry_from_record,
     load,
     merge,
@@ -30,7 +32,7 @@ from .store import (
     set_aside,
 )
 
-__all__ = ["gone_reason", "record", "root_problem", "stale_keys", "write"]
+__all__ = ["KernelCases", "record", "root_problem", "stale_keys", "write"]
 
 
 def record(
@@ -42,22 +44,28 @@ def record(
     *,
     whole_files: Mapping[str, bool] | None = None,
     root: Path | None = None,
+    shown: Shown = str,
 ) -> tuple[Changes, list[str]]:
     """Put ``records`` into the baseline file of ``gpu``; with ``whole_files``, drop entries whose case is gone.
 
     An unreadable file is set aside (kept under another name) and a new one started; a file of
     another GPU raises :class:`OtherGpuError`, one that cannot be read or written
-    :class:`BaselineAccessError` (nothing changed). Returns what changed and notes worth printing.
+    :class:`BaselineAccessError` (nothing changed), carrying the text that would have been written:
+    the whole file, or this run's entries alone when the old file could not be read. Messages name
+    paths with ``shown``. Returns what changed and notes worth printing.
     """
     notes, unreadable = [], None
-    try:
-        baseline = load(path, gpu=gpu) or BaselineFile(path, gpu)
-    except (OtherGpuError, BaselineAccessError):
-        raise
-    except BaselineError as exc:
-        unreadable, baseline = str(exc).removeprefix(f"{path}: "), BaselineFile(path, gpu)
     recorded = recorded_info(facts, records, version)
     new = {r.test: entry_from_record(r, recorded) for r in records}
+    try:
+        baseline = load(path, gpu=gpu, shown=shown) or BaselineFile(path, gpu)
+    except OtherGpuError:
+        raise
+    except BaselineAccessError as exc:
+        alone = render(BaselineFile(path, gpu, new))
+        raise BaselineAccessError(path, exc.problem, alone, whole=False, shown=shown) from None
+    except BaselineError as exc:
+        unreadable, baseline = str(exc).removeprefix(f"{path}: "), BaselineFile(path, gpu)
     notes += [f"{r.test} was timed while throttled ({', '.join(r.throttle)})" for r in records if r.throttle]
     gone = stale_keys(baseline, new, whole_files, root) if whole_files is not None and root is not None else []
     changes = merge(baseline, new, gone)
@@ -65,47 +73,73 @@ def record(
         try:
             moved = set_aside(path)
         except OSError as exc:
-            why = f"it is unreadable ({unreadable}) and cannot be set aside ({os_problem(exc, path)})"
-            raise BaselineAccessError(path, why, render(baseline)) from None
+            why = f"it is unreadable ({unreadable}) and cannot be set aside ({os_problem(exc, path, shown)})"
+            raise BaselineAccessError(path, why, render(baseline), shown=shown) from None
         notes.insert(0, f"the unreadable file was kept as {moved.name} ({path}: {unreadable})")
     if changes:
-        write(baseline)
+        write(baseline, shown)
     return changes, notes
 
 
-def write(baseline: BaselineFile) -> None:
+def write(baseline: BaselineFile, shown: Shown = str) -> None:
     """Save a baseline file; a failure raises :class:`BaselineAccessError` carrying the text it would have held."""
     try:
         save(baseline)
     except OSError as exc:
+        where, why = shown(baseline.path.parent), os_problem(exc, baseline.path, shown)
         raise BaselineAccessError(
-            baseline.path,
-            f"cannot be written in {baseline.path.parent}/ ({os_problem(exc, baseline.path)})",
-            render(baseline),
+            baseline.path, f"cannot be written in {where}/ ({why})", render(baseline), shown=shown
         ) from None
 
 
-def gone_reason(key: str, entry: Mapping[str, Any], root: Path) -> str | None:
-    """Why the case of entry ``key`` no longer exists (None: it does); KernelFileError when its file is unreadable."""
-    source = root / entry["file"]
-    if not source.exists():
-        return "its kernel file is gone"
-    try:
-        shape = Shape(*(int(v) for v in entry["shape"].split("x")))
-    except (ValueError, TypeError):
-        raise KernelFileError(entry["file"], f"baseline shape {entry['shape']!r} is not MxNxK") from None
-    return None if key in case_ids(source, entry["file"], shape) else "the file no longer has this case"
+class KernelCases:
+    """The cases kernel files under ``root`` have today, each file read once: which entries' cases are gone."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._specs: dict[str, list[KernelSpec] | KernelFileError | None] = {}  # None: the file is gone
+
+    def _read(self, file: str) -> list[KernelSpec] | None:
+        if file not in self._specs:
+            source = self.root / file
+            try:
+                self._specs[file] = load_specs(source, file) if source.exists() else None
+            except KernelFileError as exc:
+                self._specs[file] = exc
+        specs = self._specs[file]
+        if isinstance(specs, KernelFileError):
+            raise specs
+        return specs
+
+    def gone_reason(self, key: str, entry: Mapping[str, Any]) -> str | None:
+        """Why the case of entry ``key`` no longer exists (None: it does); KernelFileError when its file is
+        unreadable."""
+        file = entry["file"]
+        specs = self._read(file)
+        if specs is None:
+            return "its kernel file is gone"
+        try:
+            shape = Shape(*(int(v) for v in entry["shape"].split("x")))
+        except (ValueError, TypeError):
+            raise KernelFileError(file, f"baseline shape {entry['shape']!r} is not MxNxK") from None
+        ids = {
+            f"{file}::{spec.name}[{case.id}]"
+            for spec in specs
+            for case in expand(spec, [shape])
+            if case.skip_reason is None  # a case a rule skips at this shape is gone too
+        }
+        return None if key in ids else "the file no longer has this case"
 
 
 def stale_keys(baseline: BaselineFile, new: Iterable[str], whole_files: Mapping[str, bool], root: Path) -> list[str]:
     """Entries whose case no longer exists, among kernel files this run selected whole."""
-    fresh = set(new)
+    fresh, cases = set(new), KernelCases(root)
     gone = []
     for key, entry in baseline.entries.items():
         if key in fresh or not whole_files.get(entry["file"]):
             continue
         try:
-            if gone_reason(key, entry, root):
+            if cases.gone_reason(key, entry):
                 gone.append(key)
         except KernelFileError:
             continue  # unreadable today: keep the entry; `pytest-gemm prune` can decide

@@ -98,9 +98,10 @@ def _include_dirs() -> tuple[str, ...]:
     return tuple(dict.fromkeys(with_cccl))
 
 
-def compile_options(spec: KernelSpec, arch: str) -> list[str]:
+def compile_options(spec: KernelSpec, arch: str, *, no_cache: bool = False) -> list[str]:
+    """NVRTC's options for ``spec`` on ``arch``; ``no_cache`` adds ``--no-cache`` (see :func:`_accepts_no_cache`)."""
     opts = [f"--gpu-architecture={arch}", "-std=c++17", "--ptxas-options=-v", "-lineinfo"]
-    if _accepts_no_cache():
+    if no_cache:
         # With a driver present, NVRTC 12.9+ serves repeat compiles from the driver's compute cache,
         # and a cached result comes without ptxas's report (registers, spills). This process caches.
         opts.append("--no-cache")
@@ -138,18 +139,24 @@ def source_with_params(spec: KernelSpec, variant: Variant) -> str:
 
 
 def compile_kernel(spec: KernelSpec, variant: Variant, arch: str, cache: CubinCache | None = None) -> CompileResult:
-    """Compile one variant of a ``.cu`` kernel for one architecture, or find it in ``cache`` or this process."""
-    options = tuple(compile_options(spec, arch))
+    """Compile one variant of a ``.cu`` kernel for one architecture, or find it in ``cache`` or this process.
+
+    The cache key leaves ``--no-cache`` out: whether NVRTC takes it follows from its version, which is in
+    the key, so a worker that finds every kernel in the cache never pays :func:`_accepts_no_cache`'s probe.
+    """
     source, name_expr = source_with_params(spec, variant), spec.entry_for(variant)
-    if cache is None:
-        return _compile(source, spec.path, name_expr, options, arch)
-    key = cache_key(source, spec.path, name_expr, options, arch, nvrtc_version())
-    found = cache.get(key)
-    if found is not None:
-        lowered, log, cubin = found
-        return CompileResult(arch, lowered, parse_ptxas_resources(log, lowered), log, cubin, from_cache=True)
+    key = ""
+    if cache is not None:
+        keyed = tuple(compile_options(spec, arch))
+        key = cache_key(source, spec.path, name_expr, keyed, arch, nvrtc_version())
+        found = cache.get(key)
+        if found is not None:
+            lowered, log, cubin = found
+            return CompileResult(arch, lowered, parse_ptxas_resources(log, lowered), log, cubin, from_cache=True)
+    options = tuple(compile_options(spec, arch, no_cache=_accepts_no_cache()))
     result = _compile(source, spec.path, name_expr, options, arch)
-    cache.put(key, result.lowered_name, result.log, result.cubin)
+    if cache is not None:
+        cache.put(key, result.lowered_name, result.log, result.cubin)
     return result
 
 

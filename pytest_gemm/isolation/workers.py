@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import IO, Any
@@ -91,7 +90,7 @@ class _Process:
     def output_end(self) -> int:
         return os.fstat(self.output.fileno()).st_size
 
-    def kill_keeping_output(self, grace: float = 0.0) -> int | None:
+    def _kill_keeping_output(self, grace: float = 0.0) -> int | None:
         """Kill the worker and everything it started, close the pipes; its exit status.
 
         With ``grace``, a worker that is already on its way out (it closed its pipe) gets that long to
@@ -112,9 +111,17 @@ class _Process:
 
     def kill(self) -> int | None:
         """Kill the worker and everything it started; its exit status."""
-        code = self.kill_keeping_output()
+        code = self._kill_keeping_output()
         self.output.close()
         return code
+
+    def kill_and_read(self, offset: int, grace: float = 0.0) -> tuple[int | None, str]:
+        """Kill the worker (after ``grace`` seconds to exit by itself); its exit status and what it wrote from
+        ``offset`` on."""
+        code = self._kill_keeping_output(grace)
+        output = self.output_since(offset)
+        self.output.close()
+        return code, output
 
     def stop(self) -> None:
         """Ask the worker to end; kill it if it does not."""
@@ -136,8 +143,6 @@ class WorkerPool:
         self.timeout = timeout
         self.facts: dict[str, Any] | None = None
         self.unavailable: str | None = None
-        self.started = 0
-        self.replaced: Counter[str] = Counter()  # why workers were replaced
         self._process: _Process | None = None
         self._start_failures: list[Failure] = []  # consecutive failed starts
 
@@ -151,7 +156,6 @@ class WorkerPool:
             process = _Process(self.command)
         except OSError as exc:
             return self._failed_start(Failure(FailureKind.INTERNAL, f"cannot start a GPU worker: {exc}", "start"))
-        self.started += 1
         try:
             if not process.replies.poll(START_TIMEOUT):
                 process.kill()
@@ -159,9 +163,7 @@ class WorkerPool:
                 return self._failed_start(Failure(FailureKind.TIMEOUT, message, "start"))
             kind, body = receive(process.replies)
         except (EOFError, OSError):
-            code = process.kill_keeping_output(grace=EXIT_WAIT)
-            output = process.output_since(0)
-            process.output.close()
+            code, output = process.kill_and_read(0, grace=EXIT_WAIT)
             detail = tuple(output.strip().splitlines()[-20:])
             return self._failed_start(Failure(FailureKind.WORKER_DIED, describe_exit(code), "start", detail))
         except BaseException:  # Ctrl-C while it starts: never leave it running
@@ -182,11 +184,11 @@ class WorkerPool:
         self._start_failures.append(failure)
         return failure
 
-    def _discard(self, why: str) -> None:
+    def _discard(self) -> None:
+        """Kill the current worker, if any; the next case starts a new one."""
         if self._process is not None:
             self._process.kill()
             self._process = None
-            self.replaced[why] += 1
 
     def probe(self) -> str | None:
         """Start a worker now: None when it has a device, else why not (no device, or it cannot start)."""
@@ -217,10 +219,7 @@ class WorkerPool:
         if self.unavailable is not None:
             return Outcome(skip=f"no CUDA device: {self.unavailable}")
         if self._process is not None and self._process.popen.poll() is not None:
-            # it died between cases (killed from outside, a kernel's thread): not this case's fault
-            self._process.kill()
-            self._process = None
-            self.replaced[str(FailureKind.WORKER_DIED)] += 1
+            self._discard()  # it died between cases (killed from outside, a kernel's thread): not this case's fault
         process = self._process or self._start()
         if isinstance(process, Failure):
             if self.unavailable is not None:
@@ -230,12 +229,12 @@ class WorkerPool:
         try:
             outcome = self._exchange(process, request, offset)
         except BaseException:
-            self._discard("interrupted")
+            self._discard()
             raise
         output = process.output_since(offset) if self._process is process else outcome.output
         outcome = replace(outcome, output=output, worker=process.pid)
         if outcome.failure is not None and outcome.failure.replace_worker and self._process is process:
-            self._discard(str(outcome.failure.kind))
+            self._discard()
         return outcome
 
     def _exchange(self, process: _Process, request: Request, offset: int) -> Outcome:
@@ -264,11 +263,8 @@ class WorkerPool:
 
     def _lost(self, process: _Process, offset: int, kind: FailureKind, message: str, phase: str) -> Outcome:
         """The worker cannot go on: kill it (if it still runs), and say why with what it printed."""
-        code = process.kill_keeping_output(grace=EXIT_WAIT if kind == FailureKind.WORKER_DIED else 0.0)
-        output = process.output_since(offset)
-        process.output.close()
+        code, output = process.kill_and_read(offset, grace=EXIT_WAIT if kind == FailureKind.WORKER_DIED else 0.0)
         self._process = None
-        self.replaced[str(kind)] += 1
         if kind == FailureKind.WORKER_DIED:
             message = describe_exit(code)
         details: tuple[str, ...] = ()

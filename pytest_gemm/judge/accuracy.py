@@ -66,10 +66,16 @@ def error_stats(
     dtype: DType,
     out: DType,
     unchanged: Any | None = None,
+    *,
+    ratio: Any | None = None,
 ) -> ErrorStats:
-    """Judge ``got`` (M x N, float64) against ``truth``; ``unchanged`` marks elements C still holds from before."""
+    """Judge ``got`` (M x N, float64) against ``truth``; ``unchanged`` marks elements C still holds from before.
+
+    ``ratio``, when given, is :func:`element_ratios` of these same arrays, already computed by the caller.
+    """
     finite = xp.isfinite(got)
-    ratio = element_ratios(xp, got, truth, gscale, k, dtype, out)
+    if ratio is None:
+        ratio = element_ratios(xp, got, truth, gscale, k, dtype, out)
     bad_mask = ratio > 1.0
     bad = int(bad_mask.sum())
     nonfinite = int(got.size - int(finite.sum()))

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..records.case_record import CaseRecord
+from ..records.case_record import CaseRecord, max_sm_clock
 from ..records.outcome import Outcome
 from ..records.verdicts import Sanity
-from ..report.failure import failure_message, fault_message, stats_line
+from ..report.failure import diagnosis, failure_message, fault_message, stats_line
 from ..specs.cases import Case
 from .metrics import summarize
 from .peaks import peak_flops
@@ -49,7 +49,7 @@ def case_facts(case: Case, test: str, replay: str, source_sha256: str) -> CaseFa
         test=test,
         name=case.name,
         file=case.spec.path,
-        kernel=case.spec.name + (f"[{case.variant.id}]" if case.variant.id else ""),
+        kernel=case.spec.label(case.variant),
         variant=case.variant.id,
         dtype=case.dtype,
         shape=(case.shape.M, case.shape.N, case.shape.K),
@@ -73,6 +73,7 @@ class CaseVerdict:
     failure: str | None = None
     record: CaseRecord | None = None
     margin: float | None = None  # how far inside the verification bounds the output was
+    diagnosis: tuple[str, ...] = ()  # a failed verification: one sentence per thing wrong, as ``failure`` lists them
 
 
 def _peak(gpu: dict[str, Any], dtype: str) -> float | None:
@@ -80,8 +81,8 @@ def _peak(gpu: dict[str, Any], dtype: str) -> float | None:
         major, minor = (int(v) for v in str(gpu.get("compute_capability", "0.0")).split("."))
     except ValueError:
         return None
-    clock = gpu.get("max_sm_clock_mhz") or gpu.get("cuda_max_sm_clock_mhz")
-    return peak_flops(str(gpu.get("name", "")), (major, minor), int(gpu.get("sm_count") or 0), clock, dtype)
+    sm_count = int(gpu.get("sm_count") or 0)
+    return peak_flops(str(gpu.get("name", "")), (major, minor), sm_count, max_sm_clock(gpu), dtype)
 
 
 def judge_outcome(case: CaseFacts, outcome: Outcome, gpu: dict[str, Any], *, save_raw: bool = False) -> CaseVerdict:
@@ -104,14 +105,16 @@ def judge_outcome(case: CaseFacts, outcome: Outcome, gpu: dict[str, Any], *, sav
     if verification is None:
         return CaseVerdict(failure=f"{case.name}: the worker returned no result; replay: {case.replay}")
     if not verification.passed:
+        lines = tuple(diagnosis(verification, always_reads_c=case.always_reads_c))
         text = failure_message(
             verification,
             dtype=case.dtype,
             replay=case.replay,
             always_reads_c=case.always_reads_c,
             nondeterministic=case.nondeterministic,
+            lines=lines,
         )
-        return CaseVerdict(failure=text, margin=margin)
+        return CaseVerdict(failure=text, margin=margin, diagnosis=lines)
     if outcome.timing is None:
         return CaseVerdict(margin=margin)
     return _timed(case, outcome, gpu, margin, save_raw)

@@ -27,7 +27,11 @@ __all__ = ["judge"]
 def judge(
     record: CaseRecord, entry: Mapping[str, Any] | None, *, metric: str = "ratio", threshold: float = 0.05
 ) -> GateResult:
-    """The verdict for one timed case against its baseline ``entry`` (None: no entry)."""
+    """The verdict for one timed case against its baseline ``entry`` (None: no entry).
+
+    ``threshold`` is the run's; a kernel's own ``regression_threshold`` (in its record) overrides it.
+    """
+    threshold = record.regression_threshold or threshold
     if metric not in METRICS:
         raise ValueError(f"unknown gated metric {metric!r}; expected one of {', '.join(METRICS)}")
     if entry is None:

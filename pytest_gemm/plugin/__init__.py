@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ..options import FLAGS, OPTIONS, OptionError, read_settings
+from ..options import BY_NAME, OPTIONS, OptionError, read_settings
 from ..specs.files import is_kernel_file
 from . import hookspecs
 from .items import KernelFile
@@ -43,45 +43,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=["kernels"],
     )
     for option in OPTIONS:
-        group.addoption(
-            f"--gemm-{option.name}",
-            dest=f"gemm_{option.key}",
-            default=None,
-            help=f"{option.help} (ini: gemm_{option.key}, default {option.default!r})",
-        )
-        parser.addini(f"gemm_{option.key}", option.help.replace("%%", "%"), default=option.default)
-    for name, text in FLAGS:
-        key = name.replace("-", "_")
-        group.addoption(
-            f"--gemm-{name}", dest=f"gemm_{key}", action="store_true", default=None, help=f"{text} (ini: gemm_{key})"
-        )
-        parser.addini(f"gemm_{key}", text, type="bool", default=False)
-    group.addoption(
-        "--gemm-update-baselines",
-        action="store_true",
-        default=False,
-        help="record the timed cases that passed as this GPU's baselines (added, changed and removed entries "
-        "are printed); the gate is not applied",
-    )
-    group.addoption(
-        "--gemm-summary",
-        metavar="PATH",
-        default=None,
-        help="write a markdown table of every case and its verdict to PATH (also appended to $GITHUB_STEP_SUMMARY "
-        "when that is set)",
-    )
+        name, dest, ini = f"--gemm-{option.name}", f"gemm_{option.key}", f"gemm_{option.key}"
+        if option.flag:
+            said = f" (ini: {ini})" if option.ini else ""
+            group.addoption(name, dest=dest, action="store_true", default=None, help=option.help + said)
+            if option.ini:
+                parser.addini(ini, option.help, type="bool", default=False)
+            continue
+        said = f" (ini: {ini}, default {option.default!r})" if option.ini else ""
+        group.addoption(name, dest=dest, default=None, metavar=option.metavar, help=option.help + said)
+        if option.ini:
+            parser.addini(ini, option.help.replace("%%", "%"), default=option.default)
 
 
 def _value(config: pytest.Config, name: str) -> str:
-    key = name.replace("-", "_")
-    cli = config.getoption(f"gemm_{key}")
-    return str(cli if cli is not None else config.getini(f"gemm_{key}"))
+    option = BY_NAME[name]
+    cli = config.getoption(f"gemm_{option.key}")
+    if cli is not None:
+        return str(cli)
+    return str(config.getini(f"gemm_{option.key}")) if option.ini else option.default
 
 
 def _flag(config: pytest.Config, name: str) -> bool:
-    key = name.replace("-", "_")
-    cli = config.getoption(f"gemm_{key}")
-    return bool(config.getini(f"gemm_{key}")) if cli is None else bool(cli)
+    option = BY_NAME[name]
+    cli = config.getoption(f"gemm_{option.key}")
+    if cli is not None:
+        return bool(cli)
+    return bool(config.getini(f"gemm_{option.key}")) if option.ini else False
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -95,8 +83,6 @@ def pytest_configure(config: pytest.Config) -> None:
             lambda name: _value(config, name),
             lambda name: _flag(config, name),
             config.rootpath,
-            update=bool(config.getoption("gemm_update_baselines")),
-            summary=config.getoption("gemm_summary"),
         )
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None

@@ -23,16 +23,14 @@ from ..baselines.store import (
     BaselineError,
     BaselineFile,
     Changes,
+    baseline_path,
     baseline_paths,
-    entry_from_record,
-    gpu_slug,
+    for_gpu,
     load,
-    recorded_info,
-    render,
 )
 from ..baselines.update import record
 from ..judge.gate import judge
-from ..options import GateSettings
+from ..options import GateSettings, label
 from ..records.case_record import METRICS, CaseRecord
 from ..records.verdicts import GateVerdict, Sanity
 from ..report.regression import accept_command, regression_text
@@ -48,6 +46,7 @@ class Gatekeeper:
 
     def __init__(self, settings: GateSettings, rootpath: Path) -> None:
         self.settings, self.rootpath = settings, rootpath
+        self._files: dict[Path, BaselineFile] = {}  # the baseline files read at the start
         self._baselines: dict[str, BaselineFile | None] = {}
         # the controlling process
         self.to_record: list[CaseRecord] = []
@@ -66,27 +65,31 @@ class Gatekeeper:
             return  # an update sets unreadable files aside and starts them again
         for path in baseline_paths(self.settings.folder):
             try:
-                load(path)
+                baseline = load(path)
             except BaselineError as exc:
                 raise pytest.UsageError(f"pytest-gemm: {exc}") from None
+            if baseline is not None:
+                self._files[path] = baseline
 
     def _baseline(self, gpu: str) -> BaselineFile | None:
         if gpu not in self._baselines:
-            self._baselines[gpu] = load(self.settings.folder / f"{gpu_slug(gpu)}.json", gpu=gpu)
+            path = baseline_path(self.settings.folder, gpu)
+            known = self._files.get(path)
+            self._baselines[gpu] = for_gpu(known, gpu) if known is not None else load(path, gpu=gpu)
         return self._baselines[gpu]
 
     # -- the gate, where the test ran ------------------------------------------------------------
     def gate(self, report: pytest.TestReport, rec: CaseRecord) -> CaseRecord:
         """Judge a passing timed case; fail its report when the gate says so. Returns the judged record."""
         s = self.settings
-        path = s.folder / f"{gpu_slug(rec.gpu)}.json"
         try:
+            path = baseline_path(s.folder, rec.gpu)
             baseline = self._baseline(rec.gpu)
         except BaselineError as exc:
             report.outcome, report.longrepr = "failed", f"pytest-gemm gate: {exc}"
             return rec
         entry = baseline.get(rec.test) if baseline else None
-        result = judge(rec, entry, metric=s.metric, threshold=rec.regression_threshold or s.threshold)
+        result = judge(rec, entry, metric=s.metric, threshold=s.threshold)
         result = replace(result, baseline_file=self.shown(path), baseline_file_missing=baseline is None)
         rec = rec.with_gate(result)
         accept = accept_command(rec, self.shown(s.folder))
@@ -94,12 +97,10 @@ class Gatekeeper:
         if result.verdict == GateVerdict.REGRESSED and entry is not None:
             text = regression_text(rec, entry, result, accept)
         elif result.verdict == GateVerdict.NEW and s.fail_new:
-            text = (
-                f"no baseline entry for {rec.test} in {self.shown(path)} (--gemm-fail-new / gemm_fail_new); "
-                f"record it with: {accept}"
-            )
+            where = f"{self.shown(path)} ({label('fail-new')})"
+            text = f"no baseline entry for {rec.test} in {where}; record it with: {accept}"
         elif result.verdict == GateVerdict.UNSTABLE and s.fail_unstable:
-            text = f"{rec.test}: {'; '.join(result.notes)} (--gemm-fail-unstable / gemm_fail_unstable)"
+            text = f"{rec.test}: {'; '.join(result.notes)} ({label('fail-unstable')})"
         if text:
             report.outcome, report.longrepr = "failed", text
         return rec
@@ -119,40 +120,41 @@ class Gatekeeper:
         for rec in self.to_record:
             by_gpu.setdefault(rec.gpu, []).append(rec)
         for gpu, records in sorted(by_gpu.items()):
-            path = self.settings.folder / f"{gpu_slug(gpu)}.json"
             try:
+                path = baseline_path(self.settings.folder, gpu)
                 changes, notes = record(
-                    path, gpu, records, gpu_facts, __version__, whole_files=self.whole_files, root=self.rootpath
+                    path,
+                    gpu,
+                    records,
+                    gpu_facts,
+                    __version__,
+                    whole_files=self.whole_files,
+                    root=self.rootpath,
+                    shown=self.shown,
                 )
             except BaselineAccessError as exc:
-                self.update_errors.append(self._kept_elsewhere(exc, gpu, records, gpu_facts))
+                self.update_errors.append(self._kept_elsewhere(exc, len(records)))
                 continue
             except BaselineError as exc:
                 self.update_errors.append(f"{exc}; nothing written")
                 continue
             self.written.append((path, changes, notes))
 
-    def _kept_elsewhere(
-        self, exc: BaselineAccessError, gpu: str, records: list[CaseRecord], facts: dict[str, Any]
-    ) -> str:
+    def _kept_elsewhere(self, exc: BaselineAccessError, count: int) -> str:
         """Save what a failed update would have written in a temporary file; the error line naming it."""
-        shown, problem = self.shown(exc.path), exc.problem.replace(f"{self.rootpath}{os.sep}", "")
-        text, what = exc.text, f"the whole file as it would be): copy it to {shown}"
-        if text is None:  # the old file could not be read: this run's entries alone
-            recorded = recorded_info(facts, records, __version__)
-            new = {r.test: entry_from_record(r, recorded) for r in records}
-            text, what = render(BaselineFile(exc.path, gpu, new)), f"this run's entries alone): add them to {shown}"
+        shown = self.shown(exc.path)
+        if exc.whole:
+            what = f"the whole file as it would be): copy it to {shown}"
+        else:
+            what = f"this run's entries alone): add them to {shown}"
         try:
             fd, kept = tempfile.mkstemp(prefix=f"pytest-gemm-{exc.path.stem}-", suffix=".json")
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
+                handle.write(exc.text or "")
         except OSError as err:
-            lost = f"the {len(records)} timed case(s) could not be kept either ({err})"
-            return f"{shown}: {problem}; nothing written, and {lost}"
-        return (
-            f"{shown}: {problem}; nothing written there. This run's {len(records)} timed case(s) are kept in "
-            f"{kept} ({what} once that is fixed"
-        )
+            return f"{exc}; nothing written, and the {count} timed case(s) could not be kept either ({err})"
+        kept_in = f"This run's {count} timed case(s) are kept in {kept}"
+        return f"{exc}; nothing written there. {kept_in} ({what} once that is fixed"
 
     # -- what the run says at the end ------------------------------------------------------------
     def summary_lines(self) -> tuple[str, list[str]] | None:

@@ -11,9 +11,8 @@ import pytest
 from ..compiler.nvrtc import CompileError, NvrtcUnavailable, compile_kernel
 from ..records.case_record import CompileRecord
 from ..specs.archs import parse_arch
-from ..specs.cases import Case, case_seed, check_launch, expand, variant_shared_mem
-from ..specs.expr import ExpressionError
-from ..specs.files import load_specs, shown_path
+from ..specs.cases import Case, case_seed, check_launch, expand, variant_shared_mem, variant_threads
+from ..specs.files import load_specs, shown_path, source_hash
 from ..specs.limits import KernelResources, launch_problems, limits_for_arch
 from ..specs.spec import KernelFileError, KernelSpec, Variant
 from .benchmark import DeviceClock
@@ -52,13 +51,17 @@ class KernelFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         settings = _session(self.config).settings
+        shown = shown_path(self.path, self.config.rootpath)
         try:
-            specs = load_specs(self.path, shown_path(self.path, self.config.rootpath))
+            specs = load_specs(self.path, shown)
+            source = source_hash(self.path)  # once per file: a baseline notes it to tell a changed kernel
             for spec in specs:
                 check_launch(spec)  # a launch CUDA refuses whatever the shape: one error, not a failure per case
             expanded = [(spec, expand(spec, settings.shapes, settings.dtypes)) for spec in specs]
         except KernelFileError as exc:
             raise self.CollectError(str(exc)) from None
+        except OSError as exc:  # gone or unreadable since load_specs read it
+            raise self.CollectError(str(KernelFileError(shown, f"cannot read the file: {exc}"))) from None
         for spec, cases in expanded:
             if spec.kind == "cu":
                 for variant in spec.variants():
@@ -71,7 +74,7 @@ class KernelFile(pytest.File):
                         )
                         yield _with_params_id(item, "compile", params)
             for case in cases:
-                yield GemmCaseItem.from_case(self, case, settings.seed)
+                yield GemmCaseItem.from_case(self, case, settings.seed, source)
         self.n_cases = sum(len(cases) for _, cases in expanded)
 
 
@@ -86,19 +89,6 @@ def _with_params_id(item: pytest.Item, base: str, params: str) -> pytest.Item:
     if parent_id is not None and hasattr(parent_id, "with_params") and hasattr(item, "_id"):
         item._id = parent_id.child(base).with_params(params)
     return item
-
-
-def _variant_threads(spec: KernelSpec, variant: Variant) -> int | None:
-    """Threads per block of a variant, or None when the block depends on the shape."""
-    if any(expr.names & {"M", "N", "K"} for expr in spec.block):
-        return None
-    threads = 1
-    try:
-        for expr in spec.block:
-            threads *= int(expr(variant.as_dict()))
-    except (ExpressionError, TypeError, ValueError):
-        return None
-    return threads
 
 
 class GemmCompileItem(_TextFailure, pytest.Item):
@@ -122,7 +112,7 @@ class GemmCompileItem(_TextFailure, pytest.Item):
         dynamic = variant_shared_mem(spec, variant)
         record = CompileRecord(
             file=spec.path,
-            kernel=spec.name + (f"[{variant.id}]" if variant.id else ""),
+            kernel=spec.label(variant),
             arch=self.arch,
             registers=r.registers if r else None,
             spill_stores=r.spill_stores if r else None,
@@ -134,7 +124,7 @@ class GemmCompileItem(_TextFailure, pytest.Item):
         )
         self.user_properties.append((COMPILE, record.to_dict()))
         major, minor, _ = parse_arch(self.arch)
-        limits, threads = limits_for_arch(self.arch, (major, minor)), _variant_threads(spec, variant)
+        limits, threads = limits_for_arch(self.arch, (major, minor)), variant_threads(spec, variant)
         if r is None or limits is None or threads is None:
             return
         problems = launch_problems(
@@ -157,9 +147,10 @@ class GemmCaseItem(_TextFailure, pytest.Function):
     base_seed: int
     gemm_seed: int
     gemm_clock: DeviceClock
+    source_sha256: str  # of the kernel file, as collected
 
     @classmethod
-    def from_case(cls, parent: KernelFile, case: Case, base_seed: int) -> GemmCaseItem:
+    def from_case(cls, parent: KernelFile, case: Case, base_seed: int, source_sha256: str) -> GemmCaseItem:
         def gemm_case(request: pytest.FixtureRequest) -> None:
             _session(request.config).run_case(request.node, None)
 
@@ -179,6 +170,7 @@ class GemmCaseItem(_TextFailure, pytest.Function):
             item.add_marker(pytest.mark.filterwarnings("ignore:Benchmark fixture was not used"))
         item.case = case
         item.base_seed = base_seed
+        item.source_sha256 = source_sha256
         item.gemm_seed = case_seed(base_seed, item.nodeid)
         item.add_marker("gemm")
         item.add_marker("gpu")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 import shlex
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -39,13 +40,16 @@ def report_folder(config: pytest.Config, asked: Path | None) -> Path | None:
     return None if html is None else html.parent / BESIDE_HTML
 
 
-def failed_case(test: str, dtype: str, verification: Verification, failure: str) -> FailedCase | None:
-    """A failed verification with an error map, as the report keeps it (None: no map to draw)."""
-    if verification.error_map is None:
+def failed_case(test: str, dtype: str, verification: Verification, diagnosis: Sequence[str]) -> FailedCase | None:
+    """A failed verification with an error map, as the report keeps it (None: no map to draw).
+
+    ``diagnosis``: the verdict's sentences on what is wrong (:attr:`~pytest_gemm.judge.case.CaseVerdict.diagnosis`).
+    """
+    v = verification
+    if v.error_map is None:
         return None
-    m, n, k = verification.shape
-    lines = tuple(line[4:] for line in failure.splitlines() if line.startswith("  - "))
-    return FailedCase(test, dtype, f"{m}x{n}x{k}", verification.alpha, verification.beta, lines, verification.error_map)
+    m, n, k = v.shape
+    return FailedCase(test, dtype, f"{m}x{n}x{k}", v.alpha, v.beta, tuple(diagnosis), v.error_map)
 
 
 def run_data(
@@ -57,12 +61,31 @@ def run_data(
     return RunData(gpu=gpu, records=list(records), failures=list(failures), date=date, command=command)
 
 
-def write(folder: Path, data: RunData) -> tuple[str, bool]:
-    """Write the report; the line to print, and whether it failed."""
+def _pytest_html_extras() -> Any:
+    """pytest-html's ``extras`` module, or None when pytest-html is not installed."""
+    try:
+        from pytest_html import extras
+    except ImportError:
+        return None
+    return extras
+
+
+def _draws_heatmaps(config: pytest.Config) -> bool:
+    """Whether :func:`html_extras` draws each failed case's heatmap into the report folder as the case ends."""
+    return _html_path(config) is not None and _pytest_html_extras() is not None
+
+
+def write(config: pytest.Config, folder: Path, data: RunData) -> tuple[str, bool]:
+    """Write the report; the line to print, and whether it failed.
+
+    The heatmaps that pytest-html's rows drew as their cases ended (in this process or in an xdist
+    worker) are not drawn again.
+    """
+    drawn = [case.test for case in data.failures] if _draws_heatmaps(config) else []
     try:
         from ..report.folder import write_report
 
-        report = write_report(data, folder)
+        report = write_report(data, folder, drawn=drawn)
     except ImportError as exc:
         return f"pytest-gemm report: cannot draw without matplotlib ({exc}); pip install matplotlib", True
     except OSError as exc:
@@ -78,9 +101,8 @@ def html_extras(
     html = _html_path(config)
     if html is None or folder is None or (case is None and record is None):
         return []
-    try:
-        from pytest_html import extras
-    except ImportError:
+    extras = _pytest_html_extras()
+    if extras is None:
         return []
     from ..report.folder import chart_name, heatmap_name
     from ..report.heatmap import heatmap

@@ -2,6 +2,8 @@
 
 CASE = "gemm_case"  # every case item: which file, kernel and case it is
 WHOLE_FILE = "gemm_file_whole"  # every case item: whether its whole kernel file is selected in this run
+DECLARED = "gemm_declared"  # a case item whose kernel's header declares what changes its checks: those lines
+NO_DEVICE = "gemm_no_device"  # a case skipped because there is no CUDA device: the reason
 RECORD = "gemm_timing"  # a timed case: its CaseRecord, as a dict
 GPU = "gemm_gpu"  # a case run on a GPU: the worker's device facts
 #: a case run in a worker: its process id, why it was replaced after the case, what it compiled, the seconds

@@ -15,33 +15,25 @@ import pytest
 from ..compiler.cache import CubinCache
 from ..isolation.workers import WorkerPool
 from ..judge.case import CaseFacts, case_facts, judge_outcome
-from ..options import Settings
+from ..options import Settings, label
 from ..records.case_record import CaseRecord, CompileRecord
 from ..records.outcome import Outcome
 from ..report.failure import declarations
 from ..report.markdown import SummaryLine, markdown
+from ..report.regression import replay_command
 from ..report.run_data import FailedCase, section
 from ..report.tables import compile_table, timing_tables
 from ..specs.cases import launch_geometry, to_request
-from ..specs.files import source_hash
 from ..specs.spec import KernelFileError
 from ..worker.serve import DEFAULT_BACKEND
 from .benchmark import record_device_times
 from .gating import Gatekeeper
 from .items import GemmCaseItem, GemmFailure
 from .pictures import failed_case, html_extras, report_folder, run_data, write
-from .properties import CASE, COMPILE, ERROR_MAP, GPU, MARGIN, RECORD, WHOLE_FILE, WORKER
+from .properties import CASE, COMPILE, DECLARED, ERROR_MAP, GPU, MARGIN, NO_DEVICE, RECORD, WHOLE_FILE, WORKER
 from .terminal import header_line, no_device_line, summary_file_text, workers_line
 
-__all__ = ["GemmSession", "replay_command"]
-
-#: a case skipped because there is no CUDA device: the reason (a user property, so it crosses from xdist workers)
-NO_DEVICE = "gemm_no_device"
-
-
-def replay_command(nodeid: str, base_seed: int) -> str:
-    """The command that runs one case again, on the same data."""
-    return f"pytest '{nodeid}' --gemm-kernels --gemm-seed {base_seed}"
+__all__ = ["GemmSession"]
 
 
 def _props(report: pytest.TestReport, key: str) -> list[Any]:
@@ -109,7 +101,7 @@ class GemmSession:
             item.user_properties.append((RECORD, verdict.record.to_dict()))
         if verdict.failure is not None:
             if outcome.verification is not None and self._keep_error_maps():
-                failed = failed_case(item.nodeid, item.case.dtype, outcome.verification, verdict.failure)
+                failed = failed_case(item.nodeid, item.case.dtype, outcome.verification, verdict.diagnosis)
                 if failed is not None:
                     item.user_properties.append((ERROR_MAP, failed.to_dict()))
             raise GemmFailure(verdict.failure)
@@ -132,8 +124,8 @@ class GemmSession:
         return bool(self.config.getoption("benchmark_save_data", False))
 
     def _facts(self, item: GemmCaseItem) -> CaseFacts:
-        replay = replay_command(item.nodeid, item.base_seed)
-        return case_facts(item.case, item.nodeid, replay, source_hash(item.path))
+        replay = replay_command(item.nodeid, item.case.shape.id, item.base_seed)
+        return case_facts(item.case, item.nodeid, replay, item.source_sha256)
 
     def _controls_the_run(self) -> bool:
         """Not an xdist worker (those only run cases; the controlling process talks to the user)."""
@@ -152,7 +144,7 @@ class GemmSession:
         if self.config.getoption("dist", "no") != "no":
             self.pool.close()  # the xdist workers start their own
         if reason is not None:
-            raise pytest.UsageError(f"--gemm-require-gpu / gemm_require_gpu: no CUDA device ({reason})")
+            raise pytest.UsageError(f"{label('require-gpu')}: no CUDA device ({reason})")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -168,14 +160,16 @@ class GemmSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """Tell each case whether its whole kernel file is selected (after -k, -m, ids and --lf have chosen)."""
+        """Tell each case whether its whole kernel file is selected (after -k, -m, ids and --lf have chosen),
+        and which header declarations of its kernel are in force (user properties: they cross from xdist workers,
+        where this hook runs, to the controlling process)."""
         selected: Counter[Any] = Counter(item.parent for item in items if isinstance(item, GemmCaseItem))
         for item in items:
             if isinstance(item, GemmCaseItem):
                 spec = item.case.spec
                 lines = declarations(always_reads_c=spec.always_reads_c, nondeterministic=spec.nondeterministic)
                 if lines:
-                    self.declared[f"{spec.path}::{spec.name}"] = lines
+                    item.user_properties.append((DECLARED, {"kernel": f"{spec.path}::{spec.name}", "lines": lines}))
                 whole = selected[item.parent] == getattr(item.parent, "n_cases", -1)
                 item.user_properties.append((WHOLE_FILE, {"file": item.case.spec.path, "whole": whole}))
 
@@ -206,6 +200,8 @@ class GemmSession:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for whole in _props(report, WHOLE_FILE):
             self.gatekeeper.whole_files[whole["file"]] = whole["whole"]
+        for declared in _props(report, DECLARED):
+            self.declared[declared["kernel"]] = list(declared["lines"])
         if report.skipped:
             self.no_device.update(_props(report, NO_DEVICE))
         if report.when == "call":
@@ -256,7 +252,7 @@ class GemmSession:
                 session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         if self.report_folder is not None:
             data = run_data(self.config, self.gpu or {}, self.records, self.failures)
-            self.report_line = write(self.report_folder, data)
+            self.report_line = write(self.config, self.report_folder, data)
             if self.report_line[1] and self.settings.report is not None:
                 session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 

@@ -8,14 +8,14 @@ processes; ``from_dict`` reads it back (the ``pytest-gemm`` command reads saved 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .plain import from_plain, to_plain
 from .verdicts import GateVerdict, Sanity
 
-__all__ = ["METRICS", "CaseRecord", "CompileRecord", "GateResult", "nvml_values"]
+__all__ = ["METRICS", "CaseRecord", "CompileRecord", "GateResult", "max_sm_clock", "nvml_values"]
 
 #: what the gate may compare: metric -> (record field of the value, field of its 95% interval, label)
 METRICS = {
@@ -101,6 +101,11 @@ class CaseRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CaseRecord:
         return from_plain(cls, data)
+
+
+def max_sm_clock(gpu: Mapping[str, Any]) -> float | None:
+    """The device's highest SM clock in MHz: NVML's, else CUDA's (None when neither is known)."""
+    return gpu.get("max_sm_clock_mhz") or gpu.get("cuda_max_sm_clock_mhz") or None
 
 
 def nvml_values(records: Iterable[CaseRecord], key: str) -> list[Any]:

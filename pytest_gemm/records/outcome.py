@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,8 @@ __all__ = [
     "Outcome",
     "TimingRun",
     "Verification",
+    "cuda_version",
+    "internal_failure",
 ]
 
 #: the phases of a case in a worker, and how messages name them
@@ -153,6 +156,19 @@ class Failure:
     phase: str = ""  # a key of PHASES
     details: tuple[str, ...] = ()  # more lines: the numbers that broke a limit, a Python kernel's traceback
     replace_worker: bool = False  # the worker cannot be used again (lost CUDA context, killed, dead)
+
+
+def internal_failure(exc: BaseException, phase: str) -> Failure:
+    """A fault of pytest-gemm's own code: the exception and the last 12 entries of its traceback; the worker
+    that raised it is replaced."""
+    chunks = traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:]
+    details = tuple(line.rstrip() for chunk in chunks for line in chunk.splitlines())
+    return Failure(FailureKind.INTERNAL, f"{type(exc).__name__}: {exc}", phase, details, replace_worker=True)
+
+
+def cuda_version(value: int) -> str:
+    """A CUDA version number as a worker's facts show it: 12040 is '12.4'."""
+    return f"{value // 1000}.{value % 1000 // 10}"
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..records.outcome import PHASES, ErrorSource, ErrorStats, Failure, Verification
 from ..records.verdicts import ErrorCause, FailureKind
 
@@ -129,15 +131,27 @@ def declarations(*, always_reads_c: bool = False, nondeterministic: str = "") ->
     return lines
 
 
+def _scalars(shape: tuple[int, int, int], alpha: float, beta: float) -> str:
+    m, n, k = shape
+    return f"M={m}, N={n}, K={k}, alpha={alpha:g}, beta={beta:g}"
+
+
 def failure_message(
-    result: Verification, *, dtype: str, replay: str, always_reads_c: bool = False, nondeterministic: str = ""
+    result: Verification,
+    *,
+    dtype: str,
+    replay: str,
+    always_reads_c: bool = False,
+    nondeterministic: str = "",
+    lines: Sequence[str] | None = None,
 ) -> str:
+    """The text of a failed verification; ``lines``: its :func:`diagnosis`, when the caller has it already."""
     k = result.kernel
-    m, n, kk = result.shape
-    out = [
-        f"verification failed for {result.case_id} (M={m}, N={n}, K={kk}, alpha={result.alpha:g}, beta={result.beta:g})"
-    ]
-    out += [f"  - {line}" for line in diagnosis(result, always_reads_c=always_reads_c)]
+    m, n, _ = result.shape
+    if lines is None:
+        lines = diagnosis(result, always_reads_c=always_reads_c)
+    out = [f"verification failed for {result.case_id} ({_scalars(result.shape, result.alpha, result.beta)})"]
+    out += [f"  - {line}" for line in lines]
     out += [
         f"  declared in the header: {line}"
         for line in declarations(always_reads_c=always_reads_c, nondeterministic=nondeterministic)
@@ -160,11 +174,6 @@ def failure_message(
         out.append(f"  cuBLAS {dtype} (peer): {stats_line(result.peer)}")
     out.append(f"  seed {result.seed} (this case's data); replay: {replay}")
     return "\n".join(out)
-
-
-def _scalars(shape: tuple[int, int, int], alpha: float, beta: float) -> str:
-    m, n, k = shape
-    return f"M={m}, N={n}, K={k}, alpha={alpha:g}, beta={beta:g}"
 
 
 def fault_message(

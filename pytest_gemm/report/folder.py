@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,11 +46,14 @@ def heatmap_name(case: FailedCase) -> str:
     return f"errors/{slug}-{hashlib.sha256(case.test.encode()).hexdigest()[:8]}.png"
 
 
-def write_report(data: RunData, out: Path, shape: str | None = None, gate_source: str = "") -> Report:
+def write_report(
+    data: RunData, out: Path, shape: str | None = None, gate_source: str = "", drawn: Collection[str] = ()
+) -> Report:
     """Draw every picture of ``data`` into ``out`` and write ``index.html`` and ``run.json`` there.
 
     ``shape`` (MxNxK) is where the % of cuBLAS chart is drawn (default: the run's largest shape);
-    ``gate_source`` says where the gate verdicts came from when they were not in the run.
+    ``gate_source`` says where the gate verdicts came from when they were not in the run; ``drawn``:
+    the test ids of failed cases whose heatmaps this run already drew at :func:`heatmap_name` in ``out``.
     """
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out)
@@ -64,7 +68,8 @@ def write_report(data: RunData, out: Path, shape: str | None = None, gate_source
         report.charts.append(("gate.png", "The gate: each case's change against its baseline"))
     for case in data.failures:
         name = heatmap_name(case)
-        heatmap(case, gpu, day, out / name)
+        if case.test not in drawn or not (out / name).is_file():
+            heatmap(case, gpu, day, out / name)
         report.heatmaps[case.test] = name
     (out / "index.html").write_text(page(data, report.charts, report.heatmaps), encoding="utf-8")
     (out / "run.json").write_text(json.dumps(run_json(data), indent=1) + "\n", encoding="utf-8")

@@ -3,14 +3,14 @@
 Each cell of the :class:`~pytest_gemm.records.outcome.ErrorMap` shows its worst |error| / bound on a
 log cividis scale; a cell whose worst element has a cause of its own (read past A or B, C read
 although beta = 0, unwritten, NaN or Inf from arithmetic) gets that cause's colour and hatch instead.
-A map with more cells than a picture can show is pooled further, honestly: the worst ratio and
-the most telling cause of each block win, and a cell with a cause is drawn at least about 10 pixels
-wide, so that one such cell in a large matrix shows. The kernel's tiles are outlined.
+The worker has already pooled a large C honestly (:func:`pytest_gemm.judge.causes.error_map`: at
+most ``MAX_CELLS`` cells a side, each keeping its worst element and most telling cause), so every
+cell is drawn as it is; a cell with a cause is drawn at least about 10 pixels wide, so that one such
+cell in a large matrix shows. The kernel's tiles are outlined.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,8 @@ from ..records.verdicts import ErrorCause
 from .run_data import FailedCase
 from .style import INK, new_figure, save, title
 
-__all__ = ["CAUSE_STYLE", "MAX_DRAWN", "heatmap", "pooled"]
+__all__ = ["CAUSE_STYLE", "heatmap"]
 
-MAX_DRAWN = 256  # cells drawn along a side at most (at least 2 pixels each)
 #: each cause that is not a plain error: colour and hatch, distinct from cividis and from each other in grey
 CAUSE_STYLE = {
     ErrorCause.GUARD_A: ("#009E73", "xx"),
@@ -35,27 +34,13 @@ _RANK = {cause.value: cause.rank for cause in ErrorCause}
 _NONE = len(_RANK)  # rank of a cell within the bound
 
 
-def pooled(emap: ErrorMap, max_cells: int = MAX_DRAWN) -> tuple[Any, Any, tuple[int, int]]:
-    """The map's ratios and cause ranks, pooled to at most ``max_cells`` a side, and the cell size in elements.
-
-    A pooled cell keeps the largest ratio and the most telling cause (lowest rank) of the cells in it.
-    """
+def _arrays(emap: ErrorMap) -> tuple[Any, Any]:
+    """The map's worst ratio and cause rank (``_NONE``: no cause) of each cell, as NumPy arrays."""
     import numpy as np
 
     ratio = np.asarray(emap.ratio, dtype=float).reshape(len(emap.ratio), -1)
-    ranks = np.array([[_RANK.get(w, _NONE) if w else _NONE for w in line] for line in emap.cause], dtype=int)
-    ranks = ranks.reshape(ratio.shape)
-    fr, fc = (max(1, math.ceil(n / max_cells)) for n in ratio.shape)
-    if (fr, fc) == (1, 1):
-        return ratio, ranks, emap.cell
-    gr, gc = math.ceil(ratio.shape[0] / fr), math.ceil(ratio.shape[1] / fc)
-
-    def pool(a: Any, fill: Any, how: Any) -> Any:
-        padded = np.full((gr * fr, gc * fc), fill, dtype=a.dtype)
-        padded[: a.shape[0], : a.shape[1]] = a
-        return how(how(padded.reshape(gr, fr, gc, fc), axis=3), axis=1)
-
-    return pool(ratio, 0.0, np.max), pool(ranks, _NONE, np.min), (emap.cell[0] * fr, emap.cell[1] * fc)
+    ranks = np.array([[_RANK.get(w, _NONE) for w in line] for line in emap.cause], dtype=int)
+    return ratio, ranks.reshape(ratio.shape)
 
 
 def _runs(
@@ -98,7 +83,7 @@ def _outline_tiles(ax: Any, emap: ErrorMap) -> str:
     return f"lines: {what}, {tile[0]}×{tile[1]}{every}"
 
 
-def heatmap(case: FailedCase, gpu_name: str, day: str, out: Path, max_cells: int = MAX_DRAWN) -> Path:
+def heatmap(case: FailedCase, gpu_name: str, day: str, out: Path) -> Path:
     """Draw ``case``'s error map to ``out`` (PNG)."""
     import numpy as np
     from matplotlib import colormaps
@@ -108,7 +93,8 @@ def heatmap(case: FailedCase, gpu_name: str, day: str, out: Path, max_cells: int
     from matplotlib.patches import Patch, Rectangle
 
     emap = case.error_map
-    ratio, ranks, cell = pooled(emap, max_cells)
+    ratio, ranks = _arrays(emap)
+    cell = emap.cell
     special = {cause: ranks == cause.rank for cause in CAUSE_STYLE}
     plain = ~np.logical_or.reduce([*special.values(), np.zeros(ranks.shape, bool)])
     top = max(10.0, float(ratio.max()) if ratio.size else 10.0)

@@ -13,7 +13,7 @@ from typing import Any
 from ..records.case_record import CaseRecord
 from ..records.verdicts import GateVerdict
 from .run_data import FailedCase, RunData
-from .tables import format_time, row_flags
+from .tables import COLUMNS, NUMERIC, cells, gate_tally
 
 __all__ = ["page"]
 
@@ -76,30 +76,19 @@ def _gate_cell(record: CaseRecord) -> str:
     return f"{gate.verdict}{change}"
 
 
+#: the terminal table's columns, with the gate's verdict and change before the flags
+_HEAD = (*COLUMNS[:-1], "gate", COLUMNS[-1])
+
+
 def _timing_section(records: Sequence[CaseRecord]) -> list[str]:
     out = ['<h2 id="tables">Timing tables</h2>']
-    head = ("kernel", "shape", "alpha, beta", "median", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n", "gate", "flags")
+    numeric = {i for i, column in enumerate(_HEAD) if column in NUMERIC}
     for dtype in dict.fromkeys(r.dtype for r in records):
-        rows, bad = [], []
-        for r in (r for r in records if r.dtype == dtype):
-            rows.append(
-                (
-                    r.kernel,
-                    r.shape,
-                    f"{r.alpha:g}, {r.beta:g}",
-                    format_time(r.median_s),
-                    f"{r.tflops:.2f}",
-                    f"{r.pct_cublas:.1f}%",
-                    "-" if r.pct_peak is None else f"{r.pct_peak:.1f}%",
-                    f"{100 * r.noise:.2f}%",
-                    str(r.samples),
-                    _gate_cell(r),
-                    row_flags(r),
-                )
-            )
-            bad.append(r.gate is not None and r.gate.verdict == GateVerdict.REGRESSED)
+        mine = [r for r in records if r.dtype == dtype]
+        rows = [[{**cells(r), "gate": _gate_cell(r)}[column] for column in _HEAD] for r in mine]
+        bad = [r.gate is not None and r.gate.verdict == GateVerdict.REGRESSED for r in mine]
         out.append(f"<h3>{_e(dtype)}: {len(rows)} case(s)</h3>")
-        out.append(_table(head, rows, {3, 4, 5, 6, 7, 8}, bad))
+        out.append(_table(_HEAD, rows, numeric, bad))
     return out
 
 
@@ -120,11 +109,10 @@ def _failure_section(failures: Sequence[FailedCase], pictures: Mapping[str, str]
 def page(data: RunData, charts: Sequence[tuple[str, str]], heatmaps: Mapping[str, str]) -> str:
     """The page. ``charts``: (relative path, caption) of each chart; ``heatmaps``: failed case's test -> path."""
     gpu, day = data.gpu_name, data.day
-    counts = {v: sum(1 for r in data.records if r.gate and r.gate.verdict == v) for v in GateVerdict}
-    gated = sum(counts.values())
     summary = f"{len(data.records)} timed case(s), {len(data.failures)} failed verification(s)"
-    if gated:
-        summary += "; gate: " + ", ".join(f"{n} {v}" for v, n in counts.items())
+    tally = gate_tally(data.records)
+    if tally:
+        summary += f"; gate: {tally}"
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..records.case_record import METRICS, CaseRecord
+from ..records.case_record import METRICS, CaseRecord, max_sm_clock
 from ..records.shapes import parse_shapes
 from ..records.verdicts import GateVerdict
 from .style import DTYPE_STYLE, INK, OKABE_ITO, REFERENCE, kernel_styles, new_figure, save, shape_label, title
+from .tables import gate_tally
 
 __all__ = ["gate_chart", "largest_shape", "one_shape", "pct_cublas_chart", "tflops_chart"]
 
@@ -70,7 +71,7 @@ def tflops_chart(records: Sequence[CaseRecord], dtype: str, gpu: dict[str, Any],
     peaks = [r.peak_tflops for r in rows if r.peak_tflops]
     if peaks:
         peak = max(peaks)
-        clock = gpu.get("max_sm_clock_mhz") or gpu.get("cuda_max_sm_clock_mhz")
+        clock = max_sm_clock(gpu)
         how = f", {gpu['sm_count']} SMs at {clock:g} MHz" if gpu.get("sm_count") and clock else ""
         ax.axhline(peak, color=INK, linestyle=(0, (6, 3)), linewidth=1.4, label=f"device peak {peak:.4g} TFLOP/s{how}")
     ax.set_xscale("log", base=2)
@@ -184,8 +185,7 @@ def gate_chart(records: Sequence[CaseRecord], gpu_name: str, day: str, out: Path
     )
     ax.grid(True, axis="x", color="#e4e4e4", linewidth=0.7)
     _legend_outside(ax)
-    counts = {v: sum(r.gate.verdict == v for r in records if r.gate) for v in GateVerdict}  # type: ignore[union-attr]
-    detail = ", ".join(f"{n} {v}" for v, n in counts.items()) + (f"\n{source}" if source else "")
+    detail = gate_tally(records) + (f"\n{source}" if source else "")
     title(fig, ax, f"The gate: {len(gated)} timed cases against their baselines", gpu_name, day, detail)
     return save(fig, out)
 

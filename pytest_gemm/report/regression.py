@@ -1,26 +1,48 @@
-"""The failure text of a regressed case: a small table of baseline against now, and how to accept it."""
+"""The failure text of a regressed case (a small table of baseline against now, and how to accept it), the
+commands that run one case alone, and the table cells both the gate and the ``pytest-gemm`` command print."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..records.case_record import METRICS, CaseRecord, GateResult
 from .tables import format_time
 
-__all__ = ["accept_command", "regression_text"]
+__all__ = ["accept_command", "aligned", "case_command", "interval_cell", "regression_text", "replay_command"]
+
+
+def case_command(test: str, shape: str, *options: str) -> str:
+    """The pytest command that runs one case alone: its id, and its shape (``MxNxK``), which may not be in the
+    default shape set, with ``options`` after."""
+    return " ".join((f"pytest '{test}' --gemm-kernels --gemm-shapes {shape}", *options))
+
+
+def replay_command(test: str, shape: str, base_seed: int) -> str:
+    """The command that runs one case again, on the same data."""
+    return case_command(test, shape, f"--gemm-seed {base_seed}")
 
 
 def accept_command(record: CaseRecord, baselines: str) -> str:
     """The command that records this case's new number as its baseline (``baselines``: the folder as shown)."""
-    extra = "" if baselines == "baselines" else f" --gemm-baselines {baselines}"
-    return f"pytest '{record.test}' --gemm-kernels --gemm-shapes {record.shape} --gemm-update-baselines{extra}"
+    extra = () if baselines == "baselines" else (f"--gemm-baselines {baselines}",)
+    return case_command(record.test, record.shape, "--gemm-update-baselines", *extra)
 
 
-def _cell(kind: str, value: float, interval: Any) -> str:
+def interval_cell(kind: str, value: float, interval: Any) -> str:
+    """A metric (``kind``: one of METRICS) with its 95% interval, as a table cell."""
     if kind == "time":
         return f"{format_time(value)} [{format_time(interval[0])}, {format_time(interval[1])}]"
     return f"{value:.4g} [{interval[0]:.4g}, {interval[1]:.4g}]"
+
+
+def aligned(rows: Sequence[Sequence[str]], right: Collection[int]) -> list[str]:
+    """A plain-text table: columns two spaces apart, those in ``right`` right-aligned, the rest left."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+        for r in rows
+    ]
 
 
 def regression_text(record: CaseRecord, entry: Mapping[str, Any], result: GateResult, accept: str) -> str:
@@ -37,14 +59,12 @@ def regression_text(record: CaseRecord, entry: Mapping[str, Any], result: GateRe
         table.append(
             (
                 label + mark,
-                _cell(kind, entry[value], entry[interval]),
-                _cell(kind, now, now_ci),
+                interval_cell(kind, entry[value], entry[interval]),
+                interval_cell(kind, now, now_ci),
                 f"{100 * (now / entry[value] - 1):+.1f}%",
             )
         )
-    widths = [max(len(r[i]) for r in table) for i in range(4)]
-    for r in table:
-        lines.append("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    lines += ["  " + line for line in aligned(table, {1, 2, 3})]
     rec = entry.get("recorded") or {}
     clocks = rec.get("sm_clock_mhz")
     lines.append(

@@ -104,7 +104,7 @@ def read_run(path: Path) -> RunData:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise RunFileError(f"{path}: cannot read it as JSON ({exc})") from None
+        raise RunFileError(f"{path}: not a pytest-benchmark JSON file ({exc})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("benchmarks"), list):
         raise RunFileError(f"{path}: not a pytest-benchmark JSON file (no list of benchmarks)")
     records = []

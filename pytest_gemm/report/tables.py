@@ -5,10 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..records.case_record import CaseRecord, CompileRecord, nvml_values
+from ..records.case_record import CaseRecord, CompileRecord, max_sm_clock, nvml_values
 from ..records.verdicts import REFERENCE_MOVED, SOURCE_CHANGED, GateVerdict
 
-__all__ = ["compile_table", "format_time", "gpu_line", "row_flags", "timing_tables"]
+__all__ = [
+    "COLUMNS",
+    "NUMERIC",
+    "cells",
+    "compile_table",
+    "format_time",
+    "gate_tally",
+    "gpu_line",
+    "row_flags",
+    "timing_tables",
+]
 
 
 def format_time(seconds: float) -> str:
@@ -64,7 +74,7 @@ def gpu_line(gpu: dict[str, Any], rows: list[CaseRecord]) -> str:
     parts = [str(gpu.get("name", "GPU"))]
     if gpu.get("sm_count"):
         parts.append(f"{gpu['sm_count']} SMs")
-    max_clock = gpu.get("max_sm_clock_mhz") or gpu.get("cuda_max_sm_clock_mhz")
+    max_clock = max_sm_clock(gpu)
     top = f" (max {max_clock:g})" if max_clock else ""
     parts.append(f"SM clock {_clock_range(rows, 'sm_clock_mhz')} MHz while timing{top}")
     parts.append(f"memory clock {_clock_range(rows, 'mem_clock_mhz')} MHz")
@@ -77,23 +87,31 @@ def gpu_line(gpu: dict[str, Any], rows: list[CaseRecord]) -> str:
     return ", ".join(parts)
 
 
-_COLUMNS = ("kernel", "shape", "median", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n", "flags")
-_RIGHT = {"median", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n"}
+#: the columns of a timed case's row, and those that hold numbers (right-aligned)
+COLUMNS = ("kernel", "shape", "median", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n", "flags")
+NUMERIC = frozenset({"median", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n"})
 _MIN_KERNEL = 10
 
 
-def _cells(row: CaseRecord) -> list[str]:
-    return [
-        row.kernel + (f" {row.ab}" if row.ab else ""),
-        row.shape,
-        format_time(row.median_s),
-        f"{row.tflops:.2f}",
-        _pct(row.pct_cublas),
-        _pct(row.pct_peak),
-        f"{100 * row.noise:.2f}%",
-        str(row.samples),
-        row_flags(row),
-    ]
+def cells(row: CaseRecord) -> dict[str, str]:
+    """One timed case's row as text, by column (:data:`COLUMNS`): the terminal's table and the HTML page's."""
+    return {
+        "kernel": row.kernel + (f" {row.ab}" if row.ab else ""),
+        "shape": row.shape,
+        "median": format_time(row.median_s),
+        "TFLOP/s": f"{row.tflops:.2f}",
+        "% cuBLAS": _pct(row.pct_cublas),
+        "% peak": _pct(row.pct_peak),
+        "noise": f"{100 * row.noise:.2f}%",
+        "n": str(row.samples),
+        "flags": row_flags(row),
+    }
+
+
+def gate_tally(records: Iterable[CaseRecord]) -> str:
+    """How many cases got each gate verdict (``3 regressed, 0 improved, ...``); '' when none was gated."""
+    verdicts = [r.gate.verdict for r in records if r.gate is not None]
+    return ", ".join(f"{verdicts.count(v)} {v}" for v in GateVerdict) if verdicts else ""
 
 
 def _rest_width(widths: dict[int, int], columns: list[int]) -> int:
@@ -109,22 +127,22 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120)
     """
     lines = [gpu_line(gpu, rows)]
     for dtype in sorted({row.dtype for row in rows}):
-        table = [_cells(row) for row in rows if row.dtype == dtype]
-        columns = list(range(len(_COLUMNS)))
-        widths = {i: max(len(_COLUMNS[i]), *(len(cells[i]) for cells in table)) for i in columns}
+        table = [list(cells(row).values()) for row in rows if row.dtype == dtype]
+        columns = list(range(len(COLUMNS)))
+        widths = {i: max(len(COLUMNS[i]), *(len(line[i]) for line in table)) for i in columns}
 
         if widths[0] + _rest_width(widths, columns) > width:
-            columns.remove(_COLUMNS.index("% peak"))
+            columns.remove(COLUMNS.index("% peak"))
         widths[0] = max(_MIN_KERNEL, min(widths[0], width - _rest_width(widths, columns)))
         lines.append("")
         lines.append(f"{dtype}:")
-        for cells in [list(_COLUMNS), *table]:
+        for line in [list(COLUMNS), *table]:
             out = []
             for i in columns:
-                cell, w = cells[i], widths[i]
+                cell, w = line[i], widths[i]
                 if len(cell) > w:
                     cell = cell[: w - 1] + "~"
-                out.append(cell.rjust(w) if _COLUMNS[i] in _RIGHT else cell.ljust(w))
+                out.append(cell.rjust(w) if COLUMNS[i] in NUMERIC else cell.ljust(w))
             lines.append("  ".join(out).rstrip())
     total = sum(row.timing_s for row in rows)
     lines.append("")

@@ -25,6 +25,8 @@ __all__ = [
     "launch_geometry",
     "tensor_map_box",
     "to_request",
+    "variant_shared_mem",
+    "variant_threads",
 ]
 
 
@@ -198,17 +200,26 @@ def launch_geometry(spec: KernelSpec, variant: Variant, shape: Shape) -> LaunchG
     return LaunchGeometry(grid, block, smem)
 
 
+def variant_threads(spec: KernelSpec, variant: Variant) -> int | None:
+    """Threads per block of a variant, or None when the block depends on the shape. Every block dimension that
+    does not depend on it is checked against CUDA's limits (a :class:`KernelFileError` when one is broken)."""
+    env = variant.as_dict()
+    block = []
+    for i, (expr, limit) in enumerate(zip(spec.block, MAX_BLOCK)):
+        if not expr.names & SHAPE_NAMES:
+            block.append(_launch_value(spec, "block", i, expr, env, limit))
+    if len(block) != len(spec.block):
+        return None
+    _threads_check(spec, tuple(block), env)
+    return math.prod(block)
+
+
 def check_launch(spec: KernelSpec) -> None:
     """Check, for every variant, what does not depend on the shape: a block, grid or shared memory that CUDA
     would refuse is the header's mistake, reported once, at collection, instead of failing every case."""
     for variant in spec.variants():
         env = variant.as_dict()
-        block = []
-        for i, (expr, limit) in enumerate(zip(spec.block, MAX_BLOCK)):
-            if not expr.names & SHAPE_NAMES:
-                block.append(_launch_value(spec, "block", i, expr, env, limit))
-        if len(block) == len(spec.block):
-            _threads_check(spec, tuple(block), env)
+        variant_threads(spec, variant)
         for i, (expr, limit) in enumerate(zip(spec.grid, MAX_GRID)):
             if not expr.names & SHAPE_NAMES:
                 _launch_value(spec, "grid", i, expr, env, limit)
@@ -242,7 +253,7 @@ def variant_shared_mem(spec: KernelSpec, variant: Variant) -> int | str:
     """Dynamic shared memory of a variant in bytes, or ``"by shape"`` when it depends on M, N or K."""
     if spec.shared_mem is None:
         return 0
-    if spec.shared_mem.names & {"M", "N", "K"}:
+    if spec.shared_mem.names & SHAPE_NAMES:
         return "by shape"
     try:
         v = spec.shared_mem(variant.as_dict())

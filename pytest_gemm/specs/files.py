@@ -7,13 +7,12 @@ from pathlib import Path
 
 from ..records.request import Request
 from ..records.shapes import Shape
-from .cases import AlphaBeta, Case, expand
+from .cases import AlphaBeta, Case
 from .pyfile import parse_py_source
 from .spec import KernelFileError, KernelSpec, Variant, decode_source, has_header, parse_cu_source
 
 __all__ = [
     "case_from_request",
-    "case_ids",
     "declares_kernels",
     "is_kernel_file",
     "load_specs",
@@ -74,16 +73,6 @@ def load_specs(path: Path, shown: str) -> list[KernelSpec]:
 def source_hash(path: Path) -> str:
     """SHA-256 of the kernel file's bytes (what a baseline notes to tell a changed kernel)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def case_ids(path: Path, shown: str, shape: Shape) -> set[str]:
-    """The test ids of the cases the file has today at ``shape`` (all dtypes; cases a rule skips excluded)."""
-    ids = set()
-    for spec in load_specs(path, shown):
-        for case in expand(spec, [shape]):
-            if case.skip_reason is None:
-                ids.add(f"{shown}::{spec.name}[{case.id}]")
-    return ids
 
 
 def case_from_request(request: Request, specs: list[KernelSpec]) -> Case:

@@ -107,6 +107,10 @@ class KernelSpec:
     def has_alpha_beta(self) -> bool:
         return self.kind == "py" or ("alpha" in self.args and "beta" in self.args)
 
+    def label(self, variant: Variant) -> str:
+        """The kernel's name with the variant's id: ``name[id]``, or ``name`` alone for no params."""
+        return self.name + (f"[{variant.id}]" if variant.id else "")
+
     def variants(self) -> list[Variant]:
         if not self.params:
             return [Variant()]

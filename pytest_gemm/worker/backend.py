@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import replace
@@ -19,7 +18,7 @@ from typing import Any
 
 from ..compiler.cache import CubinCache
 from ..compiler.nvrtc import CompileError, NvrtcUnavailable
-from ..records.outcome import Failure, Outcome, TimingRun, Verification
+from ..records.outcome import Failure, Outcome, TimingRun, Verification, internal_failure
 from ..records.request import Request
 from ..records.verdicts import FailureKind
 from ..specs.cases import Case
@@ -104,8 +103,9 @@ class GpuBackend:
         try:
             with phase("load"):
                 case = self.files.case(request)
-                self.runner.path = request.path
-            reason = self.runner.cannot_run(case.spec)
+                reason = self.runner.cannot_run(case.spec)
+                if not reason:
+                    self.runner.load(case, request.path)
             if reason:
                 return Outcome(skip=reason, phase_s=phases)
             with phase("compile"):
@@ -140,9 +140,7 @@ class GpuBackend:
             return Failure(FailureKind.CUDA_ERROR, f"out of GPU memory: {exc}", phase)
         if isinstance(exc, (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)):
             return self._cuda_failure(str(exc), phase, case)
-        details = tuple(traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:])
-        lines = tuple(line.rstrip() for chunk in details for line in chunk.splitlines())
-        return Failure(FailureKind.INTERNAL, f"{type(exc).__name__}: {exc}", phase, lines, replace_worker=True)
+        return internal_failure(exc, phase)
 
     def _cuda_failure(self, message: str, phase: str, case: Case | None) -> Failure:
         name = cuda_error_name(message)

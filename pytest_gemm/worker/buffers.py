@@ -16,9 +16,9 @@ __all__ = [
     "GuardedMatrix",
     "bits_to_float64",
     "case_inputs",
-    "cuda_version",
     "guarded",
     "np_dtype",
+    "random_matrix",
     "round_tf32",
     "uint_type",
     "upload_bits",
@@ -109,9 +109,9 @@ def case_inputs(case: Case, seed: int) -> CaseInputs:
     dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
     m, n, k = case.shape.M, case.shape.N, case.shape.K
     rng = np.random.default_rng(seed)
-    a = _random(rng, (m, k), np_dtype(dt))
-    b = _random(rng, (k, n), np_dtype(dt))
-    c0 = _random(rng, (m, n), np_dtype(out)) if case.c_prior else None
+    a = random_matrix(rng, (m, k), np_dtype(dt))
+    b = random_matrix(rng, (k, n), np_dtype(dt))
+    c0 = random_matrix(rng, (m, n), np_dtype(out)) if case.c_prior else None
     return CaseInputs(a, b, c0, case.spec.layout == "col")
 
 
@@ -121,10 +121,6 @@ def np_dtype(dt: DType) -> np.dtype:
 
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(dt.storage)
-
-
-def cuda_version(value: int) -> str:
-    return f"{value // 1000}.{value % 1000 // 10}"
 
 
 def widen(cp: Any, x: Any, dtype: Any) -> Any:
@@ -155,7 +151,7 @@ def uint_type(xp: Any, itemsize: int) -> Any:
     return {2: xp.uint16, 4: xp.uint32, 8: xp.uint64}[itemsize]
 
 
-def _random(rng: np.random.Generator, shape: tuple[int, int], storage: np.dtype) -> np.ndarray:
+def random_matrix(rng: np.random.Generator, shape: tuple[int, int], storage: np.dtype) -> np.ndarray:
     """Zero-mean data in (-1, 1), stored exactly in the kernel's element type."""
     work = np.float64 if storage == np.float64 else np.float32
     return rng.uniform(-1.0, 1.0, size=shape).astype(work).astype(storage)

@@ -15,9 +15,9 @@ import numpy as np
 
 from ..compiler.cache import CubinCache
 from ..compiler.nvrtc import compile_kernel
-from ..judge.accuracy import count_changed, error_stats
+from ..judge.accuracy import count_changed, element_ratios, error_stats
 from ..records.dtypes import DType, get_dtype
-from ..records.outcome import ErrorStats, Fault, Verification
+from ..records.outcome import ErrorStats, Fault, Verification, cuda_version
 from ..specs.archs import arch_runs_on
 from ..specs.cases import Case, launch_geometry, tensor_map_box
 from ..specs.limits import DeviceLimits, KernelResources, launch_problems
@@ -28,7 +28,6 @@ from .buffers import (
     GuardedMatrix,
     bits_to_float64,
     case_inputs,
-    cuda_version,
     guarded,
     np_dtype,
     round_tf32,
@@ -78,7 +77,7 @@ class GpuRunner:
         self.index = index
         self.cubins = cubins
         self.python_kernel = python_kernel  # finds a Python kernel's function: (spec, absolute path)
-        self.path = ""  # the kernel file of the case being run, absolute
+        self._python: tuple[Case, Callable[..., Any], str] | None = None  # the case's, its function, absolute path
         cupy.cuda.Device(index).use()
         props = cupy.cuda.runtime.getDeviceProperties(index)
         self.name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
@@ -134,6 +133,13 @@ class GpuRunner:
         }
 
     # -- kernels ---------------------------------------------------------------------------------
+    def load(self, case: Case, path: str) -> None:
+        """Find a Python kernel's function, importing its file (``path``, absolute) when it changed: once per case."""
+        self._python = None
+        if case.spec.kind == "py":
+            assert self.python_kernel is not None
+            self._python = (case, self.python_kernel(case.spec, path), path)
+
     def prepare(self, case: Case) -> None:
         """Compile (or find) and load a ``.cu`` kernel, and refuse a launch that cannot happen on this device."""
         if case.spec.kind != "cu":
@@ -154,13 +160,12 @@ class GpuRunner:
         )
 
     def launch_details(self, case: Case) -> list[str]:
-        """The numbers behind a refused launch: the kernel's needs against this device's limits."""
+        """The numbers behind a launch CUDA refused: the kernel's needs and the launch's geometry (within this
+        device's limits as :meth:`prepare` checks them, or it would have refused the launch itself)."""
         if case.spec.kind != "cu":
             return []
-        fn = self._function(case)
-        res, geom = self.resources(fn), launch_geometry(case.spec, case.variant, case.shape)
-        lines = launch_problems(geom.threads, geom.shared_mem, res, self.limits)
-        return lines or [
+        res, geom = self.resources(self._function(case)), launch_geometry(case.spec, case.variant, case.shape)
+        return [
             f"the kernel uses {res.registers} registers per thread and {res.static_smem} bytes of static shared "
             f"memory, launches at most {res.max_threads} threads per block; this launch: grid {geom.grid}, block "
             f"{geom.block} ({geom.threads} threads), {geom.shared_mem} bytes of dynamic shared memory"
@@ -215,14 +220,16 @@ class GpuRunner:
 
             truth, gscale = self.truth(case, a_bits, b_bits, c0_bits)
             got, unwritten = self.output(case, gc, data, c0_bits)
-            kernel_stats = error_stats(cp, got, truth, gscale, k, dt, out, unwritten)
+            ratio = element_ratios(cp, got, truth, gscale, k, dt, out)
+            kernel_stats = error_stats(cp, got, truth, gscale, k, dt, out, unwritten, ratio=ratio)
             if not any(f.kind == "input modified" for f in faults):  # the same inputs again
                 start = out.poison_bits if c0 is None else upload_bits(cp, c0)
                 fault = determinism_fault(self, case, gc, start, lambda: self.launch(case, ga, gb, gc))
                 faults += [fault] if fault else []
             sources, error_map = (), None
             if not kernel_stats.passed or faults:
-                sources, error_map = trace(self, case, data, got, truth, gscale, unwritten)
+                sources, error_map = trace(self, case, data, ratio, unwritten)
+            del ratio  # M x N float64, not needed while cuBLAS runs
             operands = (data.a, a_bits), (data.b, b_bits)
             peer = self._peer(operands, c0_bits, case, dt, out, truth, gscale)
             self.stream.synchronize()
@@ -283,10 +290,11 @@ class GpuRunner:
             views = [g.matrix(s) for g, s in ((ga, storage), (gb, storage), (gc, out_storage))]
             if spec.layout == "col":
                 views = [v.T for v in views]
-            assert self.python_kernel is not None
-            fn = self.python_kernel(spec, self.path)
+            if self._python is None or self._python[0] is not case:
+                raise RuntimeError(f"{spec.name}: the Python kernel was not loaded for this case (load() first)")
+            _, fn, path = self._python
             cuda_errors = (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)
-            guarded_call(lambda: fn(*views, alpha, beta, **case.variant.as_dict()), self.path, spec.path, cuda_errors)
+            guarded_call(lambda: fn(*views, alpha, beta, **case.variant.as_dict()), path, spec.path, cuda_errors)
             return
         fn = self._function(case)
         geom = launch_geometry(spec, case.variant, case.shape)

@@ -13,14 +13,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..judge.accuracy import element_ratios
 from ..judge.causes import Evidence, causes_of, error_map, error_sources
 from ..records.dtypes import get_dtype
 from ..records.outcome import ErrorMap, ErrorSource, Fault
 from ..records.shapes import Shape
 from ..specs.cases import Case, launch_geometry
 from ..specs.errors import KernelFileError
-from .buffers import CaseInputs, GuardedMatrix, np_dtype, uint_type
+from .buffers import CaseInputs, GuardedMatrix, np_dtype, random_matrix, uint_type, upload_bits
 
 
 class GpuRunner(Protocol):
@@ -61,23 +60,18 @@ def determinism_fault(runner: GpuRunner, case: Case, gc: GuardedMatrix, start: A
 
 
 def trace(
-    runner: GpuRunner,
-    case: Case,
-    data: CaseInputs,
-    got: Any,
-    truth: Any,
-    gscale: Any,
-    unwritten: Any,
+    runner: GpuRunner, case: Case, data: CaseInputs, ratio: Any, unwritten: Any
 ) -> tuple[tuple[ErrorSource, ...], ErrorMap]:
-    """Trace each wrong element of ``got`` (logical M x N, float64) to its source; re-runs only as needed."""
-    cp, spec = runner.cp, case.spec
-    dt, out = get_dtype(case.dtype), get_dtype(spec.output_dtype(case.dtype))
-    k = case.shape.K
-    ratio = element_ratios(cp, got, truth, gscale, k, dt, out)
+    """Trace each wrong element of C to its source; re-runs only as needed.
+
+    ``ratio`` is :func:`~pytest_gemm.judge.accuracy.element_ratios` of the output (logical M x N), and
+    ``unwritten`` where C still holds, bit for bit, what it started as.
+    """
+    cp = runner.cp
     nonfinite = ~cp.isfinite(ratio)
     evidence = Evidence()
     if bool((nonfinite & ~unwritten).any()) or (data.c0 is None and bool(unwritten.any())):
-        finite_c = data.c0 if data.c0 is not None else _finite_prior(case, data)
+        finite_c = data.c0 if data.c0 is not None else _finite_prior(case)
         if data.c0 is None:
             # C held the NaN poison (beta = 0). Give C finite data (0 * finite = 0), every guard still NaN:
             # an element right now was computed from C; one still holding the data was never written.
@@ -98,12 +92,11 @@ def trace(
     return error_sources(cp, codes, evidence), error_map(cp, ratio, codes, _tile(case))
 
 
-def _finite_prior(case: Case, data: CaseInputs) -> np.ndarray:
-    """Finite data for C where the case has none (beta = 0), from the case's own seed stream."""
+def _finite_prior(case: Case) -> np.ndarray:
+    """Finite data for C where the case has none (beta = 0), from a seed stream of its own."""
     out = get_dtype(case.spec.output_dtype(case.dtype))
     rng = np.random.default_rng([case.shape.M, case.shape.N, 0xC0])
-    work = np.float64 if np_dtype(out) == np.float64 else np.float32
-    return rng.uniform(-1.0, 1.0, size=(case.shape.M, case.shape.N)).astype(work).astype(np_dtype(out))
+    return random_matrix(rng, (case.shape.M, case.shape.N), np_dtype(out))
 
 
 def _rerun(
@@ -124,7 +117,7 @@ def _rerun(
                 view[...] = 0
     runner.launch(case, ga, gb, gc)
     bits = uint_type(cp, out.itemsize)
-    untouched = data.logical(gc.matrix(bits)) == cp.asarray(np.ascontiguousarray(c0).view(bits))
+    untouched = data.logical(gc.matrix(bits)) == upload_bits(cp, c0)
     return data.logical(gc.as_float64(cp, out)), untouched, list(regions)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..judge.throttle import PERF_POLICIES, reason_names
+from ..records.outcome import cuda_version
 
 __all__ = ["GpuMonitor", "bus_key", "open_monitor"]
 
@@ -67,7 +68,7 @@ class GpuMonitor:
             "uuid": _maybe_text(get(lambda: n.nvmlDeviceGetUUID(h))),
             "pci_bus_id": _maybe_text(get(lambda: n.nvmlDeviceGetPciInfo(h).busId)),
             "driver_version": _maybe_text(get(n.nvmlSystemGetDriverVersion)),
-            "cuda_driver_version": f"{cuda_driver // 1000}.{cuda_driver % 1000 // 10}" if cuda_driver else None,
+            "cuda_driver_version": cuda_version(cuda_driver) if cuda_driver else None,
             "memory_total_bytes": int(memory.total) if memory is not None else None,
             "ecc_mode": None if ecc is None else ("on" if ecc[0] else "off"),
             "persistence_mode": _on_off(get(lambda: n.nvmlDeviceGetPersistenceMode(h))),

@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ..isolation.protocol import receive, send
-from ..records.outcome import Failure, Outcome
+from ..records.outcome import Failure, Outcome, cuda_version, internal_failure
 from ..records.plain import from_plain, to_plain
 from ..records.request import Request
 from ..records.verdicts import FailureKind
@@ -62,7 +62,7 @@ def _driver_state() -> DriverState:
 
 def no_device_reason(backend_reason: str, driver: DriverState, visible: str | None = None) -> str:
     """Why there is no device, from the driver's side when it knows better than the backend's message."""
-    cuda = f"CUDA {driver.version // 1000}.{driver.version % 1000 // 10}" if driver.version else "CUDA version unknown"
+    cuda = f"CUDA {cuda_version(driver.version)}" if driver.version else "CUDA version unknown"
     if driver.load_error is not None:
         return f"no NVIDIA driver: {_LIBCUDA} cannot be loaded"
     if driver.init_error == "CUDA_ERROR_STUB_LIBRARY":
@@ -144,7 +144,4 @@ def _answer(backend: Any, body: Any, notify: Any) -> tuple[Outcome, bool]:
         message = f"{type(exc).__name__}: {exc}".rstrip(": ")
         return Outcome(failure=Failure(FailureKind.KERNEL_RAISED, message, "verify", replace_worker=True)), True
     except Exception as exc:
-        lines = traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:]
-        details = tuple(line.rstrip() for chunk in lines for line in chunk.splitlines())
-        failure = Failure(FailureKind.INTERNAL, f"{type(exc).__name__}: {exc}", "", details, replace_worker=True)
-        return Outcome(failure=failure), False
+        return Outcome(failure=internal_failure(exc, "")), False

@@ -117,7 +117,7 @@ class Timer:
         cublas_sets = [_Operands(cp, stored, c_shape, dt, out) for _ in range(copies)]
         if settings.cold_cache and self._flush is None:
             self._flush = cp.empty(self.flush_bytes, dtype=cp.uint8)
-        gemm = self._cublas_gemm(case, dt, out)
+        reference = self._cublas_gemm(case, dt, out)  # queues cuBLAS's GEMM on one set of operands
         runner.enqueue(case, kernel_sets[0].a, kernel_sets[0].b, kernel_sets[0].c, dt)  # loads the module
         runner.stream.synchronize()
 
@@ -128,9 +128,6 @@ class Timer:
 
         def kernel(ops: _Operands) -> None:
             runner.enqueue(case, ops.a, ops.b, ops.c, dt)
-
-        def reference(ops: _Operands) -> None:
-            gemm(ops)
 
         kernel_s: list[float] = []
         reference_s: list[float] = []
@@ -198,8 +195,9 @@ class Timer:
         return kernel_s, reference_s, host_s
 
     # -- cuBLAS ----------------------------------------------------------------------------------
-    def _cublas_gemm(self, case: Case, dt: DType, out: DType):
-        """A function that queues cuBLAS's GEMM at this case's dtype, shape, scalars and layout."""
+    def _cublas_gemm(self, case: Case, dt: DType, out: DType) -> Callable[[_Operands], None]:
+        """A function that queues cuBLAS's GEMM at this case's dtype, shape, scalars and layout (it holds the
+        host scalars whose addresses cuBLAS reads)."""
         cublas, handle = self.cublas, self._handle
         m, n, k = case.shape.M, case.shape.N, case.shape.K
         scalar = np.float64 if dt.name == "fp64" else np.float32
@@ -216,5 +214,4 @@ class Timer:
             # CuPy binds the handle to its current stream, the harness's stream, on each call.
             cublas.gemmEx(handle, 0, 0, *args, compute, _GEMM_DEFAULT)
 
-        gemm.keep_alive = (alpha, beta)  # type: ignore[attr-defined]
         return gemm
