@@ -14,7 +14,7 @@ from typing import Any
 
 from .records.case_record import METRICS
 from .records.dtypes import DTYPES
-from .records.request import TimingSettings
+from .records.request import SANITIZER_TOOLS, TimingSettings
 from .records.shapes import Shape, ShapeError, parse_shapes
 from .specs.archs import known_arch
 
@@ -83,6 +83,14 @@ def _archs(text: str) -> list[str]:
         except ValueError as exc:
             raise OptionError(str(exc)) from None
     return _split(text)
+
+
+def _tools(text: str) -> tuple[str, ...]:
+    tools = _split(text)
+    for tool in tools:
+        if tool not in SANITIZER_TOOLS:
+            raise OptionError(f"unknown compute-sanitizer tool {tool!r}; expected {', '.join(SANITIZER_TOOLS)}")
+    return tuple(dict.fromkeys(tools))
 
 
 def _seed(text: str) -> int:
@@ -192,6 +200,13 @@ OPTIONS = (
         "pytest-gemm plot (docs/reports.md); default: no report",
         lambda text: Path(text) if text.strip() else None,
     ),
+    Option(
+        "sanitize",
+        "",
+        "also run each .cu kernel once under these compute-sanitizer tools (memcheck, racecheck, initcheck, "
+        "synccheck), comma-separated: one test per tool, sanitize[TOOL]; default: none",
+        _tools,
+    ),
     _flag("hot-cache", "timing: keep L2 warm (no flush, no input rotation) instead of flushing it before each launch"),
     _flag("fail-new", "gate: fail timed cases that have no baseline entry (default: reported as new, passing)"),
     _flag("fail-unstable", "gate: fail cases timed while the GPU throttled (default: reported as unstable, passing)"),
@@ -248,6 +263,7 @@ class Settings:
     gate: GateSettings = field(default_factory=lambda: GateSettings(Path("baselines")))
     require_gpu: bool = False  # no usable CUDA device is a usage error
     report: Path | None = None  # the report folder (--gemm-report), or None
+    sanitize: tuple[str, ...] = ()  # compute-sanitizer tools each .cu kernel runs under (--gemm-sanitize)
 
 
 def read_settings(value: Callable[[str], str], flag: Callable[[str], bool], root: Path) -> Settings:
@@ -288,6 +304,7 @@ def read_settings(value: Callable[[str], str], flag: Callable[[str], bool], root
         gate,
         flag("require-gpu"),
         report=get("report"),
+        sanitize=get("sanitize"),
     )
 
 

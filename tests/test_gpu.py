@@ -278,3 +278,25 @@ def test_tensor_map_kernel_verifies_and_a_missing_pitch_rule_is_reported(pyteste
             "A_map: the rows of A are 13 elements (26 bytes) apart; a TMA tensor map needs a multiple of 16 bytes*"
         ]
     )
+
+
+def test_compute_sanitizer_finds_a_race_and_a_read_past_the_end_and_passes_clean_kernels(pytester):
+    from pytest_gemm.isolation.sanitizer import find_sanitizer
+
+    if find_sanitizer() is None:
+        pytest.skip("compute-sanitizer not found")
+    shutil.copy(ROOT / "tests" / "kernels_sanitize" / "sanitize.cu", pytester.path / "sanitize.cu")
+    shutil.copy(KERNELS / "01_naive.cu", pytester.path / "01_naive.cu")
+    tools = "memcheck,racecheck,initcheck,synccheck"
+    result = pytester.runpytest(
+        "--gemm-kernels", "sanitize.cu", "01_naive.cu", "--gemm-sanitize", tools, "-m", "gemm_sanitize", "-rA"
+    )
+    text = result.stdout.str()
+    for tool in tools.split(","):
+        assert re.search(rf"PASSED 01_naive\.cu::sanitize\[{tool}\]", text), text[-4000:]
+        assert re.search(rf"PASSED sanitize\.cu::sanitize\[with_barrier-{tool}\]", text), text[-4000:]
+    assert re.search(r"FAILED sanitize\.cu::sanitize\[missing_barrier-racecheck\]", text)
+    assert re.search(r"FAILED sanitize\.cu::sanitize\[unchecked_k_tail-memcheck\]", text)
+    assert "compute-sanitizer racecheck found" in text and "hazard" in text.lower()
+    assert "compute-sanitizer memcheck found" in text and "Invalid __global__ read" in text
+    assert "unchecked_k_tail[fp32-67x45x37]" in text  # the edge shape, not a multiple of the tile

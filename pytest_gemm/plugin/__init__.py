@@ -76,6 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gemm: a pytest-gemm case (compile or GPU)")
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped with 'no CUDA device' without one")
     config.addinivalue_line("markers", "gemm_compile: compiles a kernel with NVRTC (no GPU needed)")
+    config.addinivalue_line("markers", "gemm_sanitize: runs a kernel under a compute-sanitizer tool (--gemm-sanitize)")
     if not config.getoption("gemm_kernels"):
         return
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,9 +10,20 @@ from typing import Any
 import pytest
 
 from ..compiler.nvrtc import CompileError, NvrtcUnavailable, compile_kernel
+from ..isolation.sanitizer import find_sanitizer, run_tool
 from ..records.case_record import CompileRecord
+from ..report.regression import case_command
 from ..specs.archs import parse_arch
-from ..specs.cases import Case, case_seed, check_launch, expand, variant_shared_mem, variant_threads
+from ..specs.cases import (
+    Case,
+    case_seed,
+    check_launch,
+    expand,
+    sanitize_case,
+    to_request,
+    variant_shared_mem,
+    variant_threads,
+)
 from ..specs.files import load_specs, shown_path, source_hash
 from ..specs.limits import KernelResources, launch_problems, limits_for_arch
 from ..specs.spec import KernelFileError, KernelSpec, Variant
@@ -19,7 +31,7 @@ from .benchmark import DeviceClock
 from .properties import CASE, COMPILE
 from .stash import SESSION
 
-__all__ = ["GemmCaseItem", "GemmCompileItem", "GemmFailure", "KernelFile"]
+__all__ = ["GemmCaseItem", "GemmCompileItem", "GemmFailure", "GemmSanitizeItem", "KernelFile"]
 
 
 class GemmFailure(Exception):
@@ -75,6 +87,7 @@ class KernelFile(pytest.File):
                         yield _with_params_id(item, "compile", params)
             for case in cases:
                 yield GemmCaseItem.from_case(self, case, settings.seed, source)
+        yield from sanitize_items(self, specs, settings.sanitize)
         self.n_cases = sum(len(cases) for _, cases in expanded)
 
 
@@ -181,3 +194,68 @@ class GemmCaseItem(_TextFailure, pytest.Function):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, self.case.spec.line - 1, self.name
+
+
+#: how much longer than --gemm-timeout one tool may take (the tools slow launches down many times)
+SLOWER = 10
+
+
+def sanitize_items(parent: pytest.File, specs: list[KernelSpec], tools: tuple[str, ...]) -> Iterator[pytest.Item]:
+    """The sanitize items of a kernel file's .cu kernels."""
+    settings = _session(parent.config).settings
+    for spec in specs:
+        if spec.kind != "cu":
+            continue
+        case = sanitize_case(spec, settings.dtypes)
+        for tool in tools:
+            params = "-".join(p for p in ([spec.name] if len(specs) > 1 else []) + [tool] if p)
+            item = GemmSanitizeItem.from_parent(parent, name=f"sanitize[{params}]", spec=spec, case=case, tool=tool)
+            yield _with_params_id(item, "sanitize", params)
+
+
+class GemmSanitizeItem(_TextFailure, pytest.Item):
+    """Run one kernel once, on a small edge shape, under one compute-sanitizer tool (needs a GPU)."""
+
+    def __init__(self, *, spec: KernelSpec, case: Case | None, tool: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec, self.case, self.tool = spec, case, tool
+        self.add_marker("gemm")
+        self.add_marker("gpu")
+        self.add_marker("gemm_sanitize")
+
+    def runtest(self) -> None:
+        session = _session(self.config)
+        if self.case is None:
+            pytest.skip(f"{self.spec.name}: its rules allow none of the shapes compute-sanitizer runs on")
+        sanitizer = find_sanitizer()
+        if sanitizer is None:
+            pytest.skip("compute-sanitizer not found (it comes with the CUDA toolkit: put its bin/ on PATH)")
+        reason = session.pool.probe()
+        if reason is not None:
+            pytest.skip(f"no CUDA device: {reason}")
+        case, timeout = self.case, SLOWER * session.settings.timeout
+        request = to_request(case, str(self.path), session.settings.seed, None)
+        kernel = self.spec.entry.split("<")[0].strip()
+        shape = case.shape.id
+        what = f"{case.name} (M={case.shape.M}, N={case.shape.N}, K={case.shape.K})"
+        try:
+            run = run_tool(sanitizer, self.tool, request, kernel, timeout)
+        except subprocess.TimeoutExpired:
+            raise GemmFailure(f"compute-sanitizer {self.tool} on {what} timed out after {timeout:g} s") from None
+        replay = case_command(self.nodeid, shape, f"--gemm-sanitize {self.tool}")
+        if run.errors is None or (not run.launched and not run.errors):
+            shown = "\n".join(f"    {line}" for line in run.output.splitlines()[-20:])
+            raise GemmFailure(
+                f"compute-sanitizer {self.tool} did not check {what}: it reported no summary"
+                + ("" if run.launched else ", and the kernel was not launched")
+                + f"\n  what it printed:\n{shown}\n  replay: {replay}"
+            )
+        if run.errors:
+            lines = "\n".join(f"    {line}" for line in run.first)
+            raise GemmFailure(
+                f"compute-sanitizer {self.tool} found {run.errors} error(s) in {what}; the first:\n{lines}\n"
+                f"  replay: {replay}"
+            )
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, self.spec.line - 1, f"{self.spec.name} {self.name}"

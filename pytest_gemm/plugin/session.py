@@ -28,7 +28,7 @@ from ..specs.spec import KernelFileError
 from ..worker.serve import DEFAULT_BACKEND
 from .benchmark import record_device_times
 from .gating import Gatekeeper
-from .items import GemmCaseItem, GemmFailure
+from .items import GemmCaseItem, GemmFailure, GemmSanitizeItem
 from .pictures import failed_case, html_extras, report_folder, run_data, write
 from .properties import CASE, COMPILE, DECLARED, ERROR_MAP, GPU, MARGIN, NO_DEVICE, RECORD, WHOLE_FILE, WORKER
 from .terminal import header_line, no_device_line, summary_file_text, workers_line
@@ -176,9 +176,10 @@ class GemmSession:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
         report: pytest.TestReport = yield
-        if report.skipped and isinstance(item, GemmCaseItem) and isinstance(report.longrepr, tuple):
+        if report.skipped and isinstance(item, (GemmCaseItem, GemmSanitizeItem)) and isinstance(report.longrepr, tuple):
             # a skip from the worker ("no CUDA device", another arch) points at the kernel, not at this module
-            report.longrepr = (item.nodeid.split("::")[0], item.case.spec.line, report.longrepr[2])
+            spec = item.case.spec if isinstance(item, GemmCaseItem) else item.spec
+            report.longrepr = (item.nodeid.split("::")[0], spec.line, report.longrepr[2])
         if report.when == "call" and report.passed and not self.settings.gate.update:
             props = report.user_properties
             for i, (name, value) in enumerate(props):

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Request", "TimingSettings"]
+__all__ = ["SANITIZER_TOOLS", "Request", "TimingSettings"]
+
+
+#: the compute-sanitizer tools a kernel can be checked with (--gemm-sanitize)
+SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 
 
 @dataclass(frozen=True)

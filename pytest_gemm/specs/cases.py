@@ -16,6 +16,7 @@ from .tensor_maps import TensorMapSpec
 
 __all__ = [
     "AB_CASES",
+    "SANITIZE_SHAPES",
     "AlphaBeta",
     "Case",
     "LaunchGeometry",
@@ -23,6 +24,7 @@ __all__ = [
     "check_launch",
     "expand",
     "launch_geometry",
+    "sanitize_case",
     "tensor_map_box",
     "to_request",
     "variant_shared_mem",
@@ -260,3 +262,24 @@ def variant_shared_mem(spec: KernelSpec, variant: Variant) -> int | str:
     except ExpressionError as exc:
         raise KernelFileError(spec.path, str(exc), line=spec.line, key="shared_mem") from None
     return int(v)
+
+
+#: the shapes compute-sanitizer runs on, first that a kernel's rules allow: small, and no multiple of common
+#: tile sizes, so that edge handling is exercised; then gentler ones for kernels that require multiples
+SANITIZE_SHAPES = (
+    Shape(67, 45, 37),
+    Shape(100, 100, 50),
+    Shape(96, 80, 72),
+    Shape(128, 128, 128),
+    Shape(256, 256, 256),
+)
+
+
+def sanitize_case(spec: KernelSpec, dtypes: list[str] | None = None) -> Case | None:
+    """The one case compute-sanitizer runs for a kernel: its first variant and dtype, alpha = 1, beta = 0, at the
+    first of SANITIZE_SHAPES its rules allow (None when none is allowed, or no dtype is selected)."""
+    for shape in SANITIZE_SHAPES:
+        for case in expand(spec, [shape], dtypes):
+            if case.skip_reason is None and case.ab == AB_CASES[0]:
+                return case
+    return None

@@ -74,12 +74,17 @@ class GuardedMatrix:
         return faults
 
 
-def guarded(xp: Any, dt: DType, padded: bool, shape: tuple[int, int], fill: np.ndarray | None) -> GuardedMatrix:
-    """A guarded rows x cols buffer (storage order) holding ``fill``, or the NaN poison when it is None."""
+def guarded(
+    xp: Any, dt: DType, padded: bool, shape: tuple[int, int], fill: np.ndarray | None, *, guards: bool = True
+) -> GuardedMatrix:
+    """A guarded rows x cols buffer (storage order) holding ``fill``, or the NaN poison when it is None.
+
+    Without ``guards`` the buffer is the matrix alone (with its ld padding), so that under compute-sanitizer
+    an access past it reaches memory that is not allocated."""
     rows, cols = shape
     ld = cols + (LD_PAD if padded else 0)
-    before = GUARD_BYTES // dt.itemsize
-    after = max(before, GUARD_ROWS * ld)
+    before = GUARD_BYTES // dt.itemsize if guards else 0
+    after = max(before, GUARD_ROWS * ld) if guards else 0
     flat = xp.full(before + rows * ld + after, dt.guard_bits, dtype=uint_type(xp, dt.itemsize))
     g = GuardedMatrix(flat, before, rows, cols, ld, dt.guard_bits)
     g.matrix(flat.dtype)[...] = dt.poison_bits if fill is None else upload_bits(xp, fill)

@@ -89,6 +89,7 @@ class GpuRunner:
         self.pci_bus_id = cupy.cuda.runtime.deviceGetPCIBusId(index)
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._functions: dict[tuple, Any] = {}
+        self.guards = True  # guard regions around each matrix (off under compute-sanitizer)
         self.compiles = {"nvrtc": 0, "cache": 0}  # kernels this worker compiled, and found compiled
         self._tensor_maps: dict[tuple, np.ndarray] = {}
         attribute = cupy.cuda.runtime.deviceGetAttribute
@@ -186,13 +187,15 @@ class GpuRunner:
     def guarded_input(self, case: Case, name: str, data: CaseInputs) -> GuardedMatrix:
         """Operand ``name`` ("A" or "B") of the case in a fresh guarded buffer."""
         x = data.stored(data.a if name == "A" else data.b)
-        return guarded(self.cp, get_dtype(case.dtype), f"ld{name.lower()}" in case.spec.args, x.shape, x)
+        return guarded(
+            self.cp, get_dtype(case.dtype), f"ld{name.lower()}" in case.spec.args, x.shape, x, guards=self.guards
+        )
 
     def guarded_output(self, case: Case, data: CaseInputs, fill: np.ndarray | None) -> GuardedMatrix:
         """C in a fresh guarded buffer, holding ``fill`` (storage order) or the NaN poison when it is None."""
         out = get_dtype(case.spec.output_dtype(case.dtype))
         shape = (case.shape.N, case.shape.M) if data.col else (case.shape.M, case.shape.N)
-        return guarded(self.cp, out, "ldc" in case.spec.args, shape, fill)
+        return guarded(self.cp, out, "ldc" in case.spec.args, shape, fill, guards=self.guards)
 
     # -- one case --------------------------------------------------------------------------------
     def verify(self, case: Case, seed: int) -> Verification:

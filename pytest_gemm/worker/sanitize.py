@@ -1,0 +1,57 @@
+"""One launch of one case for compute-sanitizer: ``compute-sanitizer --tool T python -m pytest_gemm.worker.sanitize``.
+
+The request arrives as JSON on standard input. The kernel is launched once, alone: CuPy's memory pool is
+off and the matrices have no guard regions, so that an access past a matrix reaches memory that is not
+allocated, where memcheck sees it. What the kernel computed is not judged here (the case items do that);
+the tool's report, written to its log file, is the result. Part of the worker package; nothing else runs here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..records.plain import from_plain
+from ..records.request import Request
+from ..records.verdicts import FailureKind
+from ..specs.errors import KernelFileError
+from .buffers import case_inputs
+
+__all__ = ["main"]
+
+#: exit statuses the pytest side reads: the launch ran; something kept it from running
+LAUNCHED, NOT_LAUNCHED = 0, 3
+
+
+def main() -> int:
+    request = from_plain(Request, json.loads(sys.stdin.read()))
+    try:
+        import cupy
+
+        cupy.cuda.set_allocator(None)  # every buffer its own cudaMalloc: nothing around it is allocated
+        from .device import open_device
+        from .kernels import KernelFiles
+
+        files = KernelFiles()
+        runner = open_device(0, None, files.function)
+        runner.guards = False
+        case = files.case(request)
+        runner.load(case, request.path)
+        runner.prepare(case)
+        data = case_inputs(case, request.seed)
+        with runner.stream:
+            ga, gb = runner.guarded_input(case, "A", data), runner.guarded_input(case, "B", data)
+            gc = runner.guarded_output(case, data, None if data.c0 is None else data.stored(data.c0))
+            runner.launch(case, ga, gb, gc)
+    except KernelFileError as exc:
+        print(f"{FailureKind.KERNEL_FILE}: {exc}", flush=True)
+        return NOT_LAUNCHED
+    except Exception as exc:  # a CUDA error, a compile error: the tool's log says the rest
+        print(f"{type(exc).__name__}: {exc}", flush=True)
+        return NOT_LAUNCHED
+    print("launched", flush=True)
+    return LAUNCHED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
