@@ -4,7 +4,9 @@
 #   GEMM_SHAPES       shape sets verified (default quick,edge,standard)
 #   GEMM_TIMED_SHAPES shape sets timed and gated against baselines/ (default quick,standard)
 #   GEMM_PARTS        which parts run (default verify,timed,plugin,broken,faults), to split the work over
-#                     several device calls of at most 10 minutes each
+#                     several device calls of at most 10 minutes each; `gpu` runs only the GPU-marked tests
+#   GEMM_STEP_LIMIT   seconds any one step may run before it is stopped (default 540), so the archive is
+#                     still written inside a device call's limit
 #   GEMM_WORKERS      pytest-xdist workers for the verification run (default 1: no xdist)
 #   GEMM_UPDATE_BASELINES=1 the timed run records baselines/ (--gemm-update-baselines); the
 #                     updated files are copied into the archive
@@ -23,7 +25,8 @@ status=0
 run() {  # name, pytest args...
     local name=$1; shift
     local t0=$SECONDS
-    python3 -m pytest -rfEs -o junit_family=legacy --junitxml="$out/$name.xml" "$@" >"$out/$name.log" 2>&1
+    timeout "${GEMM_STEP_LIMIT:-540}" python3 -m pytest -rfEs -o junit_family=legacy --junitxml="$out/$name.xml" "$@" \
+        >"$out/$name.log" 2>&1
     local rc=$?
     echo "== $name: exit $rc in $((SECONDS - t0)) s: $(tail -n 1 "$out/$name.log")"
     [ $rc -eq 0 ] || status=1
@@ -39,21 +42,25 @@ update=()
 # 2. The main job: the bundled kernels verified, timed against cuBLAS and gated against baselines/.
 if [[ $parts == *,timed,* ]]; then
     run kernels-timed --gemm-kernels kernels/ --gemm-shapes "${GEMM_TIMED_SHAPES:-quick,standard}" \
-        --benchmark-json "$out/kernels-timed.json" --benchmark-save-data --gemm-summary "$out/summary.md" "${update[@]}" "$@"
+        --benchmark-json "$out/kernels-timed.json" --benchmark-save-data --gemm-summary "$out/summary.md" \
+        --gemm-report "$out/report-timed" "${update[@]}" "$@"
     [ ${#update[@]} -gt 0 ] && cp -r baselines "$out/baselines"
 fi
 # 3. The plugin's own tests, GPU ones included (broken kernels, margins, timing).
 [[ $parts == *,plugin,* ]] && run plugin-tests tests/ -m "gpu or not gpu"
+[[ $parts == *,gpu,* ]] && run gpu-tests tests/ -m gpu
 # 4. The deliberately broken kernels, for their failure messages (these cases are meant to fail).
 if [[ $parts == *,broken,* ]]; then
-    python3 -m pytest -p no:cacheprovider --gemm-kernels tests/kernels_broken/faults.cu tests/kernels_broken/timing_cheat.cu \
-        -m gpu --gemm-shapes 256,100x100x64,4096 -k "not 4096 or memo_naive" --gemm-max-time 0.3 -rf \
+    timeout "${GEMM_STEP_LIMIT:-540}" python3 -m pytest -p no:cacheprovider --gemm-kernels tests/kernels_broken/faults.cu \
+        tests/kernels_broken/timing_cheat.cu -m gpu --gemm-shapes 256,100x100x64,4096 -k "not 4096 or memo_naive" \
+        --gemm-max-time 0.3 -rf --gemm-report "$out/report-broken" \
         >"$out/broken-demo.log" 2>&1
     echo "== broken-demo (failures expected): $(tail -n 1 "$out/broken-demo.log")"
 fi
 # 5. The crash, hang and launch-limit fixtures (failures expected; each must fail alone, with its own reason).
 if [[ $parts == *,faults,* ]]; then
-    python3 -m pytest --gemm-kernels tests/kernels_faults/ kernels/01_naive.cu -m gpu --gemm-shapes 256 \
+    timeout "${GEMM_STEP_LIMIT:-540}" python3 -m pytest --gemm-kernels tests/kernels_faults/ kernels/01_naive.cu -m gpu \
+        --gemm-shapes 256 \
         --gemm-timeout 10 -rf >"$out/faults-demo.log" 2>&1
     echo "== faults-demo (failures expected): $(tail -n 1 "$out/faults-demo.log")"
 fi

@@ -35,6 +35,11 @@ def _nvrtc_reason() -> str | None:
     return None
 
 
+def failure_reports(result: pytest.RunResult) -> str:
+    """The output before pytest's short summary, which repeats whole messages when on CI (or wide)."""
+    return result.stdout.str().split("short test summary info")[0]
+
+
 NO_DEVICE = _device_reason()
 NO_NVRTC = _nvrtc_reason()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAULTS
+from conftest import FAULTS, failure_reports
 
 NAIVE = "kernels/01_naive.cu::sgemm_naive"
 GOOD = [f"{NAIVE}[fp32-512x512x512]", f"{NAIVE}[fp32-4096x4096x4096]", f"{NAIVE}[fp32-512x512x512-a0.7b1.3]"]
@@ -214,9 +214,7 @@ def test_a_worker_that_cannot_start_is_not_retried_for_every_case(faults, monkey
     result = faults.runpytest_subprocess("--gemm-kernels", *GOOD, "-m", "gpu")
     result.assert_outcomes(failed=3)
     out = result.stdout.str()
-    # Counted in the failure reports only: the short summary repeats messages as wide as the terminal.
-    reports = out.split("short test summary info")[0]
-    assert reports.count("the GPU worker could not start: RuntimeError: the recording is missing") == 3
+    assert failure_reports(result).count("the GPU worker could not start: RuntimeError: the recording is missing") == 3
     assert "2 starts in a row failed; no more are tried in this run" in _section(out, GOOD[2])
     assert "Traceback" not in out
 
@@ -244,7 +242,7 @@ def test_header_declarations_in_force_are_named_at_the_end(faults, xdist):
 def test_the_replay_command_runs_the_case_again_where_its_shape_is_not_in_the_shape_set(faults):
     first = faults.runpytest("--gemm-kernels", STICKY[0])
     first.assert_outcomes(failed=1)
-    (command,) = re.findall(r"replay: (pytest .*)$", first.stdout.str(), re.M)
+    (command,) = re.findall(r"replay: (pytest .*)$", failure_reports(first), re.M)
     faults.makeini("[pytest]\ngemm_shapes = 4096\n")  # 256x256x256 is no longer among the shapes run
     again = faults.runpytest(*shlex.split(command)[1:])
     again.assert_outcomes(failed=1)

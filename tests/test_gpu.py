@@ -16,7 +16,7 @@ from pytest_gemm.specs.cases import AlphaBeta, Case, to_request
 from pytest_gemm.specs.spec import parse_cu_file
 from pytest_gemm.worker.serve import DEFAULT_BACKEND
 
-from conftest import BROKEN, FAULTS, KERNELS, ROOT, requires_gpu
+from conftest import BROKEN, FAULTS, KERNELS, ROOT, failure_reports, requires_gpu
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
@@ -132,8 +132,7 @@ def test_precision_cheats_fail_at_4096_cubed(pytester):
         "--benchmark-skip",
     )
     result.assert_outcomes(failed=6, passed=3)
-    text = result.stdout.str()
-    assert text.count("precision too low") == 6
+    assert failure_reports(result).count("precision too low") == 6
 
 
 def _naive_case(k: int) -> Case:
