@@ -1,4 +1,5 @@
-"""The ``pytest-gemm`` command: look at baselines, compare a saved run with them, record or prune them.
+"""The ``pytest-gemm`` command: look at baselines, compare a saved run with them, record or prune them,
+draw a saved run, merge saved runs.
 
 No GPU is needed for any of it: runs are read from pytest-benchmark JSON files (``--benchmark-json``
 or ``--benchmark-save``) written by a timed run.
@@ -7,20 +8,32 @@ or ``--benchmark-save``) written by a timed run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import sys
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from . import __version__
-from .baselines.store import BaselineAccessError, BaselineError, baseline_path, baseline_paths, load, merge
+from .baselines.store import (
+    BaselineAccessError,
+    BaselineError,
+    BaselineFile,
+    baseline_path,
+    baseline_paths,
+    gpu_slug,
+    load,
+    merge,
+)
 from .baselines.update import KernelCases, record, root_problem, write
 from .judge.gate import judge
 from .options import add_cli_arguments
-from .records.case_record import METRICS
+from .records.case_record import METRICS, CaseRecord, GateResult
 from .records.verdicts import GateVerdict, Sanity
 from .report.regression import aligned, interval_cell
-from .report.run_data import RunData, RunFileError, read_run
+from .report.run_data import RunData, RunFileError, read_run, run_json
 from .report.tables import format_time
 from .specs.spec import KernelFileError
 
@@ -75,23 +88,36 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _by_gpu(data: RunData) -> dict[str, list[CaseRecord]]:
+    """The run's timed cases by the GPU model they were timed on."""
+    groups: dict[str, list[CaseRecord]] = {}
+    for rec in data.records:
+        groups.setdefault(rec.gpu or data.gpu_name, []).append(rec)
+    return dict(sorted(groups.items()))
+
+
 # -- compare -------------------------------------------------------------------------------------
-def cmd_compare(args: argparse.Namespace) -> int:
-    run = Path(args.run)
-    data, name = _timed_run(run)
-    path = Path(args.baseline) if args.baseline else baseline_path(Path(args.baselines), name)
-    baseline = load(path, gpu=name)
-    if baseline is None:
-        raise CliError(f"{path}: no such baseline file for {name}")
-    metric = args.gate_metric
+def _gate(
+    run: str,
+    gpu: str,
+    records: list[CaseRecord],
+    path: Path,
+    baseline: BaselineFile | None,
+    metric: str,
+    threshold: float,
+) -> tuple[dict[str, GateResult], Counter[GateVerdict]]:
+    """Judge ``records`` against ``baseline`` (None: no file, every case new) and print the asv-style table."""
     value, interval, label = METRICS[metric]
-    print(f"{run} against {path} ({name}); {label}, threshold {100 * args.threshold:g}% (or the kernel's own)")
+    missing = ", no such file: every case is new" if baseline is None else ""
+    print(f"{run} against {path} ({gpu}{missing}); {label}, threshold {100 * threshold:g}% (or the kernel's own)")
     table = [["", "before", "after", "change", "case"]]
-    counts: dict[GateVerdict, int] = {}
-    for row in sorted(data.records, key=lambda r: r.test):
-        entry = baseline.get(row.test)
-        result = judge(row, entry, metric=metric, threshold=args.threshold)
-        counts[result.verdict] = counts.get(result.verdict, 0) + 1
+    counts: Counter[GateVerdict] = Counter()
+    results = {}
+    for row in sorted(records, key=lambda r: r.test):
+        entry = baseline.get(row.test) if baseline is not None else None
+        result = judge(row, entry, metric=metric, threshold=threshold)
+        results[row.test] = dataclasses.replace(result, baseline_file=str(path), baseline_file_missing=baseline is None)
+        counts[result.verdict] += 1
         table.append(
             [
                 result.verdict.mark,
@@ -104,25 +130,51 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print("\n".join(aligned(table, {1, 2, 3})))
     print("marks: " + ", ".join(f"{v.mark} {v}" for v in GateVerdict if v.mark.strip()) + ", blank: same")
     print(", ".join(f"{counts.get(v, 0)} {v}" for v in GateVerdict))
-    return 1 if counts.get(GateVerdict.REGRESSED) else 0
+    return results, counts
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    run = Path(args.run)
+    data, _ = _timed_run(run)
+    groups = _by_gpu(data)
+    if args.baseline and len(groups) > 1:
+        raise CliError(f"{run}: holds cases of {len(groups)} GPU models ({', '.join(groups)}); name no baseline file")
+    regressed = 0
+    for name, records in groups.items():
+        path = Path(args.baseline) if args.baseline else baseline_path(Path(args.baselines), name)
+        baseline = load(path, gpu=name)
+        if baseline is None:
+            raise CliError(f"{path}: no such baseline file for {name}")
+        _, counts = _gate(str(run), name, records, path, baseline, args.gate_metric, args.threshold)
+        regressed += counts[GateVerdict.REGRESSED]
+    return 1 if regressed else 0
 
 
 # -- update --------------------------------------------------------------------------------------
+def _record(data: RunData, run: str, folder: Path, whole_files: Mapping[str, bool] | None, root: Path) -> None:
+    """Record the run's good timed cases as each GPU model's baselines; with ``whole_files``, also remove
+    the entries of gone cases of those kernel files (found under ``root``)."""
+    for name, records in _by_gpu(data).items():
+        good = [r for r in records if r.verdict == Sanity.OK]
+        path = baseline_path(folder, name)
+        try:
+            changes, notes = record(path, name, good, data.facts(name), __version__, whole_files=whole_files, root=root)
+        except BaselineAccessError as exc:
+            raise CliError(
+                f"{exc}; nothing changed; the run stays in {run}: run this again once that is fixed"
+            ) from None
+        never = "; entries are never removed here" if whole_files is None else ""
+        print(f"{path}: {changes.summary() if changes else 'unchanged'} (from {run}{never})")
+        for kind, keys in (("added", changes.added), ("changed", changes.changed), ("removed", changes.removed)):
+            for key in keys:
+                print(f"  {kind}: {key}")
+        for note in notes:
+            print(f"  note: {note}")
+
+
 def cmd_update(args: argparse.Namespace) -> int:
-    run = Path(args.source)
-    data, name = _timed_run(run)
-    good = [r for r in data.records if r.verdict == Sanity.OK]
-    path = baseline_path(Path(args.baselines), name)
-    try:
-        changes, notes = record(path, name, good, data.gpu, __version__)
-    except BaselineAccessError as exc:
-        raise CliError(f"{exc}; nothing changed; the run stays in {run}: run this again once that is fixed") from None
-    print(f"{path}: {changes.summary() if changes else 'unchanged'} (from {run}; entries are never removed here)")
-    for kind, keys in (("added", changes.added), ("changed", changes.changed)):
-        for key in keys:
-            print(f"  {kind}: {key}")
-    for note in notes:
-        print(f"  note: {note}")
+    data, _ = _timed_run(Path(args.source))
+    _record(data, args.source, Path(args.baselines), None, Path("."))
     return 0
 
 
@@ -194,6 +246,94 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- merge ---------------------------------------------------------------------------------------
+def _write(path: Path, text: str, *, step_summary: bool = False) -> None:
+    """Write a file (and append it to $GITHUB_STEP_SUMMARY when asked and set); a failure is the command's error."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if step_summary and os.environ.get("GITHUB_STEP_SUMMARY"):
+            with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
+                handle.write(text)
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc}") from None
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from .report import merge as m
+    from .report.markdown import markdown
+
+    runs, command = [(name, _run(Path(name))) for name in args.runs], " ".join(["pytest-gemm merge", *args.runs])
+    try:
+        merged = m.merge_runs(runs, allow_mismatch=args.allow_mismatch, command=command)
+    except m.MergeError as exc:
+        raise CliError(str(exc)) from None
+    for warning in merged.warnings:
+        print(f"pytest-gemm: warning: {warning}", file=sys.stderr)
+    data, out, folder = merged.data, Path(args.out), Path(args.baselines)
+    twice = f"; {merged.duplicates} given twice alike, kept once" if merged.duplicates else ""
+    print(f"{out}: {len(runs)} run(s) merged: {len(data.tests)} tests, {len(data.records)} timed cases{twice}")
+    source = ""
+    if args.update_baselines:
+        root = Path(args.root)
+        whole = {file: True for file in m.prunable_files(data) if (root / file).is_file()}
+        for file in sorted(set(m.prunable_files(data)) - set(whole)):
+            print(f"  note: {file} is not under {root.resolve()}: entries of its gone cases are kept (--root DIR)")
+        m.regate(data, {r.test: None for r in data.records})
+        _write(out, json.dumps(run_json(data), indent=1) + "\n")  # first: it keeps the run if baselines cannot
+        _record(data, str(out), folder, whole, root)
+    else:
+        metric = args.gate_metric or data.settings.get("gate-metric") or "ratio"
+        threshold = args.threshold if args.threshold is not None else data.settings.get("threshold", 0.05)
+        gates: dict[str, GateResult | None] = {}
+        for name, records in _by_gpu(data).items():
+            path = baseline_path(folder, name)
+            gates.update(_gate(str(out), name, records, path, load(path, gpu=name), metric, threshold)[0])
+        m.regate(data, gates)
+        source = f"gate verdicts computed by pytest-gemm merge against {folder}/"
+        _write(out, json.dumps(run_json(data), indent=1) + "\n")
+    if args.summary:
+        _write(Path(args.summary), "## pytest-gemm\n\n" + markdown(m.summary_lines(data)), step_summary=True)
+        print(f"pytest-gemm summary: {args.summary}")
+    if args.report:
+        from .report.folder import write_report
+
+        parts = m.by_gpu(data)
+        for name, part in parts.items():
+            try:
+                report = write_report(part, Path(args.report) / (gpu_slug(name) * (len(parts) > 1)), None, source)
+            except (ImportError, OSError) as exc:
+                raise CliError(f"cannot write the report in {args.report}: {exc}") from None
+            print(f"{report.folder / 'index.html'}: {len(report.charts)} chart(s), {len(report.heatmaps)} error map(s)")
+    for line in m.plan_lines(runs, data, args.target_wall):
+        print(line)
+    failed = m.failed_tests(data)
+    if failed:
+        print(f"{len(failed)} test(s) failed: {', '.join(failed[:10])}{' ...' * (len(failed) > 10)}")
+    return 1 if failed else 0
+
+
+def _merge_parser(sub: argparse._SubParsersAction) -> None:
+    merge = sub.add_parser(
+        "merge",
+        help="combine saved runs (the shards of one suite, or several machines) into one saved run; gate it per GPU "
+        "model, or record it as baselines (docs/scaling.md)",
+    )
+    add_cli_arguments(merge)  # its own copies: --threshold and --gate-metric default to the runs' own here
+    merge.set_defaults(func=cmd_merge, threshold=None, gate_metric=None)
+    merge.add_argument("runs", nargs="+", metavar="RUN.json", help="saved runs (--benchmark-json, a report's run.json)")
+    merge.add_argument("--out", required=True, metavar="MERGED.json", help="the merged run to write")
+    merge.add_argument("--summary", metavar="PATH", help="write the markdown summary (also to $GITHUB_STEP_SUMMARY)")
+    merge.add_argument("--report", metavar="DIR", help="draw the pictures and index.html (one folder per GPU model)")
+    for flag, text in (
+        ("--update-baselines", "record the merged cases as each GPU model's baselines instead of gating them"),
+        ("--allow-mismatch", "merge runs of different pytest-gemm versions, settings or kernel sources (warns)"),
+    ):
+        merge.add_argument(flag, action="store_true", help=text)
+    merge.add_argument("--root", default=".", help="where the kernel files are, to prune gone cases (default: .)")
+    merge.add_argument("--target-wall", type=float, default=600.0, metavar="S", help="plan: seconds per shard (600)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pytest-gemm", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"pytest-gemm {__version__}")
@@ -227,6 +367,7 @@ def _parser() -> argparse.ArgumentParser:
         "--size", help="the shape of the %% of cuBLAS chart, e.g. 4096 or 384x640x512 (default: the largest)"
     )
     plot.set_defaults(func=cmd_plot)
+    _merge_parser(sub)
     return parser
 
 

@@ -93,6 +93,23 @@ def _tools(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(tools))
 
 
+def _gpus(text: str) -> int | None:
+    """'all' (None: every visible GPU) or how many of the visible GPUs to use, counted from the first."""
+    if text.strip() == "all":
+        return None
+    return int(_number(int, 1, 4096)(text))
+
+
+def _shard(text: str) -> tuple[int, int] | None:
+    """'I/N' (1 <= I <= N): this run takes the I-th of N shards; '' for the whole suite."""
+    if not text.strip():
+        return None
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if match is None or not 1 <= int(match[1]) <= int(match[2]):
+        raise OptionError(f"expected I/N with 1 <= I <= N, such as 1/4, got {text!r}")
+    return int(match[1]), int(match[2])
+
+
 def _seed(text: str) -> int:
     try:
         return int(text, 0)
@@ -207,6 +224,22 @@ OPTIONS = (
         "synccheck), comma-separated: one test per tool, sanitize[TOOL]; default: none",
         _tools,
     ),
+    Option(
+        "gpus",
+        "all",
+        "GPUs the run uses, one GPU worker pinned to each: 'all' the visible ones (CUDA_VISIBLE_DEVICES is "
+        "honoured), or a number N for the first N of them",
+        _gpus,
+    ),
+    Option(
+        "shard",
+        "",
+        "run only shard I of N (such as 2/4) of the selected tests, chosen deterministically from their ids, for "
+        "CI matrices and job arrays; pytest-gemm merge combines the shards' saved runs (docs/scaling.md)",
+        _shard,
+        ini=False,
+        metavar="I/N",
+    ),
     _flag("hot-cache", "timing: keep L2 warm (no flush, no input rotation) instead of flushing it before each launch"),
     _flag("fail-new", "gate: fail timed cases that have no baseline entry (default: reported as new, passing)"),
     _flag("fail-unstable", "gate: fail cases timed while the GPU throttled (default: reported as unstable, passing)"),
@@ -264,6 +297,8 @@ class Settings:
     require_gpu: bool = False  # no usable CUDA device is a usage error
     report: Path | None = None  # the report folder (--gemm-report), or None
     sanitize: tuple[str, ...] = ()  # compute-sanitizer tools each .cu kernel runs under (--gemm-sanitize)
+    gpus: int | None = None  # how many visible GPUs to use (--gemm-gpus); None: all
+    shard: tuple[int, int] | None = None  # (I, N): this run is shard I of N (--gemm-shard); None: all
 
 
 def read_settings(value: Callable[[str], str], flag: Callable[[str], bool], root: Path) -> Settings:
@@ -305,6 +340,8 @@ def read_settings(value: Callable[[str], str], flag: Callable[[str], bool], root
         flag("require-gpu"),
         report=get("report"),
         sanitize=get("sanitize"),
+        gpus=get("gpus"),
+        shard=get("shard"),
     )
 
 

@@ -12,6 +12,7 @@
 #                     updated files are copied into the archive
 #   GEMM_ACCEPTANCE=1 also run scripts/timing-acceptance.sh (Nsight Compute comparison, repeat runs)
 #                     and scripts/gate-acceptance.sh (the regression gate on slowed kernels; bundled baselines)
+#   GEMM_MULTI_GPU=1  also run scripts/multi-gpu-acceptance.sh (one GPU against all of them; needs 2 or more)
 #   GEMM_ISOLATION    parts of scripts/isolation-acceptance.sh to run (e.g. faults-timed,faults-verified,control)
 set -uo pipefail
 out="${OUT:-gpu-check-out}"
@@ -64,6 +65,7 @@ if [[ $parts == *,faults,* ]]; then
         --gemm-timeout 10 -rf >"$out/faults-demo.log" 2>&1
     echo "== faults-demo (failures expected): $(tail -n 1 "$out/faults-demo.log")"
 fi
+[ "${GEMM_MULTI_GPU:-0}" = 1 ] && bash scripts/multi-gpu-acceptance.sh "$out/multi-gpu"
 [ -n "${GEMM_ISOLATION:-}" ] && bash scripts/isolation-acceptance.sh "$out/isolation" ${GEMM_ISOLATION//,/ }
 if [ "${GEMM_ACCEPTANCE:-0}" = 1 ]; then
     bash scripts/timing-acceptance.sh "$out" || status=1

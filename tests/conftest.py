@@ -40,6 +40,15 @@ def failure_reports(result: pytest.RunResult) -> str:
     return result.stdout.str().split("short test summary info")[0]
 
 
+def small_project(pytester: pytest.Pytester, naive: str, tiled: str) -> Path:
+    """A project whose kernels/ holds a naive and a tiled kernel, run on two small shapes; its kernels folder."""
+    pytester.makeini("[pytest]\ngemm_shapes = 64,128x96x32\n")
+    kernels = pytester.mkdir("kernels")
+    (kernels / "naive.cu").write_text(naive)
+    (kernels / "tiled.cu").write_text(tiled)
+    return kernels
+
+
 NO_DEVICE = _device_reason()
 NO_NVRTC = _nvrtc_reason()
 
@@ -137,6 +146,7 @@ def replay(pytester, monkeypatch):
     pytester.makeconftest(REPLAY_CONFTEST.format(tests=str(Path(__file__).resolve().parent)))
     pytester.makeini("[pytest]\ngemm_shapes = 512,4096\n")
     monkeypatch.setenv("PYTEST_GEMM_REPLAY", str(RECORDED))
-    for var in ("REPLAY_SCALE", "REPLAY_GPU", "REPLAY_THROTTLE", "REPLAY_ACT", "GITHUB_STEP_SUMMARY"):
+    replay_vars = ("REPLAY_SCALE", "REPLAY_GPU", "REPLAY_THROTTLE", "REPLAY_ACT", "REPLAY_DEVICES", "REPLAY_LOG")
+    for var in (*replay_vars, "REPLAY_SLEEP", "GITHUB_STEP_SUMMARY", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(var, raising=False)
     return pytester

@@ -13,6 +13,13 @@ Environment:
   REPLAY_ACT           file::case=act,... where act is hang, exit:N, signal:N, sysexit:N, print:TEXT (then the
                        outcome), die-later:N (exit N just after answering) or slow-timing:S (S seconds of timing)
   REPLAY_BROKEN        the backend fails to start with this message
+  REPLAY_DEVICES       the GPUs of a recorded host, by physical index: names separated by ';', each with
+                       '@8.0' for a compute capability other than the recording's (default: the recorded GPU
+                       alone); CUDA_VISIBLE_DEVICES selects among them as CUDA would
+  REPLAY_BROKEN_PIN    a worker pinned to this CUDA_VISIBLE_DEVICES entry fails to start
+  REPLAY_SLEEP         seconds each case takes (a GPU kept busy)
+  REPLAY_LOG           append one JSON line per case run: the worker's pid, CUDA_VISIBLE_DEVICES, the case, and
+                       when it started and ended (time.time())
 """
 
 from __future__ import annotations
@@ -49,14 +56,61 @@ class ReplayBackend:
         self._facts = dict(data["facts"])
         if os.environ.get("REPLAY_GPU"):
             self._facts["name"] = os.environ["REPLAY_GPU"]
+        visible = self.list_devices()
+        if not visible:
+            raise DeviceUnavailable(f"no device (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+        broken = os.environ.get("REPLAY_BROKEN_PIN")
+        if broken is not None and os.environ.get("CUDA_VISIBLE_DEVICES") == broken:
+            raise RuntimeError(f"the GPU at CUDA_VISIBLE_DEVICES={broken} is broken")
+        if os.environ.get("REPLAY_DEVICES"):
+            self._facts["name"] = visible[0]["name"]
+            self._facts["compute_capability"] = visible[0]["capability"]
+        self._facts["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+        self._facts["visible_devices"] = visible
         self.outcomes = data["outcomes"]
         self.scale = float(os.environ.get("REPLAY_SCALE", "1"))
         self.acts = dict(item.split("=", 1) for item in os.environ.get("REPLAY_ACT", "").split(",") if "=" in item)
+
+    @staticmethod
+    def list_devices() -> list[dict]:
+        """The recorded host's GPUs that CUDA_VISIBLE_DEVICES leaves visible, in its order (up to a bad entry)."""
+        recorded = json.loads(Path(os.environ["PYTEST_GEMM_REPLAY"]).read_text())["facts"]
+        names = [n for n in os.environ.get("REPLAY_DEVICES", "").split(";") if n] or [recorded["name"]]
+        capability = recorded.get("compute_capability", "9.0")
+        devices = [{"name": n.split("@")[0], "capability": n.split("@")[1] if "@" in n else capability} for n in names]
+        outer = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if outer is None:
+            return devices
+        visible = []
+        for entry in outer.split(","):
+            if not entry.strip().isdigit() or int(entry) >= len(devices):
+                break
+            visible.append(devices[int(entry)])
+        return visible
 
     def facts(self) -> dict:
         return self._facts
 
     def run(self, request, notify) -> Outcome:
+        started = time.time()
+        outcome = self._replay(request, notify)
+        time.sleep(float(os.environ.get("REPLAY_SLEEP", "0")))
+        if os.environ.get("REPLAY_LOG"):
+            line = {
+                "pid": os.getpid(),
+                "pin": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "case": request.shown
+                + "::"
+                + case_from_request(request, load_specs(Path(request.path), request.shown)).name,
+                "timed": request.timing is not None,
+                "start": started,
+                "end": time.time(),
+            }
+            with open(os.environ["REPLAY_LOG"], "a", encoding="utf-8") as log:
+                log.write(json.dumps(line) + "\n")
+        return outcome
+
+    def _replay(self, request, notify) -> Outcome:
         notify("load")
         case = case_from_request(request, load_specs(Path(request.path), request.shown))
         key = recording_key(request.shown, case.name)

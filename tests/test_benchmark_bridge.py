@@ -33,7 +33,10 @@ def test_device_clock_reads_one_recorded_duration_per_round():
 def test_saved_json_holds_the_device_times_and_the_gpu(replay):
     replay.runpytest_subprocess(*NAIVE, "--benchmark-json", "run.json").assert_outcomes(passed=6)
     data = json.loads((replay.path / "run.json").read_text())
-    assert data["machine_info"]["gpu"] == recording()["facts"]
+    # the recorded facts, and which GPUs the worker saw (this host has one, and no CUDA_VISIBLE_DEVICES)
+    facts = recording()["facts"]
+    visible = [{"name": facts["name"], "capability": facts["compute_capability"]}]
+    assert data["machine_info"]["gpu"] == {**facts, "cuda_visible_devices": None, "visible_devices": visible}
     by_name = {b["name"]: b for b in data["benchmarks"]}
     assert len(by_name) == 6
     for name, bench in by_name.items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import NO_DEVICE
+from conftest import NO_DEVICE, small_project
 
 TILED = """/* pytest-gemm
 name = "tiled"
@@ -22,10 +22,7 @@ template <int TT> __global__ void tiled(int M, int N, int K, const float* A, con
 
 @pytest.fixture
 def project(pytester, naive_source):
-    pytester.makeini("[pytest]\ngemm_shapes = 64,128x96x32\n")
-    kernels = pytester.mkdir("kernels")
-    (kernels / "naive.cu").write_text(naive_source)
-    (kernels / "tiled.cu").write_text(TILED)
+    kernels = small_project(pytester, naive_source, TILED)
     (kernels / "helper.cu").write_text("__device__ float helper(float x) { return x; }\n")
     (kernels / "README.txt").write_text("not a kernel")
     return pytester

@@ -81,7 +81,9 @@ def read_report(tool: str, log: str) -> tuple[int | None, tuple[str, ...]]:
     return errors, tuple(first)
 
 
-def run_tool(sanitizer: str, tool: str, request: Request, kernel: str, timeout: float) -> SanitizerRun:
+def run_tool(
+    sanitizer: str, tool: str, request: Request, kernel: str, timeout: float, pin: str | None = None
+) -> SanitizerRun:
     """Run ``request``'s case once under ``tool``, checking only kernels whose name contains ``kernel``.
 
     Raises subprocess.TimeoutExpired when it takes longer than ``timeout`` seconds.
@@ -96,7 +98,7 @@ def run_tool(sanitizer: str, tool: str, request: Request, kernel: str, timeout: 
             capture_output=True,
             text=True,
             timeout=timeout,
-            env={**os.environ, "NVIDIA_TF32_OVERRIDE": "0"},
+            env={**os.environ, "NVIDIA_TF32_OVERRIDE": "0", **({"CUDA_VISIBLE_DEVICES": pin} if pin else {})},
         )
         text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
     errors, first = read_report(tool, text or proc.stdout)

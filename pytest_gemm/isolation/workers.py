@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import replace
 from multiprocessing.connection import Connection
@@ -26,13 +27,23 @@ from ..records.request import Request
 from ..records.verdicts import FailureKind
 from .protocol import receive, send
 
-__all__ = ["WorkerPool", "describe_exit"]
+__all__ = ["WorkerPool", "describe_exit", "worker_environment"]
 
 START_TIMEOUT = 180.0  # seconds a new worker may take to start: import CuPy, open the device, warm up
 COMPILE_TIMEOUT = 600.0  # seconds NVRTC may take for one kernel variant
 EXIT_WAIT = 5.0  # seconds a worker that closed its pipe may take to exit, before it is killed
 START_FAILURES = 2  # consecutive failed starts after which the remaining cases fail at once
 _OUTPUT_TAIL = 64 * 1024  # bytes of a worker's output kept per case
+
+
+def worker_environment() -> dict[str, str]:
+    """The environment a worker process starts with: this one's, with this process's import path."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # the worker imports what this process can (a test project's backend, a source checkout)
+    env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [os.environ.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep
+    )
+    return env
 
 
 def describe_exit(code: int | None) -> str:
@@ -50,15 +61,13 @@ def describe_exit(code: int | None) -> str:
 class _Process:
     """One running worker: the process, its two pipes and its output file."""
 
-    def __init__(self, command: list[str]) -> None:
+    def __init__(self, command: list[str], pin: str | None = None) -> None:
         req_read, self._req_write = os.pipe()
         self._rep_read, rep_write = os.pipe()
         self.output: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as the worker lives
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        # the worker imports what this process can (a test project's backend, a source checkout)
-        env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [os.environ.get("PYTHONPATH", "")]).rstrip(
-            os.pathsep
-        )
+        env = worker_environment()
+        if pin is not None:  # the one GPU this worker may see (an entry of this process's own list)
+            env["CUDA_VISIBLE_DEVICES"] = pin
         try:
             self.popen = subprocess.Popen(
                 [*command, "--requests", str(req_read), "--replies", str(rep_write)],
@@ -134,17 +143,32 @@ class _Process:
 
 
 class WorkerPool:
-    """The GPU worker of one pytest process (one at a time; replaced whenever it is lost)."""
+    """One GPU worker (one process at a time; replaced whenever it is lost), pinned to ``pin`` when given."""
 
-    def __init__(self, backend: str, cubin_cache: str | None, timeout: float) -> None:
+    def __init__(self, backend: str, cubin_cache: str | None, timeout: float, pin: str | None = None) -> None:
         self.command = [sys.executable, "-m", "pytest_gemm.worker", "--backend", backend]
         if cubin_cache:
             self.command += ["--cubin-cache", cubin_cache]
         self.timeout = timeout
+        self.pin = pin  # the CUDA_VISIBLE_DEVICES entry of its GPU, or None (the first visible one)
+        self.running = False  # a case is in the worker now
         self.facts: dict[str, Any] | None = None
         self.unavailable: str | None = None
         self._process: _Process | None = None
+        self._starting: _Process | None = None  # a worker being started (so that it can be interrupted)
+        self._closed = False  # closed: no worker is started any more
         self._start_failures: list[Failure] = []  # consecutive failed starts
+        self._lock = threading.RLock()  # one caller at a time: the thread serving it, or a probe
+
+    @property
+    def start_failed(self) -> bool:
+        """The last start of a worker here failed (it never is a case's fault)."""
+        return bool(self._start_failures)
+
+    @property
+    def gave_up(self) -> bool:
+        """No worker will start here in this run: no device, or too many failed starts in a row."""
+        return self.unavailable is not None or len(self._start_failures) >= START_FAILURES
 
     # -- the worker ------------------------------------------------------------------------------
     def _start(self) -> _Process | Failure:
@@ -152,10 +176,20 @@ class WorkerPool:
             first = self._start_failures[0]
             details = (f"{len(self._start_failures)} starts in a row failed; no more are tried in this run",)
             return Failure(first.kind, first.message, "start", details + first.details)
+        if self._closed:
+            return Failure(FailureKind.INTERNAL, "the run is ending: no GPU worker is started", "start")
         try:
-            process = _Process(self.command)
+            process = _Process(self.command, self.pin)
         except OSError as exc:
             return self._failed_start(Failure(FailureKind.INTERNAL, f"cannot start a GPU worker: {exc}", "start"))
+        self._starting = process
+        try:
+            return self._greet(process)
+        finally:
+            self._starting = None
+
+    def _greet(self, process: _Process) -> _Process | Failure:
+        """Wait for a new worker's hello."""
         try:
             if not process.replies.poll(START_TIMEOUT):
                 process.kill()
@@ -192,17 +226,29 @@ class WorkerPool:
 
     def probe(self) -> str | None:
         """Start a worker now: None when it has a device, else why not (no device, or it cannot start)."""
-        if self.unavailable is not None:
-            return self.unavailable
-        process = self._process or self._start()
-        if isinstance(process, Failure):
-            return self.unavailable or f"{process.kind}: {process.message}"
-        return None
+        with self._lock:
+            if self.unavailable is not None:
+                return self.unavailable
+            process = self._process or self._start()
+            if isinstance(process, Failure):
+                return self.unavailable or f"{process.kind}: {process.message}"
+            return None
+
+    def interrupt(self, final: bool = True) -> None:
+        """From another thread: kill the worker running a case or starting, with its process group (the thread
+        serving it sees its pipe close and cleans up); when ``final`` (the run is ending), start no more."""
+        self._closed = self._closed or final
+        for process in (self._process if self.running else None, self._starting):
+            if process is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
 
     def close(self) -> None:
-        if self._process is not None:
-            self._process.stop()
-            self._process = None
+        with self._lock:
+            self._closed = True
+            if self._process is not None:
+                self._process.stop()
+                self._process = None
 
     # -- one case --------------------------------------------------------------------------------
     def _limit(self, phase: str, request: Request) -> float:
@@ -214,6 +260,10 @@ class WorkerPool:
 
     def run(self, request: Request) -> Outcome:
         """Run one request in the worker (starting one if needed); every fault comes back as an outcome."""
+        with self._lock:
+            return self._run(request)
+
+    def _run(self, request: Request) -> Outcome:
         if os.name != "posix":
             return Outcome(skip="GPU workers need Linux (pipes passed to a child, process groups)")
         if self.unavailable is not None:
@@ -226,11 +276,14 @@ class WorkerPool:
                 return Outcome(skip=f"no CUDA device: {self.unavailable}")
             return Outcome(failure=process)
         offset = process.output_end()
+        self.running = True
         try:
             outcome = self._exchange(process, request, offset)
         except BaseException:
             self._discard()
             raise
+        finally:
+            self.running = False
         output = process.output_since(offset) if self._process is process else outcome.output
         outcome = replace(outcome, output=output, worker=process.pid)
         if outcome.failure is not None and outcome.failure.replace_worker and self._process is process:

@@ -17,6 +17,7 @@ from ..specs.files import is_kernel_file
 from . import hookspecs
 from .items import KernelFile
 from .session import GemmSession
+from .sharding import LEDGER, Sharding
 from .stash import SESSION
 from .terminal import kernel_file_hints
 
@@ -78,6 +79,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gemm_compile: compiles a kernel with NVRTC (no GPU needed)")
     config.addinivalue_line("markers", "gemm_sanitize: runs a kernel under a compute-sanitizer tool (--gemm-sanitize)")
     if not config.getoption("gemm_kernels"):
+        if config.getoption("gemm_shard") is not None:  # else every job would run the whole suite
+            raise pytest.UsageError("--gemm-shard: only with --gemm-kernels (it splits pytest-gemm runs)")
         return
     try:
         settings = read_settings(
@@ -90,6 +93,8 @@ def pytest_configure(config: pytest.Config) -> None:
     session = GemmSession(config, settings)
     config.stash[SESSION] = session
     config.pluginmanager.register(session, "gemm-session")
+    config.stash[LEDGER] = Sharding(config, settings)  # --gemm-shard, and what saved runs carry for merging
+    config.pluginmanager.register(config.stash[LEDGER], "gemm-sharding")
     # One malformed kernel file must not stop the others: its collection error is reported
     # (and the run fails), but the rest of the kernels still run.
     config.option.continue_on_collection_errors = True

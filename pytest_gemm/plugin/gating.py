@@ -115,7 +115,8 @@ class Gatekeeper:
             if rec.gate.baseline_file_missing:
                 self.missing.add(f"{rec.gpu} ({rec.gate.baseline_file})")
 
-    def write(self, gpu_facts: dict[str, Any]) -> None:
+    def write(self, gpu_facts: dict[str, dict[str, Any]]) -> None:
+        """Write each GPU model's baseline file from its passing timed cases (``gpu_facts``: model -> facts)."""
         by_gpu: dict[str, list[CaseRecord]] = {}
         for rec in self.to_record:
             by_gpu.setdefault(rec.gpu, []).append(rec)
@@ -126,7 +127,7 @@ class Gatekeeper:
                     path,
                     gpu,
                     records,
-                    gpu_facts,
+                    gpu_facts.get(gpu, {}),
                     __version__,
                     whole_files=self.whole_files,
                     root=self.rootpath,

@@ -230,16 +230,18 @@ class GemmSanitizeItem(_TextFailure, pytest.Item):
         sanitizer = find_sanitizer()
         if sanitizer is None:
             pytest.skip("compute-sanitizer not found (it comes with the CUDA toolkit: put its bin/ on PATH)")
-        reason = session.pool.probe()
+        reason = session.workers.probe()
         if reason is not None:
             pytest.skip(f"no CUDA device: {reason}")
+        session.workers.drain()  # nothing else runs on the GPU beside the tool
+        pin = session.workers.gpus[0].entry if session.workers.gpus else None
         case, timeout = self.case, SLOWER * session.settings.timeout
         request = to_request(case, str(self.path), session.settings.seed, None)
         kernel = self.spec.entry.split("<")[0].strip()
         shape = case.shape.id
         what = f"{case.name} (M={case.shape.M}, N={case.shape.N}, K={case.shape.K})"
         try:
-            run = run_tool(sanitizer, self.tool, request, kernel, timeout)
+            run = run_tool(sanitizer, self.tool, request, kernel, timeout, pin)
         except subprocess.TimeoutExpired:
             raise GemmFailure(f"compute-sanitizer {self.tool} on {what} timed out after {timeout:g} s") from None
         replay = case_command(self.nodeid, shape, f"--gemm-sanitize {self.tool}")

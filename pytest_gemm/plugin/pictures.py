@@ -19,6 +19,8 @@ import pytest
 from ..records.case_record import CaseRecord
 from ..records.outcome import Verification
 from ..report.run_data import FailedCase, RunData
+from .sharding import LEDGER
+from .stash import SESSION
 
 __all__ = ["failed_case", "html_extras", "report_folder", "run_data", "write"]
 
@@ -55,10 +57,14 @@ def failed_case(test: str, dtype: str, verification: Verification, diagnosis: Se
 def run_data(
     config: pytest.Config, gpu: dict[str, Any], records: list[CaseRecord], failures: list[FailedCase]
 ) -> RunData:
-    """What the report of this run shows."""
+    """What the report of this run shows, and what ``pytest-gemm merge`` reads from it."""
     command = shlex.join(["pytest", *config.invocation_params.args])
     date = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return RunData(gpu=gpu, records=list(records), failures=list(failures), date=date, command=command)
+    ledger = config.stash.get(LEDGER, None)
+    saved = ledger.saved() if ledger is not None else {}
+    gpus = dict(getattr(config.stash.get(SESSION, None), "gpus", None) or {})  # GPU model -> facts
+    saved["gpus"] = gpus if len(gpus) > 1 else {}
+    return RunData(gpu=gpu, records=list(records), failures=list(failures), date=date, command=command, **saved)
 
 
 def _pytest_html_extras() -> Any:

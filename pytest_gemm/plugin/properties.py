@@ -1,7 +1,8 @@
 """The user properties pytest-gemm puts on test reports (they travel from xdist workers as plain data)."""
 
 CASE = "gemm_case"  # every case item: which file, kernel and case it is
-WHOLE_FILE = "gemm_file_whole"  # every case item: whether its whole kernel file is selected in this run
+WHOLE_FILE = "gemm_file_whole"  # every case item: whether its whole kernel file is selected (by -k, -m, ids)
+SOURCE = "gemm_source"  # every case item run: its kernel file and that file's SHA-256 as collected (for saved runs)
 DECLARED = "gemm_declared"  # a case item whose kernel's header declares what changes its checks: those lines
 NO_DEVICE = "gemm_no_device"  # a case skipped because there is no CUDA device: the reason
 RECORD = "gemm_timing"  # a timed case: its CaseRecord, as a dict

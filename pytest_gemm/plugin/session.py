@@ -13,25 +13,23 @@ from typing import Any
 import pytest
 
 from ..compiler.cache import CubinCache
-from ..isolation.workers import WorkerPool
+from ..isolation.dispatch import Done, GpuWorkers
 from ..judge.case import CaseFacts, case_facts, judge_outcome
 from ..options import Settings, label
 from ..records.case_record import CaseRecord, CompileRecord
-from ..records.outcome import Outcome
 from ..report.failure import declarations
 from ..report.markdown import SummaryLine, markdown
 from ..report.regression import replay_command
 from ..report.run_data import FailedCase, section
 from ..report.tables import compile_table, timing_tables
-from ..specs.cases import launch_geometry, to_request
-from ..specs.spec import KernelFileError
 from ..worker.serve import DEFAULT_BACKEND
+from .ahead import Lookahead
 from .benchmark import record_device_times
 from .gating import Gatekeeper
 from .items import GemmCaseItem, GemmFailure, GemmSanitizeItem
 from .pictures import failed_case, html_extras, report_folder, run_data, write
 from .properties import CASE, COMPILE, DECLARED, ERROR_MAP, GPU, MARGIN, NO_DEVICE, RECORD, WHOLE_FILE, WORKER
-from .terminal import header_line, no_device_line, summary_file_text, workers_line
+from .terminal import LONG_RUN, gpus_line, header_line, no_device_line, progress_note, summary_file_text, workers_line
 
 __all__ = ["GemmSession"]
 
@@ -49,12 +47,15 @@ class GemmSession:
         self.gatekeeper.check_files()
         cache = getattr(config, "cache", None)
         self.cubins = CubinCache(cache.mkdir("gemm-cubins")) if cache is not None else None
-        self._pool: WorkerPool | None = None
+        self._workers: GpuWorkers | None = None
+        self.ahead = Lookahead(config, settings, lambda: self.workers)
         # what the controlling process gathers from reports
         self.records: list[CaseRecord] = []
         self.compiled: list[CompileRecord] = []
         self.summary: dict[str, SummaryLine] = {}
         self.gpu: dict[str, Any] | None = None
+        self.gpus: dict[str, dict[str, Any]] = {}  # GPU model -> its facts, for each model that timed a case
+        self.per_gpu: Counter[str] = Counter()  # cases run on each GPU (a run on several)
         self.worker_pids: set[int] = set()
         self.replaced: Counter[str] = Counter()
         self.worker_compiles: Counter[str] = Counter()  # kernels compiled by workers, and found in the cache
@@ -68,29 +69,27 @@ class GemmSession:
 
     # -- running a case --------------------------------------------------------------------------
     @property
-    def pool(self) -> WorkerPool:
-        if self._pool is None:
+    def workers(self) -> GpuWorkers:
+        if self._workers is None:
             backend = self.config.hook.pytest_gemm_worker_backend(config=self.config) or DEFAULT_BACKEND
             cache = str(self.cubins.folder) if self.cubins else None
-            self._pool = WorkerPool(backend, cache, self.settings.timeout)
-        return self._pool
+            worker_id = getattr(self.config, "workerinput", {}).get("workerid")
+            self._workers = GpuWorkers(
+                backend, cache, self.settings.timeout, wanted=self.settings.gpus, worker_id=worker_id
+            )
+        return self._workers
 
     def run_case(self, item: GemmCaseItem, benchmark: Any) -> None:
-        """Run one case in the GPU worker, then skip, fail or record it as its verdict says."""
-        case = item.case
-        try:
-            launch_geometry(case.spec, case.variant, case.shape)  # a launch CUDA would refuse never leaves here
-        except KernelFileError as exc:
-            raise GemmFailure(str(exc)) from None
-        timing = self.settings.timing if benchmark is not None and not benchmark.disabled else None
-        start = time.perf_counter()
-        outcome = self.pool.run(to_request(case, str(item.path), item.gemm_seed, timing))
-        self._note_worker(item, outcome, time.perf_counter() - start)
-        if outcome.skip is not None and self.pool.unavailable is not None:
-            item.user_properties.append((NO_DEVICE, self.pool.unavailable))
+        """Run one case in a GPU worker, then skip, fail or record it as its verdict says."""
+        request = self.ahead.request(item, benchmark is not None and not benchmark.disabled)
+        done = self.ahead.take(item, request).result()
+        outcome = done.outcome
+        self._note_worker(item, done)
+        if outcome.skip is not None and done.unavailable is not None:
+            item.user_properties.append((NO_DEVICE, done.unavailable))
         if outcome.output.strip():
             item.add_report_section("call", "GPU worker output", outcome.output)
-        gpu = self.pool.facts or {}
+        gpu = done.facts or self.workers.facts or {}
         verdict = judge_outcome(self._facts(item), outcome, gpu, save_raw=self._save_raw())
         if verdict.skip is not None:
             pytest.skip(verdict.skip)
@@ -108,12 +107,16 @@ class GemmSession:
         if verdict.record is not None and outcome.timing is not None:
             record_device_times(benchmark, item.gemm_clock, list(outcome.timing.kernel_s), verdict.record.to_dict())
 
-    def _note_worker(self, item: GemmCaseItem, outcome: Outcome, wall_s: float) -> None:
+    def _note_worker(self, item: GemmCaseItem, done: Done) -> None:
+        outcome = done.outcome
         failure = outcome.failure
         replaced = str(failure.kind) if failure is not None and failure.replace_worker else None
         if outcome.worker or replaced:
             note = {"pid": outcome.worker, "replaced": replaced, "compiled": outcome.compiled, "cached": outcome.cached}
-            item.user_properties.append((WORKER, {**note, "phase_s": outcome.phase_s, "wall_s": wall_s}))
+            gpu = done.gpu.label if done.gpu is not None else None
+            item.user_properties.append(
+                (WORKER, {**note, "phase_s": outcome.phase_s, "wall_s": done.wall_s, "gpu": gpu})
+            )
 
     def _keep_error_maps(self) -> bool:
         """Whether a report or a saved run will show failed cases' error maps."""
@@ -139,10 +142,11 @@ class GemmSession:
         """With --gemm-require-gpu, no usable device is a usage error, before anything runs."""
         if not self.settings.require_gpu or not self._controls_the_run():
             return
-        self.pool.probe()  # the worker it starts runs the cases (without xdist)
-        reason = self.pool.unavailable
+        self.workers.probe()  # the worker it starts runs the cases (without xdist)
+        reason = self.workers.unavailable
         if self.config.getoption("dist", "no") != "no":
-            self.pool.close()  # the xdist workers start their own
+            self.workers.close()  # the xdist workers start their own
+            self._workers = None
         if reason is not None:
             raise pytest.UsageError(f"{label('require-gpu')}: no CUDA device ({reason})")
 
@@ -152,11 +156,40 @@ class GemmSession:
         if self.config.getoption("collectonly") or not self._controls_the_run():
             return
         runnable = [i for i in session.items if isinstance(i, GemmCaseItem) and i.case.skip_reason is None]
-        if runnable and self.pool.probe() is not None and self.pool.unavailable is not None:
-            self.device_note = no_device_line(self.pool.unavailable, len(runnable), ahead=True)
+        if not runnable:
+            return
+        if self.config.getoption("dist", "no") == "no":
+            self.ahead.order(session.items)
+        self._show_progress(len(session.items))
+        if self.workers.probe() is not None and self.workers.unavailable is not None:
+            self.device_note = no_device_line(self.workers.unavailable, len(runnable), ahead=True)
+        elif self.config.getoption("dist", "no") == "no":
+            self.device_note = gpus_line(self.workers.gpus, self.workers.note)
+
+    def _show_progress(self, total: int) -> None:
+        """In a long run, pytest's progress column also says how long is left, and what each GPU has done (it
+        wraps the terminal reporter's progress text, a private method: without it, pytest's column stays)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        original = getattr(reporter, "_get_progress_information_message", None)
+        if original is None or getattr(reporter, "_show_progress_info", None) != "progress" or total <= LONG_RUN:
+            return
+        start = time.monotonic()
+
+        def message() -> str:
+            text = original()
+            done = int(getattr(reporter, "reported_progress", 0))
+            note = progress_note(done, total, time.monotonic() - start, self.per_gpu)
+            return f"{text[:-1]}, {note}]" if note and text.endswith("]") else text
+
+        reporter._get_progress_information_message = message
 
     def pytest_report_collectionfinish(self) -> list[str]:
         return [self.device_note] if self.device_note else []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        if os.name == "posix":
+            self.ahead.run_ahead(item, nextitem)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -176,6 +209,8 @@ class GemmSession:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
         report: pytest.TestReport = yield
+        if report.when == "setup" and not report.passed:
+            self.ahead.drop(item.nodeid)  # its case was sent ahead, and will not be used
         if report.skipped and isinstance(item, (GemmCaseItem, GemmSanitizeItem)) and isinstance(report.longrepr, tuple):
             # a skip from the worker ("no CUDA device", another arch) points at the kernel, not at this module
             spec = item.case.spec if isinstance(item, GemmCaseItem) else item.spec
@@ -192,7 +227,8 @@ class GemmSession:
         if report.when == "call" and isinstance(item, GemmCaseItem) and self.report_folder is not None:
             failed = next((FailedCase.from_dict(v) for v in _props(report, ERROR_MAP)), None)
             record = next((CaseRecord.from_dict(v) for v in _props(report, RECORD)), None)
-            gpu = str(((self._pool.facts if self._pool else None) or {}).get("name", ""))
+            facts = self.gpu or (self._workers.facts if self._workers else None) or {}
+            gpu = record.gpu if record is not None else str(facts.get("name", ""))
             extras = html_extras(self.config, self.report_folder, gpu, failed, record)  # pytest-html's row
             if extras:
                 report.extras = [*getattr(report, "extras", []), *extras]
@@ -200,7 +236,8 @@ class GemmSession:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for whole in _props(report, WHOLE_FILE):
-            self.gatekeeper.whole_files[whole["file"]] = whole["whole"]
+            # a shard is a partial selection: its update adds and changes entries, never removes
+            self.gatekeeper.whole_files[whole["file"]] = whole["whole"] and self.settings.shard is None
         for declared in _props(report, DECLARED):
             self.declared[declared["kernel"]] = list(declared["lines"])
         if report.skipped:
@@ -209,12 +246,16 @@ class GemmSession:
             for worker in _props(report, WORKER):
                 if worker["pid"]:
                     self.worker_pids.add(worker["pid"])
+                if worker.get("gpu"):
+                    self.per_gpu[worker["gpu"]] += 1
                 if worker["replaced"]:
                     self.replaced[worker["replaced"]] += 1
                 self.worker_compiles.update(compiled=worker.get("compiled", 0), cached=worker.get("cached", 0))
             self.compiled += [CompileRecord.from_dict(value) for value in _props(report, COMPILE)]
             self.failures += [FailedCase.from_dict(value) for value in _props(report, ERROR_MAP)]
-            self.gpu = next(iter(_props(report, GPU)), self.gpu)
+            self.gpu = self.gpu or next(iter(_props(report, GPU)), None)
+            for facts in _props(report, GPU):
+                self.gpus.setdefault(str(facts.get("name", "")), facts)
             for value in _props(report, RECORD):
                 rec = CaseRecord.from_dict(value)
                 self.records.append(rec)
@@ -238,12 +279,12 @@ class GemmSession:
                     line.message = text.splitlines()[0] if text else ""
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self._pool is not None:
-            self._pool.close()
+        if self._workers is not None:
+            self._workers.close()
         if hasattr(session.config, "workerinput"):
             return  # an xdist worker: the controlling process writes
         if self.settings.gate.update:
-            self.gatekeeper.write(self.gpu or {})
+            self.gatekeeper.write(self.gpus)
             if self.gatekeeper.update_errors and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         path = self.settings.gate.summary
@@ -272,9 +313,15 @@ class GemmSession:
             tr.section(gate[0])
             for line in gate[1]:
                 tr.write_line(line, red=line.startswith("error:"))
-        workers = workers_line(self.worker_pids, self.replaced, self.worker_compiles)
+        workers = workers_line(self.worker_pids, self.replaced, self.worker_compiles, self.per_gpu)
         if workers:
             tr.write_line(workers)
+        workers_now = self._workers
+        for index, why in sorted((workers_now.retired if workers_now else {}).items()):
+            gpu = workers_now.gpus[index].label if workers_now.gpus else f"GPU {index}"
+            tr.write_line(
+                f"pytest-gemm: {gpu} was taken out of service ({why}); the other GPUs ran its cases", red=True
+            )
         for reason, count in self.no_device.items():
             tr.write_line(no_device_line(reason, count, ahead=False), yellow=True)
         for kernel, lines in sorted(self.declared.items()):
@@ -287,10 +334,13 @@ class GemmSession:
 
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
         """Add the GPU's facts to pytest-benchmark's machine info (and so to its saved JSON)."""
-        gpu = self.gpu or (self._pool.facts if self._pool else None)
-        if gpu is None and self._pool is not None and self._pool.unavailable:
-            gpu = {"available": False, "reason": f"no CUDA device: {self._pool.unavailable}"}
+        workers = self._workers
+        gpu = (workers.facts if workers else None) or self.gpu  # the first GPU's, whichever timed first
+        if gpu is None and workers is not None and workers.unavailable:
+            gpu = {"available": False, "reason": f"no CUDA device: {workers.unavailable}"}
         machine_info["gpu"] = gpu or {"available": False, "reason": "no GPU case was timed in this run"}
+        if len(self.gpus) > 1:  # a host of mixed models: each timed case names its own
+            machine_info["gpus"] = list(self.gpus.values())
 
     def pytest_benchmark_update_json(self, config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
         """Saved runs carry the failed cases' error maps and the command line (docs/reports.md)."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from ..compiler.cache import CubinCache
+from ..isolation.devices import Gpu
 from ..options import Settings
 from ..specs.files import declares_kernels, shown_path
 
@@ -54,11 +56,34 @@ def no_device_line(reason: str, cases: int, *, ahead: bool) -> str:
     return f"pytest-gemm: no CUDA device ({reason}): {cases} {noun} skipped"
 
 
-def workers_line(pids: set[int], replaced: Counter[str], compiles: Counter[str]) -> str:
+def gpus_line(gpus: Sequence[Gpu], note: str | None) -> str | None:
+    """The GPUs a run on several uses, one worker pinned to each (None for one GPU and nothing to say)."""
+    if len(gpus) < 2 and note is None:
+        return None
+    shown = "; ".join(f"{gpu.label} {gpu.model}" for gpu in gpus)
+    return f"pytest-gemm: {len(gpus)} GPUs, one worker each: {shown}" + (f" ({note})" if note else "")
+
+
+LONG_RUN = 100  # items in a run from which the progress column says how long is left
+
+
+def progress_note(done: int, total: int, elapsed_s: float, per_gpu: Counter[str]) -> str:
+    """What pytest's progress column adds for a long run: cases done per GPU and the time left, estimated
+    from the pace so far ('' until 5% is done, or for a short run)."""
+    parts = [f"{gpu.split(' (')[0]}: {n}" for gpu, n in sorted(per_gpu.items())] if len(per_gpu) > 1 else []
+    if total > LONG_RUN and done >= max(1, total // 20) and done < total:
+        left = round(elapsed_s / done * (total - done))
+        parts.append(f"~{left // 60}m{left % 60:02d}s left" if left >= 60 else f"~{left}s left")
+    return ", ".join(parts)
+
+
+def workers_line(pids: set[int], replaced: Counter[str], compiles: Counter[str], per_gpu: Counter[str]) -> str:
     """How many GPU worker processes ran, what they compiled, and why any were replaced ('' when none ran)."""
     if not pids and not replaced:
         return ""
     text = f"pytest-gemm: {len(pids)} GPU worker process(es)"
+    if len(per_gpu) > 1:
+        text += " (cases run: " + ", ".join(f"{gpu}: {n}" for gpu, n in sorted(per_gpu.items())) + ")"
     if compiles["compiled"] or compiles["cached"]:
         text += f", {compiles['compiled']} kernel(s) compiled in them, {compiles['cached']} found in the compile cache"
     if replaced:

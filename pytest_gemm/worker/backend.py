@@ -7,6 +7,7 @@ outcome asks for this worker to be replaced.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -55,7 +56,9 @@ class GpuBackend:
         self.runner: GpuRunner = open_device(0, cubins, self.files.function)
         self.cp = self.runner.cp
         self.monitor = open_monitor(self.runner.pci_bus_id)
-        self._facts = {"available": True, **self.runner.facts(), **self.monitor.facts()}
+        # which GPU this is, and which others this process sees (the pytest process plans its GPUs from them)
+        seen = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "visible_devices": self.list_devices()}
+        self._facts = {"available": True, **self.runner.facts(), **self.monitor.facts(), **seen}
         self.timer = Timer(self.runner)
         self._warm_up()
 
@@ -74,6 +77,18 @@ class GpuBackend:
                     raise RuntimeError(f"the worker's warm-up failed: {outcome.failure.message}")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+
+    @staticmethod
+    def list_devices() -> list[dict[str, str]]:
+        """The devices this process sees, in CUDA's order: each one's name and compute capability."""
+        import cupy
+
+        devices = []
+        for index in range(cupy.cuda.runtime.getDeviceCount()):
+            props = cupy.cuda.runtime.getDeviceProperties(index)
+            name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+            devices.append({"name": name, "capability": f"{props['major']}.{props['minor']}"})
+        return devices
 
     def facts(self) -> dict[str, Any]:
         return self._facts

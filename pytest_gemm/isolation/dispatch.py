@@ -1,0 +1,242 @@
+"""One GPU worker per GPU, fed from one queue: the pytest process's way of using every GPU of a host.
+
+pytest runs its items one after the other; the session submits the next few cases' requests ahead
+of the item it is running, and each GPU's worker, served by a thread of its own here, takes the
+oldest request it may run. An item then waits for its own case's result (moved to the front of the
+queue if no worker has taken it yet). So all GPUs verify and time at once while the reports, the
+gate, pytest-benchmark and every other plugin see one ordinary pytest process, and no two cases
+ever run on one GPU at the same time (one worker per GPU, one case per worker).
+
+The first worker starts unpinned, on the first visible GPU, and says in its hello which devices it
+sees; the others are then pinned, one per GPU (:func:`~.devices.plan_gpus`). A GPU whose worker
+cannot start (no device, or failed starts) is taken out of service while another still serves, and
+its cases go to the others.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Collection
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..records.outcome import Failure, Outcome
+from ..records.request import Request
+from ..records.verdicts import FailureKind
+from .devices import Gpu, plan_gpus
+from .workers import WorkerPool
+
+__all__ = ["Done", "GpuWorkers"]
+
+
+@dataclass(frozen=True)
+class Done:
+    """A case's outcome, with the GPU that ran it."""
+
+    outcome: Outcome
+    facts: dict[str, Any]  # that GPU's facts (its worker's hello); {} when no worker started
+    gpu: Gpu | None  # None: one worker, not pinned (its device list unknown)
+    wall_s: float  # from the worker taking the case to its outcome
+    unavailable: str | None = None  # why that GPU's worker has no device, when it has none
+
+
+@dataclass
+class _Job:
+    request: Request
+    allowed: frozenset[int] | None  # the GPUs (indices) that may run it; None: any
+    future: Future[Done] = field(default_factory=Future)
+
+
+class GpuWorkers:
+    """The GPU workers of one pytest process: one per GPU it uses, each pinned to its GPU."""
+
+    def __init__(
+        self, backend: str, cubin_cache: str | None, timeout: float, *, wanted: int | None, worker_id: str | None
+    ) -> None:
+        self._make = lambda pin: WorkerPool(backend, cubin_cache, timeout, pin=pin)
+        self._wanted, self._worker_id = wanted, worker_id
+        self.gpus: list[Gpu] = []
+        self.pools: list[WorkerPool] = []
+        self.note: str | None = None  # said once: fewer GPUs than asked for, GPUs out of service
+        self.retired: dict[int, str] = {}  # GPU index -> why it was taken out of service
+        self._cond = threading.Condition()
+        self._queue: list[_Job] = []
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+        self._capability: list[str] = []  # each GPU's compute capability ("9.0")
+
+    # -- the plan --------------------------------------------------------------------------------
+    def _plan(self) -> None:
+        """Start the first worker, unpinned, and pin one per GPU from the devices it sees."""
+        if self.pools:
+            return
+        first = self._make(None)
+        self.pools = [first]
+        if os.name != "posix" or first.probe() is not None:
+            return  # no device (every case skips with the reason), or no worker can start (each case says why)
+        devices = (first.facts or {}).get("visible_devices") or []
+        models = [str(d.get("name", "")) for d in devices if isinstance(d, dict)]
+        if not models:
+            return  # a backend that does not list its devices: one worker, on the first GPU
+        self.gpus, self.note = plan_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), models, self._wanted, self._worker_id)
+        self._capability = [str(devices[g.index].get("capability", "")) for g in self.gpus]
+        if self.gpus and self.gpus[0].index == 0:
+            first.pin = self.gpus[0].entry  # it runs there already; a replacement is pinned there too
+        else:  # an xdist worker whose GPU is another: this one goes
+            first.close()
+            self.pools = []
+        self.pools = self.pools + [self._make(g.entry) for g in self.gpus[len(self.pools) :]]
+        self._start_threads()  # the other GPUs' workers start now, side by side, while pytest goes on
+
+    def _start_threads(self) -> None:
+        with self._cond:
+            if self._threads or self._closed:
+                return
+            for i in range(len(self.pools)):
+                thread = threading.Thread(target=self._serve, args=(i,), name=f"pytest-gemm GPU {i}", daemon=True)
+                thread.start()
+                self._threads.append(thread)
+
+    def probe(self) -> str | None:
+        """Plan the GPUs (starting the first worker): None when a device is usable, else why not."""
+        self._plan()
+        return self.pools[0].probe()
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why there is no device at all (None when some GPU serves)."""
+        if not self.pools or not all(pool.unavailable for pool in self.pools):
+            return None
+        return self.pools[0].unavailable
+
+    @property
+    def facts(self) -> dict[str, Any] | None:
+        """The first GPU's facts (the run's GPU, when it has one)."""
+        return next((pool.facts for pool in self.pools if pool.facts), None)
+
+    def capable(self, runs_on: Any) -> list[Gpu]:
+        """The GPUs for which ``runs_on(capability)`` holds (a kernel pinned to an architecture)."""
+        self._plan()
+        return [g for g, cap in zip(self.gpus, self._capability, strict=True) if runs_on(cap)]
+
+    # -- cases -----------------------------------------------------------------------------------
+    def submit(self, request: Request, allowed: Collection[int] | None = None) -> Future[Done]:
+        """Queue a case for one of the ``allowed`` GPUs (any, when None); its future holds the outcome."""
+        self._plan()
+        job = _Job(request, frozenset(allowed) if allowed is not None else None)
+        self._start_threads()
+        with self._cond:
+            if self._closed:
+                failure = Failure(FailureKind.INTERNAL, "the run is ending: the case was not run", "start")
+                job.future.set_result(Done(Outcome(failure=failure), {}, None, 0.0))
+                return job.future
+            self._queue.append(job)
+            self._cond.notify_all()
+        return job.future
+
+    def hurry(self, future: Future[Done]) -> None:
+        """Move a queued case to the front: its item is waiting for it now."""
+        with self._cond:
+            for i, job in enumerate(self._queue):
+                if job.future is future:
+                    self._queue.insert(0, self._queue.pop(i))
+                    self._cond.notify_all()
+                    return
+
+    def drop(self, future: Future[Done]) -> None:
+        """A case whose item will not use it: cancel it if queued; kill its worker if it is running."""
+        if future.cancel():
+            with self._cond:
+                self._queue = [job for job in self._queue if job.future is not future]
+            return
+        if future.running():
+            for i, pool in enumerate(self.pools):
+                if getattr(self._threads[i], "job", None) is future and pool.running:
+                    pool.interrupt(final=False)
+
+    def drain(self) -> None:
+        """Cancel every queued case and wait for the running ones: the GPUs are idle when this returns."""
+        with self._cond:
+            for job in self._queue:
+                job.future.cancel()
+            self._queue.clear()
+            running = [getattr(t, "job", None) for t in self._threads]
+        for future in running:
+            if future is not None:
+                future.exception()  # waits; its outcome is its item's, if any
+
+    def _may_run(self, index: int, job: _Job) -> bool:
+        if job.allowed is None or index in job.allowed:
+            return True
+        return not any(i not in self.retired for i in job.allowed)  # its GPUs are out of service: any may
+
+    def _next(self, index: int) -> _Job | None:
+        with self._cond:
+            while True:
+                if self._closed or index in self.retired:
+                    return None
+                job = next((job for job in self._queue if self._may_run(index, job)), None)
+                if job is None:
+                    self._cond.wait()
+                    continue
+                self._queue.remove(job)
+                if job.future.running() or job.future.set_running_or_notify_cancel():  # running: given back
+                    threading.current_thread().job = job.future  # type: ignore[attr-defined]
+                    return job
+
+    def _retire(self, index: int, job: _Job | None, why: str) -> bool:
+        """Take a GPU whose worker cannot start out of service, giving its case back; False for the last one."""
+        with self._cond:
+            serving = [i for i in range(len(self.pools)) if i not in self.retired and i != index]
+            if not serving:
+                return False
+            self.retired[index] = why
+            if job is not None:
+                self._queue.insert(0, job)
+            self._cond.notify_all()
+            return True
+
+    def _serve(self, index: int) -> None:
+        pool, gpu = self.pools[index], self.gpus[index] if self.gpus else None
+        thread = threading.current_thread()
+        thread.job = None  # type: ignore[attr-defined]
+        if len(self.pools) > 1:  # start its worker before taking a case: a GPU that cannot start takes none
+            why = pool.probe()
+            if why is not None and self._retire(index, None, why):
+                return
+        while (job := self._next(index)) is not None:
+            start = time.perf_counter()
+            try:
+                outcome = pool.run(job.request)
+            except BaseException as exc:  # never leave an item waiting for ever
+                job.future.set_exception(exc)
+                continue
+            finally:
+                thread.job = None  # type: ignore[attr-defined]
+            if (pool.gave_up or pool.start_failed) and self._retire(index, job, pool.unavailable or _why(outcome)):
+                return
+            done = Done(outcome, dict(pool.facts or {}), gpu, time.perf_counter() - start, pool.unavailable)
+            job.future.set_result(done)
+
+    def close(self) -> None:
+        """Stop taking cases, cancel the queued ones, and stop every worker (killing any case still running)."""
+        with self._cond:
+            self._closed = True
+            for job in self._queue:
+                job.future.cancel()
+            self._queue.clear()
+            self._cond.notify_all()
+        for pool in self.pools:
+            pool.interrupt()  # a case queued ahead that no item waits for now (-x, Ctrl-C), or a worker starting
+        for thread in self._threads:
+            thread.join(timeout=60)
+        for pool in self.pools:
+            pool.close()
+
+
+def _why(outcome: Outcome) -> str:
+    failure = outcome.failure
+    return f"{failure.kind}: {failure.message}" if failure is not None else "its worker cannot start"

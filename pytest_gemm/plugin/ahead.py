@@ -1,0 +1,111 @@
+"""Cases sent to the GPU workers ahead of their items, so that every GPU has work while pytest reports.
+
+pytest runs items one at a time; as a GPU case starts, the next 2 x (number of GPUs) items' cases are
+queued (under xdist, where only the next item is known, that one). Only items pytest will run with
+nothing else on the GPU are sent ahead: the lookahead stops at any item that is not a GEMM case or a
+compile item (a user's own GPU test, a compute-sanitizer run), and passes over items with a skip,
+skipif or xfail marker. An item whose setup fails drops its case (killing it if it is running), and
+an item that waits moves its own case to the front of the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+
+import pytest
+
+from ..isolation.devices import timing_model
+from ..isolation.dispatch import Done, GpuWorkers
+from ..options import Settings
+from ..records.request import Request
+from ..specs.archs import arch_runs_on
+from ..specs.cases import launch_geometry, to_request
+from ..specs.spec import KernelFileError
+from .items import GemmCaseItem, GemmCompileItem, GemmFailure
+
+__all__ = ["Lookahead"]
+
+_MARKS_THAT_SKIP = ("skip", "skipif", "xfail")
+
+
+def _capability(text: str) -> tuple[int, int]:
+    major, _, minor = text.partition(".")
+    return (int(major), int(minor or 0)) if major.isdigit() else (0, 0)
+
+
+class Lookahead:
+    """The cases queued for items that have not run yet."""
+
+    def __init__(self, config: pytest.Config, settings: Settings, workers: Callable[[], GpuWorkers]) -> None:
+        self.config, self.settings, self._workers = config, settings, workers
+        self._ahead: dict[str, tuple[Request, Future[Done]]] = {}  # node id -> its case, submitted ahead
+        self._items: list[pytest.Item] = []
+        self._order: dict[str, int] = {}  # node id -> its place in the run (without xdist)
+
+    def order(self, items: Sequence[pytest.Item]) -> None:
+        """The run's items, in the order pytest runs them (after every plugin chose and sorted them)."""
+        self._items = list(items)
+        self._order = {item.nodeid: i for i, item in enumerate(self._items)}
+
+    def request(self, item: GemmCaseItem, timed: bool) -> Request:
+        """The case's request; raises GemmFailure for a launch CUDA would refuse (it never leaves here)."""
+        case = item.case
+        try:
+            launch_geometry(case.spec, case.variant, case.shape)
+        except KernelFileError as exc:
+            raise GemmFailure(str(exc)) from None
+        return to_request(case, str(item.path), item.gemm_seed, self.settings.timing if timed else None)
+
+    def _submit(self, item: GemmCaseItem, request: Request) -> Future[Done]:
+        """Queue a case for the GPUs that can run it; a timed case on a host of mixed models, for one model."""
+        workers = self._workers()
+        arch = item.case.spec.arch
+        gpus = workers.capable(lambda cap: arch_runs_on(arch, _capability(cap))) if arch else list(workers.gpus)
+        if request.timing is not None:
+            model = timing_model(item.nodeid, [gpu.model for gpu in gpus])
+            gpus = [gpu for gpu in gpus if model is None or gpu.model == model]
+        chosen = [i for i, gpu in enumerate(workers.gpus) if gpu in gpus]
+        allowed = chosen if gpus and len(chosen) < len(workers.gpus) else None  # none can run it: its skip says why
+        return workers.submit(request, allowed)
+
+    def run_ahead(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        """Queue the cases of the items after this one (and this one's)."""
+        if not isinstance(item, GemmCaseItem):
+            return
+        if self._order:
+            at = self._order.get(item.nodeid, len(self._items))
+            ahead = self._items[at : at + 2 * max(1, len(self._workers().pools))]
+        else:  # an xdist worker knows only its next item
+            ahead = [item, nextitem] if nextitem is not None else [item]
+        disabled = bool(getattr(getattr(self.config, "_benchmarksession", None), "disabled", True))
+        for later in ahead:
+            if isinstance(later, GemmCompileItem):
+                continue
+            if not isinstance(later, GemmCaseItem):
+                break  # it may use the GPU itself: nothing is queued beside it
+            if later.nodeid in self._ahead or later.case.skip_reason:
+                continue
+            if any(later.get_closest_marker(name) for name in _MARKS_THAT_SKIP):
+                continue  # it may not run: its case is sent when (if) it does
+            try:
+                request = self.request(later, "benchmark" in later.fixturenames and not disabled)
+            except GemmFailure:
+                continue
+            self._ahead[later.nodeid] = (request, self._submit(later, request))
+
+    def take(self, item: GemmCaseItem, request: Request) -> Future[Done]:
+        """The item's case: the one sent ahead when it was asked the same way, else sent now; first in line."""
+        submitted, future = self._ahead.pop(item.nodeid, (None, None))
+        if future is not None and submitted == request:
+            self._workers().hurry(future)
+            return future
+        if future is not None:
+            self._workers().drop(future)
+        return self._submit(item, request)
+
+    def drop(self, nodeid: str) -> None:
+        """The item will not run its case (its setup failed or skipped)."""
+        submitted = self._ahead.pop(nodeid, None)
+        if submitted is not None:
+            self._workers().drop(submitted[1])

@@ -1,0 +1,294 @@
+"""``pytest-gemm merge``: saved runs (shards of one suite, or runs on several machines) combined into one.
+
+Pure: runs in, one run out, with the reasons to refuse. Runs are refused when they were made by
+different pytest-gemm versions, with different settings that change results, with different text of
+the same kernel file, or as shards of different counts (``--allow-mismatch`` makes these warnings), and
+always when the same test is in two runs with different results (overlapping shards). The command
+(``cli.py``) gates the merged cases per GPU model, records baselines, and writes the summary and report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..records.case_record import METRICS, CaseRecord, GateResult
+from ..records.plain import to_plain
+from ..records.verdicts import GateVerdict
+from .markdown import SummaryLine
+from .run_data import ItemResult, KernelFileRun, RunData, Shards
+
+__all__ = [
+    "MergeError",
+    "Merged",
+    "by_gpu",
+    "failed_tests",
+    "merge_runs",
+    "plan_lines",
+    "prunable_files",
+    "regate",
+    "summary_lines",
+]
+
+Run = tuple[str, RunData]  # a saved run and the file it came from
+_LISTED = 5  # most overlapping tests named in a message
+_UNSAID = "not said (saved before pytest-gemm saved it)"
+
+
+class MergeError(ValueError):
+    """Runs that cannot be merged; the message names the files, what differs and each value."""
+
+
+@dataclass
+class Merged:
+    """The merged run, the mismatches let through (with ``--allow-mismatch``), and tests given twice alike."""
+
+    data: RunData
+    warnings: list[str] = field(default_factory=list)
+    duplicates: int = 0
+
+
+def _differs(what: str, values: Mapping[str, list[str]]) -> str:
+    return f"{what} differs: " + "; ".join(f"{', '.join(names)}: {value}" for value, names in values.items())
+
+
+def _grouped(pairs: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """(file, value) pairs as value -> files, in the order first seen."""
+    out: dict[str, list[str]] = {}
+    for name, value in pairs:
+        out.setdefault(value, []).append(name)
+    return out
+
+
+def _sources(data: RunData) -> dict[str, str]:
+    """Kernel file -> the SHA-256 of its text, as this run saw it (its files, else its timed cases)."""
+    out = {r.file: r.source_sha256 for r in data.records if r.source_sha256}
+    out.update({file: seen.sha256 for file, seen in data.files.items() if seen.sha256})
+    return out
+
+
+def mismatches(runs: Sequence[Run]) -> list[str]:
+    """Why these runs should not be merged: one sentence per difference ([] when none)."""
+    problems = []
+    said = [(name, data) for name, data in runs if data.version or data.settings]
+    problems += [
+        f"{name} does not say which pytest-gemm made it or with which settings (saved by an older pytest-gemm)"
+        for name, data in runs
+        if not (data.version or data.settings)
+    ]
+    versions = _grouped([(name, data.version or _UNSAID) for name, data in said])
+    if len(versions) > 1:
+        problems.append(_differs("the pytest-gemm version", versions))
+    for key in dict.fromkeys(k for _, data in said for k in data.settings):
+        values = _grouped([(name, repr(data.settings.get(key, _UNSAID))) for name, data in said])
+        if len(values) > 1:
+            what = "timing (on unless --benchmark-skip, --benchmark-disable or pytest-xdist)" if key == "timed" else ""
+            problems.append(_differs(f"the setting {what or '--gemm-' + key}", values))
+    sources = [(name, _sources(data)) for name, data in runs]
+    for file in sorted({f for _, seen in sources for f in seen}):
+        values = _grouped([(name, seen[file]) for name, seen in sources if file in seen])
+        if len(values) > 1:
+            shown = {f"sha256 {sha[:12]}": names for sha, names in values.items()}
+            problems.append(_differs(f"the kernel source of {file}", shown))
+    counts = _grouped([(name, str(data.shard)) for name, data in runs if data.shard])
+    if len({data.shard.count for _, data in runs if data.shard}) > 1:
+        problems.append(_differs("the shard count", counts))
+    return problems
+
+
+def _content(data: RunData, test: str, records: Mapping[str, CaseRecord], failures: Mapping[str, Any]) -> Any:
+    """Everything a run says about one test, to tell the same run given twice from a test run twice."""
+    record, failure = records.get(test), failures.get(test)
+    said = to_plain(data.tests.get(test))
+    return (said, record.to_dict() if record else None, failure.to_dict() if failure else None)
+
+
+def _shards(runs: Sequence[Run]) -> Shards | None:
+    """The shards the merged run holds: None when it is a whole suite (or no input was a shard)."""
+    parts = [data.shard for _, data in runs if data.shard is not None]
+    if not parts:
+        return None
+    counts = {s.count for s in parts}
+    if len(counts) > 1:
+        return Shards((), max(counts))  # shards of different splits: never a whole suite
+    merged = Shards(tuple(sorted({i for s in parts for i in s.index})), counts.pop())
+    return None if merged.complete else merged
+
+
+def merge_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, command: str = "") -> Merged:
+    """One run holding every test of ``runs``; :class:`MergeError` when they should not be merged."""
+    if not runs:
+        raise MergeError("no runs to merge")
+    problems = mismatches(runs)
+    if problems and not allow_mismatch:
+        listed = "".join(f"\n  - {p}" for p in problems)
+        raise MergeError(f"cannot merge these runs:{listed}\n  --allow-mismatch merges them anyway")
+    first = runs[0][1]
+    version = next((data.version for _, data in runs if data.version), "")
+    settings = next((data.settings for _, data in runs if data.settings), {})
+    out = RunData(gpu={}, records=[], command=command, version=version, settings=dict(settings))
+    out.shard = _shards(runs)
+    owner: dict[str, tuple[str, Any]] = {}  # test -> (file, what it said)
+    overlaps, duplicates = [], 0
+    facts: dict[str, dict[str, Any]] = {}
+    for name, data in runs:
+        records, failures = {r.test: r for r in data.records}, {f.test: f for f in data.failures}
+        tests = list(dict.fromkeys([*data.tests, *records, *failures]))
+        new = set()
+        for test in tests:
+            said = _content(data, test, records, failures)
+            if test not in owner:
+                owner[test] = (name, said)
+                new.add(test)
+            elif owner[test][1] == said:
+                duplicates += 1
+            else:
+                overlaps.append(f"{test} is in {owner[test][0]} and in {name}")
+        out.records += [r for r in data.records if r.test in new]
+        out.failures += [f for f in data.failures if f.test in new]
+        out.tests.update({t: r for t, r in data.tests.items() if t in new})
+        for file, seen in data.files.items():
+            had = out.files.get(file, seen)
+            out.files[file] = KernelFileRun(had.sha256 or seen.sha256, had.whole and seen.whole)
+        for model, gpu in [*data.gpus.items(), (str(data.gpu.get("name") or ""), data.gpu)]:
+            if model:
+                facts.setdefault(model, gpu)
+        out.date = max(out.date, data.date)
+        what = str(data.shard) if data.shard else "a whole run"
+        out.notes += [n for n in data.notes if n not in out.notes]
+        out.notes.append(f"merged from {name} ({what}, {len(tests)} tests): {data.command or 'command not saved'}")
+    if overlaps:
+        more = f"; and {len(overlaps) - _LISTED} more" if len(overlaps) > _LISTED else ""
+        raise MergeError(
+            f"{len(overlaps)} test(s) are in more than one run with different results (overlapping shards, or a "
+            f"shard run twice?): {'; '.join(overlaps[:_LISTED])}{more}; merge each test from one run only"
+        )
+    models = [r.gpu for r in out.records if r.gpu]
+    main = max(dict.fromkeys(models), key=models.count) if models else next(iter(facts), "")
+    out.gpu = dict(facts.get(main) or first.gpu)
+    out.gpus = {m: facts.get(m, {"name": m}) for m in dict.fromkeys(models)} if len(set(models)) > 1 else {}
+    warnings = [*problems, *(["the merged run is " + str(out.shard) + ": shards are missing"] if out.shard else [])]
+    out.notes += [f"merged with --allow-mismatch: {p}" for p in problems]
+    return Merged(out, warnings, duplicates)
+
+
+def prunable_files(data: RunData) -> list[str]:
+    """Kernel files whose baseline entries of gone cases an update may remove: a whole suite selected each whole."""
+    return [] if data.shard is not None else sorted(f for f, seen in data.files.items() if seen.whole)
+
+
+def _fails(gate: GateResult | None, settings: Mapping[str, Any]) -> bool:
+    if gate is None:
+        return False
+    return (
+        gate.verdict == GateVerdict.REGRESSED
+        or (gate.verdict == GateVerdict.NEW and bool(settings.get("fail-new")))
+        or (gate.verdict == GateVerdict.UNSTABLE and bool(settings.get("fail-unstable")))
+    )
+
+
+def _gate_text(record: CaseRecord, gate: GateResult) -> str:
+    label = METRICS[gate.metric][2]
+    change = f" is {100 * gate.change:+.1f}% against its baseline" if gate.change is not None else ""
+    return f"pytest-gemm merge gate: {record.name}: {label}{change} ({gate.verdict})"
+
+
+def regate(data: RunData, gates: Mapping[str, GateResult | None]) -> None:
+    """Give the records these gate results (None: not gated, as when recording baselines), and each timed
+    test the outcome the gate now gives it; a test that failed for another reason stays failed."""
+    for i, record in enumerate(data.records):
+        if record.test not in gates:
+            continue
+        gate = gates[record.test]
+        data.records[i] = dataclasses.replace(record, gate=gate)
+        result = data.tests.get(record.test)
+        if result is None or result.outcome == "skipped":
+            continue
+        by_gate = result.outcome == "failed" and _fails(record.gate, data.settings)
+        if result.outcome == "failed" and not by_gate:
+            continue
+        if gate is not None and _fails(gate, data.settings):
+            message = result.message if by_gate else _gate_text(record, gate)
+            data.tests[record.test] = dataclasses.replace(result, outcome="failed", message=message)
+        else:
+            data.tests[record.test] = dataclasses.replace(result, outcome="passed", message="")
+
+
+def summary_lines(data: RunData) -> list[SummaryLine]:
+    """Every GPU case of the run for the markdown summary, sorted by test id."""
+    records = {r.test: r for r in data.records}
+    failed = {f.test: f for f in data.failures}
+    cases = {t for t, r in data.tests.items() if r.kind == "case"} | set(records) | set(failed)
+    lines = []
+    for test in sorted(cases):
+        result = data.tests.get(test)
+        if result is None and test in failed:
+            result = ItemResult("failed", failed[test].diagnosis[0] if failed[test].diagnosis else "")
+        elif result is None:
+            result = ItemResult("failed" if _fails(records[test].gate, data.settings) else "passed")
+        lines.append(SummaryLine(test, result.outcome, result.message, records.get(test)))
+    return lines
+
+
+def failed_tests(data: RunData) -> list[str]:
+    """The tests of the run that failed (every kind, and failed verifications of files without outcomes)."""
+    failed = {t for t, r in data.tests.items() if r.outcome == "failed"}
+    failed |= {line.test for line in summary_lines(data) if line.outcome == "failed"}
+    return sorted(failed)
+
+
+def by_gpu(data: RunData) -> dict[str, RunData]:
+    """The run as one run per GPU model of its timed cases (itself, when it has one model)."""
+    models = list(dict.fromkeys(r.gpu for r in data.records if r.gpu))
+    if len(models) < 2:
+        return {data.gpu_name: data}
+    note = "failed verifications do not say which GPU ran them: each GPU's report of this merge shows all of them"
+    return {
+        model: dataclasses.replace(
+            data,
+            gpu=data.facts(model) or {"name": model},
+            records=[r for r in data.records if r.gpu == model],
+            gpus={},
+            notes=[*data.notes, f"the timed cases on {model} only; {note}"],
+        )
+        for model in models
+    }
+
+
+def plan_lines(runs: Sequence[Run], data: RunData, target_s: float) -> list[str]:
+    """How long the merged tests took, and how many shards keep each under ``target_s`` seconds, from the
+    seconds pytest measured for each test and each run's wall time ([] when the runs carry no test times)."""
+    times = {t: r.duration_s for t, r in data.tests.items()}
+    if not any(times.values()):
+        return []
+    total, longest = sum(times.values()), max(times.values())
+    gpu = [r for r in data.tests.values() if r.kind in ("case", "sanitize")]
+    spent = sum(r.duration_s for r in gpu)
+    each = f", {spent / len(gpu):.2f} s each on average" if gpu else ""
+    worker = sum(r.worker_s for r in gpu)
+    inside = f", GPU workers busy {worker:.1f} s on them" if worker else ""
+    lines = [
+        f"plan: {len(times)} tests took {total:.1f} s in tests ({spent:.1f} s in {len(gpu)} GPU tests{each}{inside}; "
+        f"the longest test {longest:.1f} s)"
+    ]
+    outside = []
+    for name, run in runs:
+        in_tests = sum(r.duration_s for r in run.tests.values())
+        wall = f", {run.wall_s:.1f} s from start to saved" if run.wall_s is not None else ""
+        lines.append(f"  {name} ({run.shard or 'a whole run'}): {in_tests:.1f} s in {len(run.tests)} tests{wall}")
+        if run.wall_s is not None and run.tests:
+            outside.append(max(0.0, run.wall_s - in_tests))
+    fixed = max(outside, default=0.0)
+    said = f"{fixed:.1f} s per shard outside tests (the most a run here spent)" if outside else "no time outside tests"
+    if fixed + longest > target_s:
+        lines.append(f"plan: no shard count keeps a shard under {target_s:g} s: {said} plus the longest test exceed it")
+    else:
+        count = max(1, math.ceil(total / (target_s - fixed)))
+        lines.append(
+            f"plan: for at most {target_s:g} s per shard: {count} shard(s) ({total:.1f} s of tests spread over "
+            f"{target_s - fixed:.1f} s each, after {said}); shards by test id are only roughly equal: keep a margin"
+        )
+    return lines

@@ -1,0 +1,36 @@
+"""scripts/ncu_compare.py: Nsight Compute's side of the accuracy comparison sums each cuBLAS call's kernels."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from conftest import ROOT
+
+_spec = importlib.util.spec_from_file_location("ncu_compare", ROOT / "scripts" / "ncu_compare.py")
+ncu_compare = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ncu_compare)
+
+GEMM = "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>(T1::Params)"
+REDUCE = "void splitKreduce_kernel<32, 16, int, float, float, float, float, true, false, false>(cublasSplitKParams<T6>)"
+
+
+def _csv(path: Path, launches: list[tuple[str, float, str]]) -> Path:
+    """A file laid out as `ncu --csv --metrics gpu__time_duration.sum` writes it (its log lines first)."""
+    rows = ["==PROF== Connected to process 4242", '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"']
+    for i, (name, value, unit) in enumerate(launches):
+        quoted = name.replace('"', '""')
+        rows.append(f'"{i}","{quoted}","gpu__time_duration.sum","{unit}","{value:,}"')
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_a_cublas_call_of_two_kernels_is_summed_and_the_kernel_under_test_is_not_counted(tmp_path):
+    pair = [("cupy_fill", 30.0, "usecond"), ("sgemm_naive", 46.8, "usecond"), ("cupy_fill", 30.0, "usecond")]
+    call = [(GEMM, 11.9, "usecond"), (REDUCE, 6.0, "usecond")]
+    truth = [("void dgemm_kernel<double>(...)", 1.2, "msecond")]
+    launches = ncu_compare.ncu_launches(_csv(tmp_path / "ncu.csv", truth + (pair + call) * 3))
+    calls = ncu_compare.cublas_calls(launches, "sgemm_naive")
+    assert [names for names, _ in calls] == [(GEMM, REDUCE)] * 3
+    assert [round(seconds * 1e6, 3) for _, seconds in calls] == [17.9] * 3
+    assert [round(s * 1e6, 3) for s in ncu_compare.ncu_durations(launches)["sgemm_naive"]] == [46.8] * 3
