@@ -129,6 +129,8 @@ def test_on_mixed_models_each_timed_case_runs_on_its_model_and_updates_that_mode
     assert not recorded["nvidia-h100-80gb-hbm3.json"] & recorded["nvidia-h200.json"]
     assert sum(len(keys) for keys in recorded.values()) == 6
     assert written["nvidia-h200.json"]["gpu"] == "NVIDIA H200"
+    text = result.stdout.str()  # one timing table per model, each under its own GPU's line
+    assert text.count("NVIDIA H100 80GB HBM3, 132 SMs") == 1 and text.count("NVIDIA H200, 132 SMs") == 1
 
 
 def test_gemm_gpus_is_checked(replay):
@@ -230,3 +232,17 @@ def test_a_compute_sanitizer_run_has_the_gpus_to_itself(replay, monkeypatch):
     assert len(spans) == 2 and len(log) == 18
     for span in spans:
         assert not [e for e in log if e["start"] < span["end"] and span["start"] < e["end"]]
+
+
+def test_last_failed_and_benchmark_only_choose_the_items_as_usual_on_two_gpus(replay, monkeypatch):
+    monkeypatch.setenv("REPLAY_ACT", "01_naive.cu::sgemm_naive[fp32-4096x4096x4096]=exit:3")
+    first, _ = _run(replay, monkeypatch, sleep="0")
+    first.assert_outcomes(passed=5, failed=1)
+    monkeypatch.delenv("REPLAY_ACT")
+    again, log = _run(replay, monkeypatch, "--lf", sleep="0")
+    again.assert_outcomes(passed=1)
+    assert [entry["case"] for entry in log] == ["kernels/01_naive.cu::sgemm_naive[fp32-4096x4096x4096]"]
+    only, log = _run(replay, monkeypatch, "--benchmark-only", "--benchmark-json", "only.json", sleep="0")
+    only.assert_outcomes(passed=6)
+    saved = json.loads((replay.path / "only.json").read_text())["benchmarks"]
+    assert len(saved) == 6 and len({b["fullname"] for b in saved}) == 6 and all(e["timed"] for e in log)

@@ -306,8 +306,13 @@ class GemmSession:
                 tr.write_line(line)
         if self.records:
             tr.section("pytest-gemm timing (device time, CUDA events)")
-            for line in timing_tables(self.records, self.gpu or {}, width=shutil.get_terminal_size((120, 24)).columns):
-                tr.write_line(line)
+            width = shutil.get_terminal_size((120, 24)).columns
+            models = sorted({r.gpu for r in self.records})
+            for model in models:  # a table per GPU model (a host of mixed models times each case on one)
+                records = [r for r in self.records if r.gpu == model]
+                facts = self.gpus.get(model) or self.gpu or {}
+                for line in timing_tables(records, facts, width=width):
+                    tr.write_line(line)
         gate = self.gatekeeper.summary_lines()
         if gate is not None:
             tr.section(gate[0])
