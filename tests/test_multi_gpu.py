@@ -177,7 +177,7 @@ def test_a_case_whose_item_will_not_run_is_not_sent_ahead(replay, monkeypatch):
 
 def test_a_gpu_whose_worker_cannot_start_is_taken_out_of_service_and_the_others_run_its_cases(replay, monkeypatch):
     monkeypatch.setenv("REPLAY_BROKEN_PIN", "1")
-    result, log = _run(replay, monkeypatch, sleep="0")
+    result, log = _run(replay, monkeypatch, sleep="0.5")  # long enough for GPU 1's start to fail
     result.assert_outcomes(passed=6)
     assert {_gpu(entry) for entry in log} == {"0"} and len(log) == 6
     result.stdout.fnmatch_lines(

@@ -133,6 +133,9 @@ class GpuWorkers:
                 failure = Failure(FailureKind.INTERNAL, "the run is ending: the case was not run", "start")
                 job.future.set_result(Done(Outcome(failure=failure), {}, None, 0.0))
                 return job.future
+            if self._threads and len(self.retired) == len(self.pools):
+                job.future.set_exception(RuntimeError(f"no GPU worker serves any more: {self.retired}"))
+                return job.future
             self._queue.append(job)
             self._cond.notify_all()
         return job.future
@@ -190,6 +193,10 @@ class GpuWorkers:
     def _retire(self, index: int, job: _Job | None, why: str) -> bool:
         """Take a GPU whose worker cannot start out of service, giving its case back; False for the last one."""
         with self._cond:
+            if self._closed:  # the run ended while its worker started: killed by close(), not out of service
+                if job is not None and not job.future.done():
+                    job.future.set_exception(RuntimeError("the run ended before this case ran"))
+                return True
             serving = [i for i in range(len(self.pools)) if i not in self.retired and i != index]
             if not serving:
                 return False
@@ -200,6 +207,20 @@ class GpuWorkers:
             return True
 
     def _serve(self, index: int) -> None:
+        """A GPU's thread: serve cases until the run ends or the GPU is taken out of service."""
+        try:
+            self._serve_cases(index)
+        except BaseException as exc:  # a fault of this code, never of a case: the others take over
+            with self._cond:
+                self.retired[index] = f"internal error: {type(exc).__name__}: {exc}"
+                if all(i in self.retired for i in range(len(self.pools))):  # no GPU serves: say so to each case
+                    for job in self._queue:
+                        if job.future.set_running_or_notify_cancel():
+                            job.future.set_exception(exc)
+                    self._queue.clear()
+                self._cond.notify_all()
+
+    def _serve_cases(self, index: int) -> None:
         pool, gpu = self.pools[index], self.gpus[index] if self.gpus else None
         thread = threading.current_thread()
         thread.job = None  # type: ignore[attr-defined]
@@ -211,15 +232,16 @@ class GpuWorkers:
             start = time.perf_counter()
             try:
                 outcome = pool.run(job.request)
+                if (pool.gave_up or pool.start_failed) and self._retire(index, job, pool.unavailable or _why(outcome)):
+                    return
+                done = Done(outcome, dict(pool.facts or {}), gpu, time.perf_counter() - start, pool.unavailable)
+                job.future.set_result(done)
             except BaseException as exc:  # never leave an item waiting for ever
-                job.future.set_exception(exc)
-                continue
+                if not job.future.done():
+                    job.future.set_exception(exc)
+                raise
             finally:
                 thread.job = None  # type: ignore[attr-defined]
-            if (pool.gave_up or pool.start_failed) and self._retire(index, job, pool.unavailable or _why(outcome)):
-                return
-            done = Done(outcome, dict(pool.facts or {}), gpu, time.perf_counter() - start, pool.unavailable)
-            job.future.set_result(done)
 
     def close(self) -> None:
         """Stop taking cases, cancel the queued ones, and stop every worker (killing any case still running)."""

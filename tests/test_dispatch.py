@@ -1,0 +1,95 @@
+"""The queue in front of the GPU workers, with stand-in workers: no case waits for ever, whatever goes wrong."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from pytest_gemm.isolation.devices import Gpu
+from pytest_gemm.isolation.dispatch import GpuWorkers
+from pytest_gemm.records.outcome import Outcome
+from pytest_gemm.records.request import Request
+
+
+class StandIn:
+    """A worker pool that answers at once (or raises), and records what it ran."""
+
+    def __init__(self, name: str, fail_on: str | None = None) -> None:
+        self.name, self.fail_on, self.ran = name, fail_on, []
+        self.facts = {"name": name}
+        self.unavailable = None
+        self.running = self.gave_up = self.start_failed = False
+
+    def probe(self) -> None:
+        return None
+
+    def run(self, request: Request) -> Outcome:
+        if request.kernel == self.fail_on:
+            raise ValueError(f"a bug in {self.name}")
+        self.ran.append(request.kernel)
+        time.sleep(0.01)
+        return Outcome()
+
+    def interrupt(self, final: bool = True) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _workers(*pools: StandIn) -> GpuWorkers:
+    workers = GpuWorkers("unused:Backend", None, 60.0, wanted=None, worker_id=None)
+    workers.pools = list(pools)
+    workers.gpus = [Gpu(i, str(i), "NVIDIA H200") for i in range(len(pools))]
+    workers._capability = ["9.0"] * len(pools)
+    return workers
+
+
+def _request(kernel: str) -> Request:
+    return Request("/k.cu", "k.cu", kernel, (), "fp32", 64, 64, 64, 1.0, 0.0, 0)
+
+
+def test_a_fault_in_one_gpus_thread_fails_that_case_and_the_other_gpu_runs_the_rest():
+    good, bad = StandIn("good"), StandIn("bad", fail_on="k1")
+    workers = _workers(bad, good)
+    try:
+        futures = [workers.submit(_request(f"k{i}"), allowed=[0] if i == 1 else None) for i in range(1, 7)]
+        with pytest.raises(ValueError, match="a bug in bad"):
+            futures[0].result(timeout=10)
+        assert all(f.result(timeout=10).outcome == Outcome() for f in futures[1:])
+        assert workers.retired == {0: "internal error: ValueError: a bug in bad"}
+        assert sorted(bad.ran + good.ran) == ["k2", "k3", "k4", "k5", "k6"]
+    finally:
+        workers.close()
+
+
+def test_when_no_gpu_serves_any_more_queued_and_later_cases_fail_at_once():
+    workers = _workers(StandIn("only", fail_on="k1"))
+    try:
+        first = workers.submit(_request("k1"))
+        with pytest.raises(ValueError):
+            first.result(timeout=10)
+        later = workers.submit(_request("k2"))
+        with pytest.raises(RuntimeError, match="no GPU worker serves any more"):
+            later.result(timeout=10)
+    finally:
+        workers.close()
+
+
+def test_a_case_for_gpus_out_of_service_goes_to_any_gpu_and_a_waiting_case_goes_first():
+    one, two = StandIn("one"), StandIn("two")
+    workers = _workers(one, two)
+    workers.retired[1] = "its worker cannot start"
+    gate = threading.Event()
+    original = one.run
+    one.run = lambda request: (gate.wait(10), original(request))[1]
+    try:
+        futures = [workers.submit(_request(f"k{i}"), allowed=[1]) for i in range(4)]
+        workers.hurry(futures[3])
+        gate.set()
+        assert all(f.result(timeout=10).gpu.index == 0 for f in futures)
+        assert one.ran[1] == "k3"  # k0 was already taken; k3 was moved to the front of what waited
+    finally:
+        workers.close()
