@@ -192,7 +192,8 @@ OPTIONS = (
     Option(
         "baselines",
         "baselines",
-        "gate: folder of baseline files (one JSON file per GPU model), relative to the rootdir",
+        "gate: folder of baseline files (one JSON file per GPU model), relative to the rootdir (in the pytest-gemm "
+        "command: to the current folder, or to --root for merge)",
         command=True,
     ),
     Option(

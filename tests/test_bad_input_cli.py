@@ -303,3 +303,123 @@ def test_the_threshold_is_checked_the_same_in_the_command_and_the_plugin(replay)
     plugin = _replay_run(replay, "--gemm-threshold", "-1")
     assert plugin.ret == pytest.ExitCode.USAGE_ERROR
     plugin.stderr.fnmatch_lines([f"*--gemm-threshold / gemm_threshold: {expected}"])
+
+
+# -- saved runs that are not what they say ---------------------------------------------------------
+CASE_512 = f"{NAIVE}[fp32-512x512x512]"
+
+
+def _saved_run() -> dict:
+    """A saved run as pytest-gemm writes it: the recorded timed cases, with every key merge reads."""
+    from pytest_gemm import __version__
+    from pytest_gemm.report.run_data import ItemResult, RunData, SessionEnd, Shards, run_json
+
+    from conftest import recorded_records, recording
+
+    records = recorded_records()
+    tests = {r.test: ItemResult("passed", duration_s=2.0, kind="case") for r in records}
+    settings = {"seed": 0, "threshold": 0.05, "gate-metric": "ratio", "timed": True, "baselines": "baselines"}
+    data = RunData(dict(recording()["facts"]), records, tests=tests, version=__version__, settings=settings, wall_s=9.0)
+    data.shard, data.session = Shards((1,), 1), SessionEnd(0, 3, 3, 3, 0)
+    return json.loads(json.dumps(run_json(data)))
+
+
+def _set(run: dict, path: tuple, value) -> None:
+    for name in path[:-1]:
+        run = run[name]
+    run[path[-1]] = value
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (
+            ("gemm", "tests", CASE_512, "duration_s"),
+            "x",
+            f"gemm.tests[\"{CASE_512}\"].duration_s: expected a number, got 'x'",
+        ),
+        (
+            ("gemm", "tests", CASE_512, "outcome"),
+            "error",
+            f'gemm.tests["{CASE_512}"].outcome: expected one of "passed", "failed", "skipped", got \'error\'',
+        ),
+        (
+            ("gemm", "tests", CASE_512, "duration_s"),
+            -1.0,
+            f'gemm.tests["{CASE_512}"].duration_s: expected at least 0, got -1.0',
+        ),
+        (
+            ("gemm", "settings", "threshold"),
+            "0.05",
+            "gemm.settings.threshold: expected a number from 0 to 10, got '0.05'",
+        ),
+        (
+            ("gemm", "settings", "gate-metric"),
+            "speed",
+            'gemm.settings.gate-metric: expected one of "ratio", "time", got \'speed\'',
+        ),
+        (("gemm", "settings", "timed"), "yes", "gemm.settings.timed: expected true or false, got 'yes'"),
+        (("gemm", "settings"), [], "gemm.settings: expected an object, got a list of 0"),
+        (("gemm", "notes"), None, "gemm.notes: expected a list, got null"),
+        (("gemm", "notes"), [1], "gemm.notes[0]: expected a string, got 1"),
+        (("gemm", "failures"), None, "gemm.failures: expected a list, got null"),
+        (("gemm", "wall_s"), True, "gemm.wall_s: expected a number or null, got true"),
+        (
+            ("gemm", "shard"),
+            {"index": [3], "count": 2},
+            "gemm.shard.index: expected distinct shards from 1 to 2, got [3]",
+        ),
+        (("gemm", "shard"), {"index": [1], "count": 0}, "gemm.shard.count: expected at least 1, got 0"),
+        (("gemm", "shard", "count"), "2", "gemm.shard.count: expected an integer, got '2'"),
+        (("gemm", "session", "exit_status"), "ok", "gemm.session.exit_status: expected an integer, got 'ok'"),
+        (("gemm", "files"), {"k.cu": {"sha256": 5}}, 'gemm.files["k.cu"].sha256: expected a string, got 5'),
+        (("gemm",), "x", "gemm: expected an object, got 'x'"),
+        (("machine_info", "gpu"), "H100", "machine_info.gpu: expected an object, got 'H100'"),
+        (("benchmarks", 0, "extra_info"), "x", "benchmarks[0].extra_info: expected an object, got 'x'"),
+        (("benchmarks", 1), 7, "benchmarks[1]: expected an object, got 7"),
+        (
+            ("benchmarks", 0, "extra_info", "gemm", "median_s"),
+            "fast",
+            "benchmarks[0].extra_info.gemm.median_s: expected a number, got 'fast'",
+        ),
+        (
+            ("benchmarks", 0, "extra_info", "gemm", "ci_s"),
+            [1.0],
+            "benchmarks[0].extra_info.gemm.ci_s: expected a list of 2, got a list of 1",
+        ),
+        (
+            ("benchmarks", 0, "extra_info", "gemm", "gate"),
+            {"verdict": "worse", "metric": "ratio", "threshold": 0.05},
+            "benchmarks[0].extra_info.gemm: 'worse' is not one of regressed, improved, same, new, unstable",
+        ),
+    ],
+)
+def test_a_saved_run_with_a_wrong_value_is_refused_naming_its_key_path(tmp_path, path, value, message):
+    run = _saved_run()
+    _set(run, path, value)
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    for command in (["merge", "run.json", "--out", "m.json"], ["plot", "run.json", "--out", "rep"]):
+        result = _cli(tmp_path, *command)
+        assert result.returncode == 2, result
+        assert result.stderr.startswith(f"pytest-gemm: error: run.json: {message}"), result.stderr
+        _no_traceback(result.stderr)
+    assert not (tmp_path / "m.json").exists() and not (tmp_path / "rep").exists()
+
+
+def test_a_saved_run_that_breaks_the_reader_is_exit_2_naming_the_file(tmp_path, monkeypatch, capsys):
+    """A fault nobody foresaw while reading is the input's problem (status 2, the file named), not a traceback."""
+    from pytest_gemm.cli import common, main
+
+    (tmp_path / "run.json").write_text(json.dumps(_saved_run()))
+    monkeypatch.chdir(tmp_path)
+
+    def broken(path):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(common, "read_run", broken)
+    assert main(["merge", "run.json", "--out", "m.json"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "pytest-gemm: error: run.json: cannot be read as a saved run (RecursionError: maximum recursion depth "
+        "exceeded)\n"
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +18,18 @@ import pytest
 
 from pytest_gemm import __version__
 from pytest_gemm.cli import main
+from pytest_gemm.records.case_record import GateResult
+from pytest_gemm.records.verdicts import GateVerdict
 from pytest_gemm.report.merge import merge_runs, plan_lines, prunable_files
-from pytest_gemm.report.run_data import ItemResult, KernelFileRun, RunData, Shards, read_run, run_json
+from pytest_gemm.report.run_data import (
+    ItemResult,
+    KernelFileRun,
+    RunData,
+    SessionEnd,
+    Shards,
+    read_run,
+    run_json,
+)
 
 from conftest import recorded_records, recording
 
@@ -120,14 +131,121 @@ def test_two_shards_merged_give_the_verdicts_and_the_baseline_update_of_one_run(
     assert sorted(_verdicts(project.path / "again.json").values()) == ["same"] * 6
 
 
-def test_a_missing_shard_is_said_and_prunes_nothing(baselined):
+def test_a_missing_shard_is_refused_unless_allowed_and_then_prunes_nothing(baselined):
     project = baselined
-    _run(project, "--gemm-shard", "1/2", "--benchmark-json", "shard1.json").assert_outcomes(passed=3)
-    result = _cli(project, "merge", "shard1.json", "--out", "part.json", "--update-baselines")
-    assert result.returncode == 0
-    assert "pytest-gemm: warning: the merged run is shard 1 of 2: shards are missing" in result.stderr
-    assert f"{H100_FILE}: 0 added, 0 changed, 0 removed" in result.stdout or f"{H100_FILE}: unchanged" in result.stdout
-    assert GONE in json.loads((project.path / H100_FILE).read_text())["entries"]
+    _run(project, "--gemm-shard", "1/2", "--benchmark-json", "shard1.json").assert_outcomes(passed=3, deselected=5)
+    refused = _cli(project, "merge", "shard1.json", "--out", "part.json", "--update-baselines")
+    assert refused.returncode == 2 and not (project.path / "part.json").exists()
+    assert refused.stderr == (
+        "pytest-gemm: error: the runs are not the whole suite:\n"
+        "  - shard 2 of 2 is missing (the runs given hold shard 1 of 2; a shard that saved no run failed or did not "
+        "run)\n  --allow-partial merges them anyway\n"
+    )
+    before = (project.path / H100_FILE).read_text()
+    result = _cli(project, "merge", "shard1.json", "--out", "part.json", "--update-baselines", "--allow-partial")
+    assert result.returncode == 0, result.stderr
+    assert "pytest-gemm: warning: shard 2 of 2 is missing (the runs given hold shard 1 of 2" in result.stderr
+    assert f"{H100_FILE}: unchanged (from part.json)" in result.stdout  # its three cases, recorded as they were
+    assert (project.path / H100_FILE).read_text() == before and GONE in json.loads(before)["entries"]
+    assert any(
+        n.startswith("merged with --allow-partial: shard 2 of 2 is missing")
+        for n in read_run(project.path / "part.json").notes
+    )
+
+
+def test_every_shard_leaves_its_run_json_also_when_empty_or_nothing_was_timed(baselined, monkeypatch):
+    """Shard 1 of 3 holds none of the six cases, and shard 3's one case fails in the worker: neither times a
+    case, so pytest-benchmark saves no JSON; --gemm-report's run.json is saved by each, and the three merge."""
+    project = baselined
+    monkeypatch.setenv("REPLAY_ACT", "01_naive.cu::sgemm_naive[fp32-4096x4096x4096-a0.7b1.3]=exit:3")
+    shards = {
+        i: _run(project, "--gemm-shard", f"{i}/3", "--gemm-report", f"report-{i}", "--benchmark-json", f"b{i}.json")
+        for i in (1, 2, 3)
+    }
+    assert shards[1].ret == pytest.ExitCode.OK  # not 5: the shard had nothing to do
+    shards[1].stdout.fnmatch_lines(
+        [
+            "pytest-gemm: shard 1 of 3 holds none of the 6 selected tests (more shards than tests): nothing to run, "
+            "exit status 0"
+        ]
+    )
+    shards[2].assert_outcomes(passed=4, failed=1, deselected=3)
+    shards[3].assert_outcomes(failed=1, deselected=7)
+    assert not (project.path / "b1.json").exists() and not (project.path / "b3.json").exists()
+    assert read_run(project.path / "report-1" / "run.json").session == SessionEnd(0, 8, 0, 0, 0)
+    assert read_run(project.path / "report-3" / "run.json").session == SessionEnd(1, 8, 1, 1, 0)
+    merged = _cli(project, "merge", *(f"report-{i}/run.json" for i in (1, 2, 3)), "--out", "merged.json")
+    assert merged.returncode == 1 and merged.stderr == "", merged.stderr
+    assert "merged.json: 3 run(s) merged: 6 tests, 5 timed cases" in merged.stdout
+    failed = f"2 test(s) failed: {NAIVE}[fp32-4096x4096x4096-a0.7b1.3], {NAIVE}[fp32-4096x4096x4096]"
+    assert failed in merged.stdout
+    assert read_run(project.path / "merged.json").shard is None  # the whole suite
+
+
+def test_a_collection_error_is_saved_by_every_shard_and_fails_the_merge_once(replay):
+    (replay.path / "kernels" / "bad.cu").write_text("/* pytest-gemm\nentry = \n*/\n")
+    for index in (1, 2):
+        shard = replay.runpytest_subprocess(
+            "--gemm-kernels", "kernels/01_naive.cu", "kernels/bad.cu", "-m", "gpu", "--gemm-shard", f"{index}/2",
+            "--gemm-report", f"report-{index}",
+        )  # fmt: skip
+        assert shard.ret == pytest.ExitCode.TESTS_FAILED
+    merged = _cli(replay, "merge", "report-1/run.json", "report-2/run.json", "--out", "merged.json")
+    assert merged.returncode == 1, merged.stderr
+    assert "merged.json: 2 run(s) merged: 6 tests, 6 timed cases\n" in merged.stdout  # kept once, not a test
+    error = "kernels/bad.cu: kernels/bad.cu:2: the pytest-gemm header is not valid TOML: Invalid value (column 9)"
+    assert f"\n1 collection error(s): {error}\n" in merged.stdout
+    assert "test(s) failed" not in merged.stdout
+    assert read_run(replay.path / "merged.json").tests["kernels/bad.cu"].kind == "collect"
+
+
+def test_a_shard_stopped_by_x_says_so_and_the_merge_warns(replay, monkeypatch):
+    acts = [f"01_naive.cu::sgemm_naive[fp32-{s}]=exit:3" for s in ("512x512x512", "4096x4096x4096-a0.7b1.3")]
+    monkeypatch.setenv("REPLAY_ACT", ",".join([*acts, "01_naive.cu::sgemm_naive[fp32-4096x4096x4096-a-1.5b0]=exit:3"]))
+    _run(replay, "--gemm-shard", "1/2", "--gemm-report", "report-1", "-x").assert_outcomes(failed=1, deselected=5)
+    assert read_run(replay.path / "report-1" / "run.json").session == SessionEnd(1, 8, 3, 1, 1)
+    _run(replay, "--gemm-shard", "2/2", "--gemm-report", "report-2").assert_outcomes(passed=3, deselected=5)
+    merged = _cli(replay, "merge", "report-1/run.json", "report-2/run.json", "--out", "merged.json")
+    assert merged.returncode == 1
+    assert (
+        "pytest-gemm: warning: report-1/run.json (shard 1 of 2) stopped after 1 failure(s) (-x/--maxfail): 1 of its "
+        "3 selected tests ran; the other 2 are in no run"
+    ) in merged.stderr
+
+
+def test_merge_gates_against_the_baseline_folder_the_runs_saved_found_from_root(replay):
+    replay.makeini("[pytest]\ngemm_shapes = 512,4096\ngemm_baselines = perf/baselines\n")
+    _run(replay, "--gemm-update-baselines").assert_outcomes(passed=6)
+    for index in (1, 2):
+        _run(replay, "--gemm-shard", f"{index}/2", "--gemm-report", f"report-{index}").assert_outcomes(
+            passed=3, deselected=5
+        )
+    runs = ("report-1/run.json", "report-2/run.json")
+    assert read_run(replay.path / runs[0]).settings["baselines"] == "perf/baselines"
+    merged = _cli(replay, "merge", *runs, "--out", "merged.json")
+    assert merged.returncode == 0, merged.stderr
+    assert "merged.json against perf/baselines/nvidia-h100-80gb-hbm3.json (NVIDIA H100 80GB HBM3);" in merged.stdout
+    assert sorted(_verdicts(replay.path / "merged.json").values()) == ["same"] * 6
+
+    # From another folder the file the runs' gate used is not found: refused, instead of "every case is new".
+    ci = replay.path / "ci"
+    ci.mkdir()
+    command = [sys.executable, "-m", "pytest_gemm.cli", "merge", *(f"../{r}" for r in runs), "--out", "m.json"]
+    lost = subprocess.run(command, cwd=ci, capture_output=True, text=True)
+    assert lost.returncode == 2 and not (ci / "m.json").exists()
+    assert lost.stderr == (
+        "pytest-gemm: error: perf/baselines/nvidia-h100-80gb-hbm3.json: no such baseline file for NVIDIA H100 80GB "
+        "HBM3, but the runs were gated against one (perf/baselines/nvidia-h100-80gb-hbm3.json, 6 case(s)); nothing "
+        "written: run merge from the project's root folder, or say where it is with --root DIR or --baselines DIR\n"
+    )
+    found = subprocess.run([*command, "--root", ".."], cwd=ci, capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr
+    assert "m.json against ../perf/baselines/nvidia-h100-80gb-hbm3.json (NVIDIA H100 80GB HBM3);" in found.stdout
+
+    # An explicit --baselines (relative to --root) wins over the runs' folder.
+    shutil.copytree(replay.path / "perf" / "baselines", replay.path / "other")
+    other = _cli(replay, "merge", *runs, "--out", "o.json", "--baselines", "other")
+    assert other.returncode == 0 and "o.json against other/nvidia-h100-80gb-hbm3.json" in other.stdout
 
 
 # -- the rules, on saved runs built from recorded records --------------------------------------------
@@ -209,6 +327,86 @@ def test_a_test_in_two_runs_is_refused_unless_both_say_the_same(two, capsys):
     assert status == 0 and "m.json: 3 run(s) merged: 3 tests, 3 timed cases; 1 given twice alike, kept once" in out
 
 
+def test_one_suite_on_two_gpu_models_is_refused_naming_the_models(two, capsys):
+    first, _ = two
+    _save(Path("h100.json"), first)
+    _save(Path("a100.json"), [dataclasses.replace(r, gpu=A100) for r in first])
+    status, _, err = _merge("h100.json", "a100.json", "--out", "m.json", capsys=capsys)
+    assert status == 2 and "overlapping shards" not in err
+    assert (
+        f"1 test(s) are in more than one run with different results (the same tests run on 2 GPU models ({A100}, "
+        "NVIDIA H100 80GB HBM3): merge and gate each model's runs on their own): "
+        f"{NAIVE}[fp32-512x512x512] is in h100.json (on NVIDIA H100 80GB HBM3) and in a100.json (on {A100})"
+    ) in err
+
+
+def test_an_interrupted_shard_is_refused_unless_allowed_and_an_early_stop_is_said(two, capsys):
+    first, second = two
+    _save(Path("a.json"), first, shard=Shards((1,), 2), session=SessionEnd(1, 9, 4, 1, 1))
+    _save(Path("b.json"), second, shard=Shards((2,), 2), session=SessionEnd(2, 9, 5, 2, 0))
+    status, _, err = _merge("a.json", "b.json", "--out", "m.json", capsys=capsys)
+    assert status == 2 and not Path("m.json").exists()
+    assert (
+        "pytest-gemm: error: the runs are not the whole suite:\n  - b.json (shard 2 of 2) was interrupted (pytest "
+        "exit status 2): 2 of its 5 selected tests ran\n  --allow-partial merges them anyway"
+    ) in err
+    status, _, err = _merge("a.json", "b.json", "--out", "m.json", "--allow-partial", capsys=capsys)
+    assert status == 0, err
+    assert "pytest-gemm: warning: b.json (shard 2 of 2) was interrupted (pytest exit status 2)" in err
+    assert (
+        "pytest-gemm: warning: a.json (shard 1 of 2) stopped after 1 failure(s) (-x/--maxfail): 1 of its 4 selected "
+        "tests ran; the other 3 are in no run"
+    ) in err
+
+
+def test_other_driver_or_cublas_versions_on_one_gpu_model_are_merged_with_a_warning(two, capsys):
+    first, second = two
+    _save(Path("a.json"), first)
+    _save(
+        Path("b.json"), second, gpu={**recording()["facts"], "driver_version": "575.57.08", "cublas_version": "12.9.1"}
+    )
+    status, _, err = _merge("a.json", "b.json", "--out", "m.json", capsys=capsys)
+    assert status == 0, err
+    h100 = "NVIDIA H100 80GB HBM3"
+    assert f"pytest-gemm: warning: the driver version on {h100} differs: a.json: 580.159.04; b.json: 575.57.08" in err
+    assert (
+        f"pytest-gemm: warning: the cuBLAS version on {h100} differs: a.json: 13.1.0; b.json: 12.9.1 (the gate's "
+        "ratio is against cuBLAS)"
+    ) in err
+
+
+def test_a_baseline_file_the_runs_were_gated_against_must_be_found(two, capsys):
+    gate = GateResult(GateVerdict.SAME, "ratio", 0.05, 0.0, baseline_file="baselines/nvidia-h100-80gb-hbm3.json")
+    first, _ = two
+    _save(Path("a.json"), [dataclasses.replace(r, gate=gate) for r in first])
+    for extra in ((), ("--update-baselines",)):
+        status, out, err = _merge("a.json", "--out", "m.json", *extra, capsys=capsys)
+        assert status == 2 and not Path("m.json").exists() and out == ""
+        assert "baselines/nvidia-h100-80gb-hbm3.json: no such baseline file for NVIDIA H100 80GB HBM3, but" in err
+    _save(Path("b.json"), first)  # not gated against a file: every case new, as before
+    assert _merge("b.json", "--out", "m.json", capsys=capsys)[0] == 0
+
+
+def test_recording_runs_without_a_timed_case_says_nothing_was_recorded(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    tests = {f"{NAIVE}[fp32-512x512x512]": ItemResult("passed", duration_s=1.0, kind="case")}
+    data = RunData({}, [], tests=tests, version=__version__, settings={**SETTINGS, "timed": False})
+    Path("v.json").write_text(json.dumps(run_json(data)))
+    status, out, err = _merge("v.json", "--out", "m.json", "--update-baselines", capsys=capsys)
+    assert status == 0, err
+    assert "nothing recorded: no timed case in the runs" in out
+
+
+def test_merge_help_says_the_gate_settings_default_to_the_runs_own(capsys):
+    with pytest.raises(SystemExit):
+        main(["merge", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: the runs' own --gemm-threshold / gemm_threshold)" in text
+    assert "(default: the runs' own --gemm-gate-metric / gemm_gate_metric)" in text
+    assert "relative to --root (default: the folder the runs saved" in text
+    assert "default '0.05'" not in text and "default 'ratio'" not in text and "default 'baselines'" not in text
+
+
 def test_runs_of_two_gpu_models_are_gated_and_recorded_each_against_its_own_file(two, capsys):
     first, second = two
     _save(Path("h100.json"), first)
@@ -247,7 +445,7 @@ def test_the_merged_run_keeps_what_each_run_said(two):
     merged = merge_runs([("a.json", a), ("b.json", b)]).data
     assert merged.shard is None and [r.test for r in merged.records] == [r.test for r in first + second]
     assert prunable_files(merged) == ["kernels/01_naive.cu"]  # step 2 was not selected whole
-    assert prunable_files(merge_runs([("a.json", a)]).data) == []  # half a suite prunes nothing
+    assert prunable_files(merge_runs([("a.json", a)], allow_partial=True).data) == []  # half a suite prunes nothing
     assert any(n.startswith("merged from b.json (shard 2 of 2, 2 tests)") for n in merged.notes)
 
 

@@ -6,17 +6,21 @@ GPU to collect, and on the H100 recording (tests/replay_backend.py) for runs, xd
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
 import pytest
 
+from pytest_gemm.cli import _parser
+from pytest_gemm.options import OPTIONS
 from pytest_gemm.specs.sharding import in_shard, shard_of, split
 
-from conftest import KERNELS, small_project
+from conftest import KERNELS, ROOT, small_project
 
 NAIVE = "kernels/01_naive.cu::sgemm_naive"
 H100_FILE = "baselines/nvidia-h100-80gb-hbm3.json"
@@ -64,10 +68,24 @@ def test_shards_are_roughly_equal():
     assert sum(sizes) == 2000 and max(sizes) - min(sizes) < 100, sizes
 
 
-def test_in_shard_agrees_with_shard_of():
-    assert all(in_shard(t, (shard_of(t, 3), 3)) for t in IDS)
+#: shards recorded for fixed ids, for counts 1, 2, 3, 4, 7, 16 and 1000: a change of the hash, of the bytes
+#: of the digest taken or of the formula (such as counting from 0) moves tests between CI jobs, and fails here
+PINNED = {
+    "kernels/k0.cu::kernel0[fp32-64x64x64]": [1, 1, 1, 3, 2, 7, 527],
+    "kernels/k3.cu::kernel3[fp32-4096x4096x4096-a0.7b1.3]": [1, 1, 3, 3, 4, 11, 299],
+    "tests/test_plain.py::test_ordinary[5]": [1, 2, 2, 2, 6, 6, 894],
+    "": [1, 1, 2, 1, 2, 5, 653],
+}
+
+
+@pytest.mark.parametrize("test_id", PINNED)
+def test_a_tests_shard_is_the_recorded_one(test_id):
+    counts = (1, 2, 3, 4, 7, 16, 1000)
+    assert [shard_of(test_id, count) for count in counts] == PINNED[test_id]
+    for count, shard in zip(counts, PINNED[test_id]):
+        assert [i for i in range(1, count + 1) if in_shard(test_id, (i, count))] == [shard]
     with pytest.raises(ValueError, match="at least 1 shard"):
-        shard_of(IDS[0], 0)
+        shard_of(test_id, 0)
 
 
 # -- the option ------------------------------------------------------------------------------------
@@ -121,11 +139,35 @@ def test_membership_does_not_depend_on_collection_order_or_on_added_tests(projec
     assert [t for t in grown if "more.cu" not in t] == reversed_ and len(grown) > len(reversed_)
 
 
-@pytest.mark.parametrize("value", ["0/2", "3/2", "x", "2"])
+@pytest.mark.parametrize("value", ["0/2", "3/2", "x", "2", "", " "])
 def test_a_bad_shard_is_a_usage_error_naming_the_option(project, value):
     result = project.runpytest("--gemm-kernels", "kernels", "--gemm-shard", value)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"--gemm-shard: expected I/N with 1 <= I <= N, such as 1/4, got {value!r}" in result.stderr.str()
+
+
+def test_an_empty_shard_exits_0_and_says_why_but_selecting_nothing_still_exits_5(project):
+    _, whole = _collected(project)
+    count = 64
+    index = next(i for i in range(1, count + 1) if all(shard_of(t, count) != i for t in whole))
+    empty = project.runpytest("--gemm-kernels", "kernels", "test_plain.py", "--gemm-shard", f"{index}/{count}")
+    assert empty.ret == pytest.ExitCode.OK
+    empty.stdout.fnmatch_lines(
+        [
+            f"pytest-gemm: shard {index} of {count} holds none of the 30 selected tests (more shards than tests): "
+            "nothing to run, exit status 0",
+            "*30 deselected*",
+        ]
+    )
+    xdist = project.runpytest_subprocess(
+        "--gemm-kernels", "kernels", "test_plain.py", "--gemm-shard", f"{index}/{count}", "-n", "2"
+    )  # fmt: skip
+    assert xdist.ret == pytest.ExitCode.OK  # its workers select, and tell
+    xdist.stdout.fnmatch_lines([f"pytest-gemm: shard {index} of {count} holds none of the 30 selected tests*"])
+    args = ("--gemm-kernels", "kernels", "test_plain.py", "-k", "no_such_test", "--gemm-shard", f"{index}/{count}")
+    nothing = project.runpytest(*args)  # -k chose nothing: the shard did not empty the run
+    assert nothing.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert "holds none" not in nothing.stdout.str()
 
 
 def test_a_shard_without_gemm_kernels_is_a_usage_error(project):
@@ -168,3 +210,26 @@ def test_a_shard_run_records_baselines_but_never_removes_entries(replay):
     shard.stdout.fnmatch_lines(["*pytest-gemm: shard 1 of 1 of the selected tests*", f"{H100_FILE}: unchanged"])
     assert gone in json.loads(path.read_text())["entries"]
     replay.runpytest_subprocess(*run).stdout.fnmatch_lines([f"{H100_FILE}: 0 added, 0 changed, 1 removed"])
+
+
+# -- the guide -------------------------------------------------------------------------------------
+def test_the_scaling_guide_names_only_real_options_and_its_workflow_is_valid_yaml():
+    text = (ROOT / "docs" / "scaling.md").read_text()
+    plugin = {f"--gemm-{option.name}" for option in OPTIONS} | {"--gemm-kernels"}
+    named = set(re.findall(r"--gemm-[a-z][a-z-]*[a-z]", text))
+    assert "--gemm-report" in named and named <= plugin, named - plugin
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    merge_options = {o for action in sub.choices["merge"]._actions for o in action.option_strings}
+    commands = re.findall(r"pytest-gemm merge [^`\"\n]*(?:\n +[\[-][^\n]*)*", text)
+    used = {o for command in commands for o in re.findall(r"(?<![\w-])--[a-z][a-z-]*", command)}
+    assert {"--out", "--allow-partial", "--root"} <= used <= merge_options, used - merge_options
+    assert all("report-" in c or "run.json" in c or "RUN.json" in c for c in commands)  # never --benchmark-json's
+    assert "mkdir -p logs runs" in text  # Slurm writes --output=logs/... only into a folder that exists
+    block = re.search(r"```yaml\n(.*?)```", text, re.S)[1]
+    assert "{" not in block.replace("${{", "").replace("}}", "")  # block mappings: ${{ }} in a flow mapping breaks
+    yaml = pytest.importorskip("yaml")
+    jobs = yaml.safe_load(block)["jobs"]
+    upload = jobs["gemm"]["steps"][-1]["with"]
+    assert upload == {"name": "gemm-shard-${{ matrix.shard }}", "path": "report-${{ matrix.shard }}/"}
+    download = next(step for step in jobs["merge"]["steps"] if "download-artifact" in step.get("uses", ""))
+    assert "merge-multiple" not in download["with"]  # each shard's run.json in a folder of its own

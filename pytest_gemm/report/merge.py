@@ -2,9 +2,11 @@
 
 Pure: runs in, one run out, with the reasons to refuse. Runs are refused when they were made by
 different pytest-gemm versions, with different settings that change results, with different text of
-the same kernel file, or as shards of different counts (``--allow-mismatch`` makes these warnings), and
-always when the same test is in two runs with different results (overlapping shards). The command
-(``cli.py``) gates the merged cases per GPU model, records baselines, and writes the summary and report.
+the same kernel file, or as shards of different counts (``--allow-mismatch`` makes these warnings); when
+they are not the whole suite, shards missing or a run interrupted (``--allow-partial`` makes these
+warnings); and always when the same test is in two runs with different results (overlapping shards, or
+one suite on two GPU models). A collection error that several shards report is kept once. The command
+(``cli/merge.py``) gates the merged cases per GPU model, records baselines, and writes the summary and report.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = [
     "MergeError",
     "Merged",
     "by_gpu",
+    "collection_errors",
     "failed_tests",
     "merge_runs",
     "plan_lines",
@@ -118,7 +121,82 @@ def _shards(runs: Sequence[Run]) -> Shards | None:
     return None if merged.complete else merged
 
 
-def merge_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, command: str = "") -> Merged:
+def _what(data: RunData) -> str:
+    return str(data.shard) if data.shard else "a whole run"
+
+
+def _unfinished(runs: Sequence[Run], shards: Shards | None) -> tuple[list[str], list[str]]:
+    """Why the merge is not the whole suite (shards missing, a run interrupted), and what else stopped early."""
+    partial, notes = [], []
+    if shards is not None and shards.index:
+        missing = shards.missing
+        said = (
+            f"shard {missing[0]} of {shards.count} is"
+            if len(missing) == 1
+            else f"shards {', '.join(map(str, missing))} of {shards.count} are"
+        )
+        partial.append(
+            f"{said} missing (the runs given hold {shards}; a shard that saved no run failed or did not run)"
+        )
+    for name, data in runs:
+        end = data.session
+        if end is None:
+            continue
+        ran = f"{end.ran} of its {end.selected} selected tests ran" if end.selected is not None else ""
+        if end.exit_status == 2:
+            partial.append(f"{name} ({_what(data)}) was interrupted (pytest exit status 2){': ' + ran if ran else ''}")
+        elif end.selected is not None and end.ran < end.selected:
+            why = f"stopped after {end.maxfail} failure(s) (-x/--maxfail)" if end.maxfail else "ended early"
+            notes.append(f"{name} ({_what(data)}) {why}: {ran}; the other {end.selected - end.ran} are in no run")
+    return partial, notes
+
+
+def _facts_differ(runs: Sequence[Run]) -> list[str]:
+    """Driver and cuBLAS versions that differ between runs on one GPU model (the gate's ratio is to cuBLAS)."""
+    seen: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for name, data in runs:
+        models = {r.gpu for r in data.records if r.gpu} or {str(data.gpu.get("name") or "")} - {""}
+        for model in sorted(models):
+            seen.setdefault(model, []).append((name, data.facts(model)))
+    out = []
+    for model, facts in seen.items():
+        for fact, what in (("driver_version", "driver"), ("cublas_version", "cuBLAS")):
+            values = _grouped([(name, str(f[fact])) for name, f in facts if f.get(fact)])
+            if len(values) > 1:
+                why = " (the gate's ratio is against cuBLAS)" if fact == "cublas_version" else ""
+                out.append(_differs(f"the {what} version on {model}", values) + why)
+    return out
+
+
+def _overlap(test: str, first: tuple[str, RunData], second: tuple[str, RunData]) -> tuple[str, set[str]]:
+    """A test in two runs: the sentence naming both, and the GPU models they ran it on when those differ."""
+
+    def model(data: RunData) -> str:
+        return next((r.gpu for r in data.records if r.test == test and r.gpu), "") or data.gpu_name
+
+    models = {model(first[1]), model(second[1])}
+    if len(models) > 1:
+        return f"{test} is in {first[0]} (on {model(first[1])}) and in {second[0]} (on {model(second[1])})", models
+    return f"{test} is in {first[0]} and in {second[0]}", set()
+
+
+def _overlap_error(overlaps: list[str], models: set[str]) -> MergeError:
+    more = f"; and {len(overlaps) - _LISTED} more" if len(overlaps) > _LISTED else ""
+    why = (
+        f"the same tests run on {len(models)} GPU models ({', '.join(sorted(models))}): merge and gate each "
+        "model's runs on their own"
+        if models
+        else "overlapping shards, or a shard run twice?"
+    )
+    return MergeError(
+        f"{len(overlaps)} test(s) are in more than one run with different results ({why}): "
+        f"{'; '.join(overlaps[:_LISTED])}{more}; merge each test from one run only"
+    )
+
+
+def merge_runs(
+    runs: Sequence[Run], *, allow_mismatch: bool = False, allow_partial: bool = False, command: str = ""
+) -> Merged:
     """One run holding every test of ``runs``; :class:`MergeError` when they should not be merged."""
     if not runs:
         raise MergeError("no runs to merge")
@@ -126,13 +204,17 @@ def merge_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, command: st
     if problems and not allow_mismatch:
         listed = "".join(f"\n  - {p}" for p in problems)
         raise MergeError(f"cannot merge these runs:{listed}\n  --allow-mismatch merges them anyway")
+    shards = _shards(runs)
+    partial, stopped = _unfinished(runs, shards)
+    if partial and not allow_partial:
+        listed = "".join(f"\n  - {p}" for p in partial)
+        raise MergeError(f"the runs are not the whole suite:{listed}\n  --allow-partial merges them anyway")
     first = runs[0][1]
     version = next((data.version for _, data in runs if data.version), "")
     settings = next((data.settings for _, data in runs if data.settings), {})
-    out = RunData(gpu={}, records=[], command=command, version=version, settings=dict(settings))
-    out.shard = _shards(runs)
-    owner: dict[str, tuple[str, Any]] = {}  # test -> (file, what it said)
-    overlaps, duplicates = [], 0
+    out = RunData(gpu={}, records=[], command=command, version=version, settings=dict(settings), shard=shards)
+    owner: dict[str, tuple[str, Any, RunData]] = {}  # test -> (file, what it said, its run)
+    overlaps, models, duplicates = [], set(), 0
     facts: dict[str, dict[str, Any]] = {}
     for name, data in runs:
         records, failures = {r.test: r for r in data.records}, {f.test: f for f in data.failures}
@@ -141,12 +223,16 @@ def merge_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, command: st
         for test in tests:
             said = _content(data, test, records, failures)
             if test not in owner:
-                owner[test] = (name, said)
+                owner[test] = (name, said, data)
                 new.add(test)
+            elif data.tests.get(test, ItemResult("passed")).kind == "collect":
+                continue  # every shard collects: the same collection error, kept once
             elif owner[test][1] == said:
                 duplicates += 1
             else:
-                overlaps.append(f"{test} is in {owner[test][0]} and in {name}")
+                sentence, differ = _overlap(test, (owner[test][0], owner[test][2]), (name, data))
+                overlaps.append(sentence)
+                models |= differ
         out.records += [r for r in data.records if r.test in new]
         out.failures += [f for f in data.failures if f.test in new]
         out.tests.update({t: r for t, r in data.tests.items() if t in new})
@@ -157,22 +243,20 @@ def merge_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, command: st
             if model:
                 facts.setdefault(model, gpu)
         out.date = max(out.date, data.date)
-        what = str(data.shard) if data.shard else "a whole run"
         out.notes += [n for n in data.notes if n not in out.notes]
-        out.notes.append(f"merged from {name} ({what}, {len(tests)} tests): {data.command or 'command not saved'}")
+        count = len(tests) - len(collection_errors(data))
+        out.notes.append(f"merged from {name} ({_what(data)}, {count} tests): {data.command or 'command not saved'}")
     if overlaps:
-        more = f"; and {len(overlaps) - _LISTED} more" if len(overlaps) > _LISTED else ""
-        raise MergeError(
-            f"{len(overlaps)} test(s) are in more than one run with different results (overlapping shards, or a "
-            f"shard run twice?): {'; '.join(overlaps[:_LISTED])}{more}; merge each test from one run only"
-        )
-    models = [r.gpu for r in out.records if r.gpu]
-    main = max(dict.fromkeys(models), key=models.count) if models else next(iter(facts), "")
+        raise _overlap_error(overlaps, models)
+    models_timed = [r.gpu for r in out.records if r.gpu]
+    main = max(dict.fromkeys(models_timed), key=models_timed.count) if models_timed else next(iter(facts), "")
     out.gpu = dict(facts.get(main) or first.gpu)
-    out.gpus = {m: facts.get(m, {"name": m}) for m in dict.fromkeys(models)} if len(set(models)) > 1 else {}
-    warnings = [*problems, *(["the merged run is " + str(out.shard) + ": shards are missing"] if out.shard else [])]
+    if len(set(models_timed)) > 1:
+        out.gpus = {m: facts.get(m, {"name": m}) for m in dict.fromkeys(models_timed)}
+    said = [*stopped, *_facts_differ(runs)]
     out.notes += [f"merged with --allow-mismatch: {p}" for p in problems]
-    return Merged(out, warnings, duplicates)
+    out.notes += [f"merged with --allow-partial: {p}" for p in partial] + said
+    return Merged(out, [*problems, *partial, *said], duplicates)
 
 
 def prunable_files(data: RunData) -> list[str]:
@@ -235,9 +319,14 @@ def summary_lines(data: RunData) -> list[SummaryLine]:
 
 def failed_tests(data: RunData) -> list[str]:
     """The tests of the run that failed (every kind, and failed verifications of files without outcomes)."""
-    failed = {t for t, r in data.tests.items() if r.outcome == "failed"}
+    failed = {t for t, r in data.tests.items() if r.outcome == "failed" and r.kind != "collect"}
     failed |= {line.test for line in summary_lines(data) if line.outcome == "failed"}
     return sorted(failed)
+
+
+def collection_errors(data: RunData) -> dict[str, str]:
+    """What could not be collected (a kernel file, a test module) -> the first line of the error."""
+    return {t: r.message for t, r in sorted(data.tests.items()) if r.kind == "collect"}
 
 
 def by_gpu(data: RunData) -> dict[str, RunData]:
@@ -261,7 +350,7 @@ def by_gpu(data: RunData) -> dict[str, RunData]:
 def plan_lines(runs: Sequence[Run], data: RunData, target_s: float) -> list[str]:
     """How long the merged tests took, and how many shards keep each under ``target_s`` seconds, from the
     seconds pytest measured for each test and each run's wall time ([] when the runs carry no test times)."""
-    times = {t: r.duration_s for t, r in data.tests.items()}
+    times = {t: r.duration_s for t, r in data.tests.items() if r.kind != "collect"}
     if not any(times.values()):
         return []
     total, longest = sum(times.values()), max(times.values())
@@ -276,10 +365,11 @@ def plan_lines(runs: Sequence[Run], data: RunData, target_s: float) -> list[str]
     ]
     outside = []
     for name, run in runs:
-        in_tests = sum(r.duration_s for r in run.tests.values())
+        tests = [r for r in run.tests.values() if r.kind != "collect"]
+        in_tests = sum(r.duration_s for r in tests)
         wall = f", {run.wall_s:.1f} s from start to saved" if run.wall_s is not None else ""
-        lines.append(f"  {name} ({run.shard or 'a whole run'}): {in_tests:.1f} s in {len(run.tests)} tests{wall}")
-        if run.wall_s is not None and run.tests:
+        lines.append(f"  {name} ({_what(run)}): {in_tests:.1f} s in {len(tests)} tests{wall}")
+        if run.wall_s is not None and tests:
             outside.append(max(0.0, run.wall_s - in_tests))
     fixed = max(outside, default=0.0)
     said = f"{fixed:.1f} s per shard outside tests (the most a run here spent)" if outside else "no time outside tests"

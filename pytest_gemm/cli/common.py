@@ -1,0 +1,122 @@
+"""What the ``pytest-gemm`` commands share: their error, reading saved runs, gating a run's cases against a
+baseline file with the asv-style table, recording baselines, and writing files."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+from .. import __version__
+from ..baselines.store import BaselineAccessError, BaselineFile, baseline_path
+from ..baselines.update import record
+from ..judge.gate import judge
+from ..records.case_record import METRICS, CaseRecord, GateResult
+from ..records.verdicts import GateVerdict, Sanity
+from ..report.regression import aligned, interval_cell
+from ..report.run_data import RunData, RunFileError, read_run
+
+__all__ = ["CliError", "by_gpu", "gate_table", "read_saved", "record_baselines", "timed_run", "write_file"]
+
+
+class CliError(Exception):
+    """A problem with the command's input; printed and exit status 2."""
+
+
+def read_saved(path: Path) -> RunData:
+    """A saved run (:func:`read_run`), its problems as the command's errors, each naming the file."""
+    try:
+        return read_run(path)
+    except RunFileError as exc:
+        raise CliError(str(exc)) from None
+    except Exception as exc:  # a fault the reader did not foresee: the file named, never a traceback
+        raise CliError(f"{path}: cannot be read as a saved run ({type(exc).__name__}: {exc})") from None
+
+
+def timed_run(path: Path) -> tuple[RunData, str]:
+    """A saved run with timed cases, and the GPU they were timed on."""
+    data = read_saved(path)
+    if not data.records:
+        raise CliError(f"{path}: holds no pytest-gemm cases (was it written by a timed pytest --gemm-kernels run?)")
+    if not data.gpu.get("name") and not any(r.gpu for r in data.records):
+        raise CliError(f"{path}: does not say which GPU it was measured on")
+    return data, data.gpu_name
+
+
+def by_gpu(data: RunData) -> dict[str, list[CaseRecord]]:
+    """The run's timed cases by the GPU model they were timed on."""
+    groups: dict[str, list[CaseRecord]] = {}
+    for rec in data.records:
+        groups.setdefault(rec.gpu or data.gpu_name, []).append(rec)
+    return dict(sorted(groups.items()))
+
+
+def gate_table(
+    run: str,
+    gpu: str,
+    records: list[CaseRecord],
+    path: Path,
+    baseline: BaselineFile | None,
+    metric: str,
+    threshold: float,
+) -> tuple[dict[str, GateResult], Counter[GateVerdict]]:
+    """Judge ``records`` against ``baseline`` (None: no file, every case new) and print the asv-style table."""
+    value, interval, label = METRICS[metric]
+    missing = ", no such file: every case is new" if baseline is None else ""
+    print(f"{run} against {path} ({gpu}{missing}); {label}, threshold {100 * threshold:g}% (or the kernel's own)")
+    table = [["", "before", "after", "change", "case"]]
+    counts: Counter[GateVerdict] = Counter()
+    results = {}
+    for row in sorted(records, key=lambda r: r.test):
+        entry = baseline.get(row.test) if baseline is not None else None
+        result = judge(row, entry, metric=metric, threshold=threshold)
+        results[row.test] = dataclasses.replace(result, baseline_file=str(path), baseline_file_missing=baseline is None)
+        counts[result.verdict] += 1
+        table.append(
+            [
+                result.verdict.mark,
+                interval_cell(metric, entry[value], entry[interval]) if entry else "-",
+                interval_cell(metric, getattr(row, value), getattr(row, interval)),
+                f"{100 * result.change:+.1f}%" if result.change is not None else "",
+                row.test + ("  (source changed)" if any("source" in n for n in result.notes) else ""),
+            ]
+        )
+    print("\n".join(aligned(table, {1, 2, 3})))
+    print("marks: " + ", ".join(f"{v.mark} {v}" for v in GateVerdict if v.mark.strip()) + ", blank: same")
+    print(", ".join(f"{counts.get(v, 0)} {v}" for v in GateVerdict))
+    return results, counts
+
+
+def record_baselines(data: RunData, run: str, folder: Path, whole_files: Mapping[str, bool] | None, root: Path) -> None:
+    """Record the run's good timed cases as each GPU model's baselines; with ``whole_files``, also remove
+    the entries of gone cases of those kernel files (found under ``root``)."""
+    for name, records in by_gpu(data).items():
+        good = [r for r in records if r.verdict == Sanity.OK]
+        path = baseline_path(folder, name)
+        try:
+            changes, notes = record(path, name, good, data.facts(name), __version__, whole_files=whole_files, root=root)
+        except BaselineAccessError as exc:
+            raise CliError(
+                f"{exc}; nothing changed; the run stays in {run}: run this again once that is fixed"
+            ) from None
+        never = "; entries are never removed here" if whole_files is None else ""
+        print(f"{path}: {changes.summary() if changes else 'unchanged'} (from {run}{never})")
+        for kind, keys in (("added", changes.added), ("changed", changes.changed), ("removed", changes.removed)):
+            for key in keys:
+                print(f"  {kind}: {key}")
+        for note in notes:
+            print(f"  note: {note}")
+
+
+def write_file(path: Path, text: str, *, step_summary: bool = False) -> None:
+    """Write a file (and append it to $GITHUB_STEP_SUMMARY when asked and set); a failure is the command's error."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if step_summary and os.environ.get("GITHUB_STEP_SUMMARY"):
+            with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
+                handle.write(text)
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc}") from None

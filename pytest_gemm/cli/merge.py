@@ -1,0 +1,161 @@
+"""``pytest-gemm merge``: saved runs combined into one (``report/merge.py``), then gated per GPU model against
+its baseline file, or recorded as baselines; the summary, the report and the plan (docs/scaling.md).
+
+Paths are found from ``--root`` (the project's root folder, pytest's rootdir; default: the current folder):
+the baseline folder (``--baselines``, else the one the runs saved, else ``baselines``) and the kernel files
+whose gone cases an update may prune.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..baselines.store import BaselineFile, baseline_path, gpu_slug, load
+from ..options import add_cli_arguments
+from ..records.case_record import CaseRecord, GateResult
+from ..report import merge as m
+from ..report.run_data import RunData, run_json
+from .common import CliError, by_gpu, gate_table, read_saved, record_baselines, write_file
+
+__all__ = ["add_merge_parser", "cmd_merge"]
+
+#: merge's own help for the options it shares: it defaults to what the runs saved
+_OWN_HELP = {
+    "baselines": "folder of baseline files, relative to --root (default: the folder the runs saved, i.e. their "
+    "--gemm-baselines / gemm_baselines relative to their rootdir; 'baselines' when they saved none)",
+    "threshold": "gate: a case regressed when slower than its baseline by more than this fraction (and "
+    "significantly; a kernel header's regression_threshold overrides it) (default: the runs' own "
+    "--gemm-threshold / gemm_threshold)",
+    "gate_metric": "gate: 'ratio' (kernel/cuBLAS time) or 'time' (default: the runs' own --gemm-gate-metric / "
+    "gemm_gate_metric)",
+}
+
+
+def add_merge_parser(sub: argparse._SubParsersAction) -> None:
+    merge = sub.add_parser(
+        "merge",
+        help="combine saved runs (the shards of one suite, or several machines) into one saved run; gate it per GPU "
+        "model, or record it as baselines (docs/scaling.md)",
+    )
+    add_cli_arguments(merge)  # the plugin's checks of the values; the defaults and help are merge's own
+    for action in merge._actions:
+        if action.dest in _OWN_HELP:
+            action.default, action.help = None, _OWN_HELP[action.dest]
+            action.metavar = {"baselines": "DIR", "threshold": "F", "gate_metric": "ratio|time"}[action.dest]
+    merge.set_defaults(func=cmd_merge)
+    merge.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN.json",
+        help="saved runs: each shard's --gemm-report DIR/run.json (written by "
+        "every run), or --benchmark-json files (written only when a case was timed)",
+    )
+    merge.add_argument("--out", required=True, metavar="MERGED.json", help="the merged run to write")
+    merge.add_argument("--summary", metavar="PATH", help="write the markdown summary (also to $GITHUB_STEP_SUMMARY)")
+    merge.add_argument("--report", metavar="DIR", help="draw the pictures and index.html (one folder per GPU model)")
+    for flag, text in (
+        ("--update-baselines", "record the merged cases as each GPU model's baselines instead of gating them"),
+        ("--allow-mismatch", "merge runs of different pytest-gemm versions, settings or kernel sources (warns)"),
+        ("--allow-partial", "merge runs that are not the whole suite: shards missing, a run interrupted (warns)"),
+    ):
+        merge.add_argument(flag, action="store_true", help=text)
+    merge.add_argument(
+        "--root",
+        default=".",
+        metavar="DIR",
+        help="the project's root folder (pytest's rootdir): the baseline folder and the kernel files (to prune gone "
+        "cases) are found relative to it (default: the current folder)",
+    )
+    merge.add_argument("--target-wall", type=float, default=600.0, metavar="S", help="plan: seconds per shard (600)")
+
+
+def _baselines(groups: Mapping[str, list[CaseRecord]], folder: Path) -> dict[str, tuple[Path, BaselineFile | None]]:
+    """Each GPU model's baseline file; refused when the runs' own gate found one that is not here."""
+    found = {}
+    for name, records in groups.items():
+        path = baseline_path(folder, name)
+        baseline = load(path, gpu=name)
+        gated = [r.gate for r in records if r.gate is not None and not r.gate.baseline_file_missing]
+        if baseline is None and gated:
+            raise CliError(
+                f"{path}: no such baseline file for {name}, but the runs were gated against one "
+                f"({gated[0].baseline_file}, {len(gated)} case(s)); nothing written: run merge from the project's "
+                "root folder, or say where it is with --root DIR or --baselines DIR"
+            )
+        found[name] = (path, baseline)
+    return found
+
+
+def _gate(data: RunData, out: Path, found: Mapping[str, tuple[Path, BaselineFile | None]], args: Any) -> None:
+    metric = args.gate_metric or data.settings.get("gate-metric") or "ratio"
+    threshold = args.threshold if args.threshold is not None else data.settings.get("threshold", 0.05)
+    gates: dict[str, GateResult | None] = {}
+    for name, records in by_gpu(data).items():
+        path, baseline = found[name]
+        gates.update(gate_table(str(out), name, records, path, baseline, metric, threshold)[0])
+    m.regate(data, gates)
+
+
+def _report(data: RunData, folder: str, source: str) -> None:
+    from ..report.folder import write_report
+
+    parts = m.by_gpu(data)
+    for name, part in parts.items():
+        try:
+            report = write_report(part, Path(folder) / (gpu_slug(name) * (len(parts) > 1)), None, source)
+        except (ImportError, OSError) as exc:
+            raise CliError(f"cannot write the report in {folder}: {exc}") from None
+        print(f"{report.folder / 'index.html'}: {len(report.charts)} chart(s), {len(report.heatmaps)} error map(s)")
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from ..report.markdown import markdown
+
+    runs, command = [(name, read_saved(Path(name))) for name in args.runs], " ".join(["pytest-gemm merge", *args.runs])
+    try:
+        merged = m.merge_runs(
+            runs, allow_mismatch=args.allow_mismatch, allow_partial=args.allow_partial, command=command
+        )
+    except m.MergeError as exc:
+        raise CliError(str(exc)) from None
+    data, out, root = merged.data, Path(args.out), Path(args.root)
+    folder = root / (args.baselines or data.settings.get("baselines") or "baselines")
+    found = _baselines(by_gpu(data), folder)
+    for warning in merged.warnings:
+        print(f"pytest-gemm: warning: {warning}", file=sys.stderr)
+    errors = m.collection_errors(data)
+    twice = f"; {merged.duplicates} given twice alike, kept once" if merged.duplicates else ""
+    tests = len(data.tests) - len(errors)
+    print(f"{out}: {len(runs)} run(s) merged: {tests} tests, {len(data.records)} timed cases{twice}")
+    source = ""
+    if args.update_baselines:
+        whole = {file: True for file in m.prunable_files(data) if (root / file).is_file()}
+        for file in sorted(set(m.prunable_files(data)) - set(whole)):
+            print(f"  note: {file} is not under {root.resolve()}: entries of its gone cases are kept (--root DIR)")
+        m.regate(data, {r.test: None for r in data.records})
+        write_file(out, json.dumps(run_json(data), indent=1) + "\n")  # first: it keeps the run if baselines cannot
+        record_baselines(data, str(out), folder, whole, root)
+        if not data.records:
+            print("nothing recorded: no timed case in the runs")
+    else:
+        _gate(data, out, found, args)
+        source = f"gate verdicts computed by pytest-gemm merge against {folder}/"
+        write_file(out, json.dumps(run_json(data), indent=1) + "\n")
+    if args.summary:
+        write_file(Path(args.summary), "## pytest-gemm\n\n" + markdown(m.summary_lines(data)), step_summary=True)
+        print(f"pytest-gemm summary: {args.summary}")
+    if args.report:
+        _report(data, args.report, source)
+    for line in m.plan_lines(runs, data, args.target_wall):
+        print(line)
+    if errors:
+        print(f"{len(errors)} collection error(s): " + "; ".join(f"{k}: {v}" for k, v in errors.items()))
+    failed = m.failed_tests(data)
+    if failed:
+        print(f"{len(failed)} test(s) failed: {', '.join(failed[:10])}{' ...' * (len(failed) > 10)}")
+    return 1 if failed or errors else 0

@@ -1,0 +1,150 @@
+"""Checks of a saved run's values as it is read: every value has the type its record's field declares, and
+the settings ``pytest-gemm merge`` compares have their options' types and allowed values.
+
+A value that is wrong raises :class:`WrongValue`, naming its key path in the file (``gemm.tests["k.cu::k[...]"]
+.duration_s: expected a number, got 'x'``), so that a damaged or hand-edited file is refused with the place
+to look instead of failing later, far from the cause. Nothing is evaluated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from ..records.case_record import METRICS
+
+__all__ = ["WrongValue", "check", "check_settings", "key", "shown"]
+
+
+class WrongValue(ValueError):
+    """A value of a saved run that is not what its key holds; the message starts with the key path."""
+
+
+def shown(value: Any) -> str:
+    """A value as the message shows it: JSON's words for null and booleans, Python's repr for the rest."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def key(where: str, name: str) -> str:
+    """The path of ``name`` inside ``where``: ``where.name``, or ``where["name"]`` for a name that is data."""
+    if not where:
+        return name
+    return f"{where}.{name}" if name.replace("_", "").replace("-", "").isalnum() else f"{where}[{json.dumps(name)}]"
+
+
+def _wrong(where: str, expected: str, value: Any) -> WrongValue:
+    return WrongValue(f"{where}: expected {expected}, got {shown(value)}")
+
+
+def _expected(tp: Any) -> str:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else _expected(a) for a in args)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(json.dumps(a) for a in args)
+    if origin in (tuple, list) or tp in (tuple, list):
+        return "a list"
+    if origin is dict or tp is dict or dataclasses.is_dataclass(tp):
+        return "an object"
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return "one of " + ", ".join(json.dumps(m.value) for m in tp)
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(tp, str(tp))
+
+
+def _scalar(value: Any, tp: Any) -> bool:
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, tp) if isinstance(tp, type) else True
+
+
+def check(value: Any, tp: Any, where: str) -> None:
+    """Raise :class:`WrongValue` unless ``value`` fits the type hint ``tp`` (a record's field type)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return
+        for option in (a for a in args if a is not type(None)):
+            try:
+                check(value, option, where)
+                return
+            except WrongValue:
+                continue
+        raise _wrong(where, _expected(tp), value)
+    if origin is typing.Literal:
+        if value not in args or isinstance(value, bool):
+            raise _wrong(where, _expected(tp), value)
+    elif dataclasses.is_dataclass(tp):
+        if not isinstance(value, tp):  # type: ignore[arg-type]
+            raise _wrong(where, "an object", value)
+        hints = typing.get_type_hints(tp)
+        for f in dataclasses.fields(tp):
+            check(getattr(value, f.name), hints[f.name], key(where, f.name))
+    elif origin in (tuple, list) or tp in (tuple, list):
+        if not isinstance(value, (tuple, list)):
+            raise _wrong(where, "a list", value)
+        fixed = origin is tuple and not (len(args) == 2 and args[1] is Ellipsis) and args
+        if fixed and len(value) != len(args):
+            raise _wrong(where, f"a list of {len(args)}", value)
+        for i, item in enumerate(value):
+            check(item, args[i] if fixed else (args[0] if args else Any), f"{where}[{i}]")
+    elif origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise _wrong(where, "an object", value)
+        for name, item in value.items():
+            check(item, args[1] if args else Any, key(where, str(name)))
+    elif not _scalar(value, tp):
+        raise _wrong(where, _expected(tp), value)
+
+
+def _number(low: float, high: float) -> Any:
+    return ("number", low, high)
+
+
+#: the settings a saved run carries (plugin/sharding.py), their types and allowed values
+SETTINGS: Mapping[str, Any] = {
+    "seed": int,
+    "timeout": _number(0.1, 86400.0),
+    "noise": _number(1e-4, 0.5),
+    "min-samples": int,
+    "max-time": _number(0.0, 3600.0),
+    "hot-cache": bool,
+    "gate-metric": typing.Literal[tuple(METRICS)],  # type: ignore[misc]
+    "threshold": _number(0.0, 10.0),
+    "fail-new": bool,
+    "fail-unstable": bool,
+    "timed": bool,
+    "baselines": str,
+}
+
+
+def check_settings(settings: Any, where: str) -> None:
+    """The saved settings: an object whose known keys have their options' types and ranges (others pass)."""
+    if not isinstance(settings, dict):
+        raise _wrong(where, "an object", settings)
+    for name, value in settings.items():
+        rule, at = SETTINGS.get(name, Any), key(where, str(name))
+        if isinstance(rule, tuple):
+            _, low, high = rule
+            if not _scalar(value, float) or not math.isfinite(value) or not low <= value <= high:
+                raise _wrong(at, f"a number from {low:g} to {high:g}", value)
+        else:
+            check(value, rule, at)
