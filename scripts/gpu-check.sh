@@ -12,6 +12,8 @@
 #                     updated files are copied into the archive
 #   GEMM_ACCEPTANCE=1 also run scripts/timing-acceptance.sh (Nsight Compute comparison, repeat runs)
 #                     and scripts/gate-acceptance.sh (the regression gate on slowed kernels; bundled baselines)
+#   GEMM_THIRDPARTY=1 also run every folder of .thirdparty/ (third-party kernels wrapped with headers, git-ignored:
+#                     give the device tool carry: [".thirdparty"]) on quick,edge, verification only, 4 xdist workers
 #   GEMM_MULTI_GPU=1  also run scripts/multi-gpu-acceptance.sh (one GPU against all of them; needs 2 or more)
 #   GEMM_ISOLATION    parts of scripts/isolation-acceptance.sh to run (e.g. faults-timed,faults-verified,control)
 set -uo pipefail
@@ -64,6 +66,16 @@ if [[ $parts == *,faults,* ]]; then
         --gemm-shapes 256 \
         --gemm-timeout 10 -rf >"$out/faults-demo.log" 2>&1
     echo "== faults-demo (failures expected): $(tail -n 1 "$out/faults-demo.log")"
+fi
+if [ "${GEMM_THIRDPARTY:-0}" = 1 ]; then
+    for folder in .thirdparty/*/; do
+        name=$(basename "$folder")
+        [ "$name" = tools ] && continue
+        timeout "${GEMM_STEP_LIMIT:-540}" python3 -m pytest -p no:cacheprovider -p no:randomly --gemm-kernels "$folder" -m gpu \
+            --gemm-shapes quick,edge --benchmark-skip --gemm-timeout 10 -p xdist -n 4 -rf \
+            -o junit_family=legacy --junitxml="$out/thirdparty-$name.xml" >"$out/thirdparty-$name.log" 2>&1
+        echo "== thirdparty $name (failures expected): $(tail -n 1 "$out/thirdparty-$name.log")"
+    done
 fi
 [ "${GEMM_MULTI_GPU:-0}" = 1 ] && bash scripts/multi-gpu-acceptance.sh "$out/multi-gpu"
 [ -n "${GEMM_ISOLATION:-}" ] && bash scripts/isolation-acceptance.sh "$out/isolation" ${GEMM_ISOLATION//,/ }
