@@ -346,7 +346,12 @@ def _set(run: dict, path: tuple, value) -> None:
         (
             ("gemm", "tests", CASE_512, "duration_s"),
             -1.0,
-            f'gemm.tests["{CASE_512}"].duration_s: expected at least 0, got -1.0',
+            f'gemm.tests["{CASE_512}"].duration_s: expected a finite number of at least 0, got -1.0',
+        ),
+        (
+            ("gemm", "tests", CASE_512, "duration_s"),
+            float("nan"),
+            f'gemm.tests["{CASE_512}"].duration_s: expected a finite number of at least 0, got nan',
         ),
         (
             ("gemm", "settings", "threshold"),
@@ -369,7 +374,11 @@ def _set(run: dict, path: tuple, value) -> None:
             {"index": [3], "count": 2},
             "gemm.shard.index: expected distinct shards from 1 to 2, got [3]",
         ),
-        (("gemm", "shard"), {"index": [1], "count": 0}, "gemm.shard.count: expected at least 1, got 0"),
+        (
+            ("gemm", "shard"),
+            {"index": [1], "count": 0},
+            "gemm.shard.count: expected a finite number of at least 1, got 0",
+        ),
         (("gemm", "shard", "count"), "2", "gemm.shard.count: expected an integer, got '2'"),
         (("gemm", "session", "exit_status"), "ok", "gemm.session.exit_status: expected an integer, got 'ok'"),
         (("gemm", "files"), {"k.cu": {"sha256": 5}}, 'gemm.files["k.cu"].sha256: expected a string, got 5'),
@@ -423,3 +432,19 @@ def test_a_saved_run_that_breaks_the_reader_is_exit_2_naming_the_file(tmp_path, 
         "pytest-gemm: error: run.json: cannot be read as a saved run (RecursionError: maximum recursion depth "
         "exceeded)\n"
     )
+
+
+def test_a_plan_target_that_is_not_a_positive_number_is_a_usage_error(tmp_path):
+    (tmp_path / "run.json").write_text(json.dumps(_saved_run()))
+    for value in ("nan", "0", "-5", "inf", "soon"):
+        result = _cli(tmp_path, "merge", "run.json", "--out", "m.json", "--target-wall", value)
+        assert result.returncode == 2 and f"expected a number of seconds above 0, got {value!r}" in result.stderr
+        _no_traceback(result.stderr)
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_a_baseline_file_nested_too_deeply_is_refused_in_one_line(tmp_path):
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    result = _cli(tmp_path, "show", "deep.json")
+    assert result.returncode == 2 and "deep.json: nested too deeply to be a baseline file" in result.stderr
+    _no_traceback(result.stderr)

@@ -131,6 +131,8 @@ def load(path: Path, *, gpu: str | None = None, shown: Shown = str) -> BaselineF
         raise BaselineError(
             f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); fix it there, {_REDO}"
         ) from None
+    except RecursionError:
+        raise BaselineError(f"{path}: nested too deeply to be a baseline file; {_REDO}") from None
     problem = _file_problem(data)
     if problem:
         raise BaselineError(f"{path}: {problem}")

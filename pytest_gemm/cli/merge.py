@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -71,7 +72,18 @@ def add_merge_parser(sub: argparse._SubParsersAction) -> None:
         help="the project's root folder (pytest's rootdir): the baseline folder and the kernel files (to prune gone "
         "cases) are found relative to it (default: the current folder)",
     )
-    merge.add_argument("--target-wall", type=float, default=600.0, metavar="S", help="plan: seconds per shard (600)")
+    merge.add_argument("--target-wall", type=_seconds, default=600.0, metavar="S", help="plan: seconds per shard (600)")
+
+
+def _seconds(text: str) -> float:
+    """A finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
 
 
 def _baselines(groups: Mapping[str, list[CaseRecord]], folder: Path) -> dict[str, tuple[Path, BaselineFile | None]]:

@@ -16,6 +16,7 @@ are still read (the keys are then empty). Reading checks every value's type and 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -219,8 +220,8 @@ def _record(cls: type[T], value: Any, where: str) -> T:
 
 
 def _at_least(value: float | None, low: float, where: str) -> None:
-    if value is not None and value < low:
-        raise WrongValue(f"{where}: expected at least {low:g}, got {value!r}")
+    if value is not None and not (math.isfinite(value) and value >= low):
+        raise WrongValue(f"{where}: expected a finite number of at least {low:g}, got {value!r}")
 
 
 def _object(raw: Any, name: str, where: str) -> dict[str, Any]:
