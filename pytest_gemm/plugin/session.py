@@ -53,7 +53,6 @@ class GemmSession:
         self.records: list[CaseRecord] = []
         self.compiled: list[CompileRecord] = []
         self.summary: dict[str, SummaryLine] = {}
-        self.gpu: dict[str, Any] | None = None
         self.gpus: dict[str, dict[str, Any]] = {}  # GPU model -> its facts, for each model that timed a case
         self.per_gpu: Counter[str] = Counter()  # cases run on each GPU (a run on several)
         self.worker_pids: set[int] = set()
@@ -66,6 +65,11 @@ class GemmSession:
         self.no_device: Counter[str] = Counter()  # GPU cases skipped for want of a device, by reason
         self.declared: dict[str, list[str]] = {}  # kernel -> header declarations that change its checks
         self.device_note: str | None = None  # said after collection: no device, and how many cases will skip
+
+    @property
+    def gpu(self) -> dict[str, Any] | None:
+        """The facts of the first GPU model that timed a case (the run's GPU on a host of one model)."""
+        return next(iter(self.gpus.values()), None)
 
     # -- running a case --------------------------------------------------------------------------
     @property
@@ -253,7 +257,6 @@ class GemmSession:
                 self.worker_compiles.update(compiled=worker.get("compiled", 0), cached=worker.get("cached", 0))
             self.compiled += [CompileRecord.from_dict(value) for value in _props(report, COMPILE)]
             self.failures += [FailedCase.from_dict(value) for value in _props(report, ERROR_MAP)]
-            self.gpu = self.gpu or next(iter(_props(report, GPU)), None)
             for facts in _props(report, GPU):
                 self.gpus.setdefault(str(facts.get("name", "")), facts)
             for value in _props(report, RECORD):
@@ -310,7 +313,7 @@ class GemmSession:
             models = sorted({r.gpu for r in self.records})
             for model in models:  # a table per GPU model (a host of mixed models times each case on one)
                 records = [r for r in self.records if r.gpu == model]
-                facts = self.gpus.get(model) or self.gpu or {}
+                facts = self.gpus.get(model, {})
                 for line in timing_tables(records, facts, width=width):
                     tr.write_line(line)
         gate = self.gatekeeper.summary_lines()

@@ -24,7 +24,7 @@ from ..records.request import Request
 from ..records.verdicts import FailureKind
 from ..specs.cases import Case
 from ..specs.spec import KernelFileError
-from .device import GpuRunner, open_device
+from .device import GpuRunner, device_name, open_device
 from .errors import KernelRaised, LaunchRefused, cuda_error_name, is_launch_error, is_sticky_name
 from .kernels import KernelFiles
 from .nvml import open_monitor
@@ -86,8 +86,7 @@ class GpuBackend:
         devices = []
         for index in range(cupy.cuda.runtime.getDeviceCount()):
             props = cupy.cuda.runtime.getDeviceProperties(index)
-            name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-            devices.append({"name": name, "capability": f"{props['major']}.{props['minor']}"})
+            devices.append({"name": device_name(props), "capability": f"{props['major']}.{props['minor']}"})
         return devices
 
     def facts(self) -> dict[str, Any]:

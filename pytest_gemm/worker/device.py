@@ -39,11 +39,17 @@ from .diagnose import determinism_fault, trace
 from .errors import DeviceUnavailable, LaunchRefused, guarded_call
 from .tma import encode_tensor_map
 
-__all__ = ["GpuRunner", "open_device"]
+__all__ = ["GpuRunner", "device_name", "open_device"]
 
 _MAX_DYNAMIC_SMEM_ATTR = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _FUNC_MAX_THREADS, _FUNC_STATIC_SMEM, _FUNC_NUM_REGS = 0, 1, 4  # CU_FUNC_ATTRIBUTE_*
 _DEV_REGS_PER_BLOCK, _DEV_SMEM_OPTIN = 12, 97  # cudaDevAttrMaxRegistersPerBlock, ...SharedMemoryPerBlockOptin
+
+
+def device_name(props: dict[str, Any]) -> str:
+    """A device's name from CUDA's properties (CuPy gives bytes or str, by version)."""
+    name = props["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
 
 
 def open_device(index: int = 0, cubins: CubinCache | None = None, python_kernel=None) -> GpuRunner:
@@ -80,7 +86,7 @@ class GpuRunner:
         self._python: tuple[Case, Callable[..., Any], str] | None = None  # the case's, its function, absolute path
         cupy.cuda.Device(index).use()
         props = cupy.cuda.runtime.getDeviceProperties(index)
-        self.name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        self.name = device_name(props)
         self.capability = (int(props["major"]), int(props["minor"]))
         self.arch = f"sm_{props['major']}{props['minor']}"
         self.sm_count = int(props["multiProcessorCount"])
