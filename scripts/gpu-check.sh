@@ -5,8 +5,12 @@
 #   GEMM_TIMED_SHAPES shape sets timed and gated against baselines/ (default quick,standard)
 #   GEMM_PARTS        which parts run (default verify,timed,plugin,broken,faults), to split the work over
 #                     several device calls of at most 10 minutes each; `gpu` runs only the GPU-marked tests
-#   GEMM_STEP_LIMIT   seconds any one step may run before it is stopped (default 540), so the archive is
-#                     still written inside a device call's limit
+#                     (GEMM_GPU_K: only those matching this -k expression), `record` re-records the
+#                     outcomes the CPU tests replay (scripts/record_outcomes.py)
+#   GEMM_STEP_LIMIT   seconds any one step may run before it is stopped (default 540)
+#   GEMM_DEADLINE     seconds the whole script may take (default 570): each step gets at most what is left
+#                     (less 20 s for the archive), and a step with under 30 s left is skipped and said so,
+#                     so the archive is still written inside a device call's 600 s limit
 #   GEMM_WORKERS      pytest-xdist workers for the verification run (default 1: no xdist)
 #   GEMM_UPDATE_BASELINES=1 the timed run records baselines/ (--gemm-update-baselines); the
 #                     updated files are copied into the archive
@@ -14,6 +18,8 @@
 #                     and scripts/gate-acceptance.sh (the regression gate on slowed kernels; bundled baselines)
 #   GEMM_THIRDPARTY=1 also run every folder of .thirdparty/ (third-party kernels wrapped with headers, git-ignored:
 #                     give the device tool carry: [".thirdparty"]) on quick,edge, verification only, 4 xdist workers
+#                     (GEMM_THIRDPARTY_DIRS: which folders, GEMM_THIRDPARTY_WORKERS: how many xdist workers,
+#                     GEMM_THIRDPARTY_SHAPES: which shape sets)
 #   GEMM_MULTI_GPU=1  also run scripts/multi-gpu-acceptance.sh (one GPU against all of them; needs 2 or more)
 #   GEMM_ISOLATION    parts of scripts/isolation-acceptance.sh to run (e.g. faults-timed,faults-verified,control)
 set -uo pipefail
@@ -25,10 +31,18 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
     --format=csv >"$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
 status=0
+deadline=$((SECONDS + ${GEMM_DEADLINE:-570}))
+limit() {  # seconds the next step may run: the step limit or what is left before the deadline
+    local left=$((deadline - SECONDS - 20)) step=${GEMM_STEP_LIMIT:-540}
+    [ $left -lt $step ] && step=$left
+    echo $step
+}
 run() {  # name, pytest args...
     local name=$1; shift
-    local t0=$SECONDS
-    timeout "${GEMM_STEP_LIMIT:-540}" python3 -m pytest -rfEs -o junit_family=legacy --junitxml="$out/$name.xml" "$@" \
+    local t0=$SECONDS s
+    s=$(limit)
+    [ "$s" -lt 30 ] && { echo "== $name: skipped, ${s} s left before the deadline"; status=1; return; }
+    timeout "$s" python3 -m pytest -rfEs -o junit_family=legacy --junitxml="$out/$name.xml" "$@" \
         >"$out/$name.log" 2>&1
     local rc=$?
     echo "== $name: exit $rc in $((SECONDS - t0)) s: $(tail -n 1 "$out/$name.log")"
@@ -51,10 +65,17 @@ if [[ $parts == *,timed,* ]]; then
 fi
 # 3. The plugin's own tests, GPU ones included (broken kernels, margins, timing).
 [[ $parts == *,plugin,* ]] && run plugin-tests tests/ -m "gpu or not gpu"
-[[ $parts == *,gpu,* ]] && run gpu-tests tests/ -m gpu
+if [[ $parts == *,gpu,* ]]; then
+    if [ -n "${GEMM_GPU_K:-}" ]; then run gpu-tests tests/ -m gpu -k "$GEMM_GPU_K"; else run gpu-tests tests/ -m gpu; fi
+fi
+# The recorded outcomes that the CPU tests replay (tests/data/h100_outcomes.json; copy it back by hand).
+if [[ $parts == *,record,* ]]; then
+    timeout "$(limit)" python3 scripts/record_outcomes.py "$out/h100_outcomes.json" >"$out/record.log" 2>&1
+    echo "== record: exit $? ($(wc -l <"$out/record.log") cases)"
+fi
 # 4. The deliberately broken kernels, for their failure messages (these cases are meant to fail).
 if [[ $parts == *,broken,* ]]; then
-    timeout "${GEMM_STEP_LIMIT:-540}" python3 -m pytest -p no:cacheprovider --gemm-kernels tests/kernels_broken/faults.cu \
+    timeout "$(limit)" python3 -m pytest -p no:cacheprovider --gemm-kernels tests/kernels_broken/faults.cu \
         tests/kernels_broken/timing_cheat.cu -m gpu --gemm-shapes 256,100x100x64,4096 -k "not 4096 or memo_naive" \
         --gemm-max-time 0.3 -rf --gemm-report "$out/report-broken" \
         >"$out/broken-demo.log" 2>&1
@@ -62,17 +83,18 @@ if [[ $parts == *,broken,* ]]; then
 fi
 # 5. The crash, hang and launch-limit fixtures (failures expected; each must fail alone, with its own reason).
 if [[ $parts == *,faults,* ]]; then
-    timeout "${GEMM_STEP_LIMIT:-540}" python3 -m pytest --gemm-kernels tests/kernels_faults/ kernels/01_naive.cu -m gpu \
+    timeout "$(limit)" python3 -m pytest --gemm-kernels tests/kernels_faults/ kernels/01_naive.cu -m gpu \
         --gemm-shapes 256 \
         --gemm-timeout 10 -rf >"$out/faults-demo.log" 2>&1
     echo "== faults-demo (failures expected): $(tail -n 1 "$out/faults-demo.log")"
 fi
 if [ "${GEMM_THIRDPARTY:-0}" = 1 ]; then
-    for folder in .thirdparty/*/; do
+    for folder in ${GEMM_THIRDPARTY_DIRS:-.thirdparty/*/}; do
         name=$(basename "$folder")
         [ "$name" = tools ] && continue
-        timeout "${GEMM_STEP_LIMIT:-540}" python3 -m pytest -p no:cacheprovider -p no:randomly --gemm-kernels "$folder" -m gpu \
-            --gemm-shapes quick,edge --benchmark-skip --gemm-timeout 10 -p xdist -n 4 -rf \
+        [ "$(limit)" -lt 30 ] && { echo "== thirdparty $name: skipped, no time left"; continue; }
+        timeout "$(limit)" python3 -m pytest -p no:cacheprovider -p no:randomly --gemm-kernels "$folder" -m gpu \
+            --gemm-shapes "${GEMM_THIRDPARTY_SHAPES:-quick,edge}" --benchmark-skip --gemm-timeout 10 -p xdist -n "${GEMM_THIRDPARTY_WORKERS:-4}" -rf \
             -o junit_family=legacy --junitxml="$out/thirdparty-$name.xml" >"$out/thirdparty-$name.log" 2>&1
         echo "== thirdparty $name (failures expected): $(tail -n 1 "$out/thirdparty-$name.log")"
     done
@@ -83,6 +105,10 @@ if [ "${GEMM_ACCEPTANCE:-0}" = 1 ]; then
     bash scripts/timing-acceptance.sh "$out" || status=1
     bash scripts/gate-acceptance.sh "$out" | tee "$out/gate-acceptance.txt" || status=1
 fi
+# The GPU's state at the end, and the driver's Xid lines (a kernel fault, or a GPU that stopped working)
+nvidia-smi >"$out/gpu-end.txt" 2>&1 || echo "== nvidia-smi failed at the end: the GPU may have stopped working"
+dmesg -T 2>/dev/null | grep -i -E "xid|nvrm" | tail -n 200 >"$out/xid.txt"
+[ -s "$out/xid.txt" ] && echo "== $(wc -l <"$out/xid.txt") Xid/NVRM line(s) in the kernel log; last: $(tail -n 1 "$out/xid.txt")"
 # Everything in one archive (the device tool brings back only a few files).
 tar czf /tmp/gpu-check.tgz -C "$out" . && find "$out" -mindepth 1 -delete && mv /tmp/gpu-check.tgz "$out/"
 exit $status

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Multi-GPU acceptance (issue: every GPU of a host). Run on a host with two or more GPUs, from the repo root.
 # Usage: scripts/multi-gpu-acceptance.sh OUTDIR
+#   MULTI_GPU_ARGS   extra pytest arguments for every run (e.g. --gemm-max-time 0.3 to fit a device call)
+#   MULTI_GPU_LIMIT  seconds each run may take (default 280)
 #   one.*, all.*: the main job (quick, timed, gated) on --gemm-gpus 1 and on every GPU, with nvidia-smi sampling
 #   each GPU's utilisation every 0.5 s; then compare_runs.py: verdicts, and |ratio change| per case.
 set -uo pipefail
@@ -13,7 +15,8 @@ run() {  # name, pytest args...
     nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv -lms 500 >"$out/$name-smi.csv" 2>&1 &
     local smi=$!
     local t0=$(date +%s%N)
-    python3 -m pytest --gemm-kernels kernels/ -p no:randomly -q -o junit_family=legacy "$@" \
+    timeout "${MULTI_GPU_LIMIT:-280}" python3 -m pytest --gemm-kernels kernels/ -p no:randomly -q -o junit_family=legacy \
+        ${MULTI_GPU_ARGS:-} "$@" \
         --junitxml="$out/$name.xml" --benchmark-json="$out/$name.json" >"$out/$name.log" 2>&1
     local rc=$?
     local ms=$(( ($(date +%s%N) - t0) / 1000000 ))

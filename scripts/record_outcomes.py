@@ -33,7 +33,7 @@ CASES = [
         {"unwritten_tile[fp32-256x256x256]", "oob_write[fp32-100x100x64]"},
         0,
     ),
-    ("tests/kernels_broken/timing_cheat.cu", "4096", None, True),
+    ("tests/kernels_broken/timing_cheat_late.cu", "4096", {"memo_late[fp32-4096x4096x4096]"}, True),
     ("tests/kernels_faults/sticky.cu", "256", None, False),
     ("tests/kernels_faults/registers.cu", "256", None, False),
     ("tests/kernels_faults/py_faults.py", "256", {"raises[fp32-256x256x256]"}, False),

@@ -147,6 +147,6 @@ def replay(pytester, monkeypatch):
     pytester.makeini("[pytest]\ngemm_shapes = 512,4096\n")
     monkeypatch.setenv("PYTEST_GEMM_REPLAY", str(RECORDED))
     replay_vars = ("REPLAY_SCALE", "REPLAY_GPU", "REPLAY_THROTTLE", "REPLAY_ACT", "REPLAY_DEVICES", "REPLAY_LOG")
-    for var in (*replay_vars, "REPLAY_SLEEP", "GITHUB_STEP_SUMMARY", "CUDA_VISIBLE_DEVICES"):
+    for var in (*replay_vars, "REPLAY_SLEEP", "REPLAY_LOST_FILE", "GITHUB_STEP_SUMMARY", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(var, raising=False)
     return pytester

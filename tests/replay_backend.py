@@ -11,7 +11,10 @@ Environment:
   REPLAY_GPU           report this GPU name instead of the recorded one
   REPLAY_THROTTLE      set NVML's power-cap reason in the samples taken after timing
   REPLAY_ACT           file::case=act,... where act is hang, exit:N, signal:N, sysexit:N, print:TEXT (then the
-                       outcome), die-later:N (exit N just after answering) or slow-timing:S (S seconds of timing)
+                       outcome), die-later:N (exit N just after answering), slow-timing:S (S seconds of timing)
+                       lose-gpu (the GPU stops working: the worker dies, and REPLAY_LOST_FILE is created) or
+                       slow-cupy-compile:S (S seconds inside a stand-in for CuPy's compiler, while verifying)
+  REPLAY_LOST_FILE     while this file exists, a new worker finds no device (a GPU lost during the run)
   REPLAY_BROKEN        the backend fails to start with this message
   REPLAY_DEVICES       the GPUs of a recorded host, by physical index: names separated by ';', each with
                        '@8.0' for a compute capability other than the recording's (default: the recorded GPU
@@ -37,6 +40,17 @@ from pytest_gemm.records.plain import from_plain
 from pytest_gemm.specs.files import case_from_request, load_specs
 
 
+def _fake_cupy_compiler():
+    """tests/data/fake_cupy/cupy/cuda/compiler.py, loaded from its file (it shadows no real CuPy)."""
+    import importlib.util
+
+    path = Path(__file__).parent / "data" / "fake_cupy" / "cupy" / "cuda" / "compiler.py"
+    spec = importlib.util.spec_from_file_location("fake_cupy_compiler", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class DeviceUnavailable(Exception):
     """No recording to replay (named like the CUDA backend's, so the worker reports 'no CUDA device')."""
 
@@ -56,6 +70,9 @@ class ReplayBackend:
         self._facts = dict(data["facts"])
         if os.environ.get("REPLAY_GPU"):
             self._facts["name"] = os.environ["REPLAY_GPU"]
+        lost = os.environ.get("REPLAY_LOST_FILE")
+        if lost and Path(lost).exists():
+            raise DeviceUnavailable("the NVIDIA driver finds no GPU")
         visible = self.list_devices()
         if not visible:
             raise DeviceUnavailable(f"no device (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
@@ -129,6 +146,11 @@ class ReplayBackend:
             sys.exit(int(act[8:]))
         elif act.startswith("die-later:"):
             threading.Timer(0.2, os._exit, (int(act[10:]),)).start()
+        elif act == "lose-gpu":
+            Path(os.environ["REPLAY_LOST_FILE"]).touch()
+            os._exit(1)
+        elif act.startswith("slow-cupy-compile:"):
+            _fake_cupy_compiler().compile(float(act[len("slow-cupy-compile:") :]))
         elif act.startswith("slow-timing:"):
             for _ in range(int(float(act[12:]) / 0.25)):
                 notify("time")  # the timing loop reports progress after every batch

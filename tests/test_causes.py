@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pytest_gemm.judge import causes
 from pytest_gemm.judge.accuracy import element_ratios
 from pytest_gemm.judge.causes import Evidence, causes_of, error_map
 from pytest_gemm.records.dtypes import get_dtype
@@ -252,9 +253,97 @@ def test_a_kernel_whose_launches_differ_is_caught_unless_declared(declared, expe
     assert runner.launches == (3 if expected or not declared else 1)
 
 
+def test_a_kernel_that_skips_work_once_it_has_seen_the_buffer_is_said_to_remember():
+    """The timing cheat (tests/kernels_broken/timing_cheat.cu): a second launch on the same C writes nothing."""
+
+    def memo(case, g, a, b, c, n):
+        if n == 1:
+            correct(case, g, a, b, c, n)
+
+    runner = NumpyRunner(memo)
+    case = _case()
+    data = case_inputs(case, seed=3)
+    ga, gb = runner.guarded_input(case, "A", data), runner.guarded_input(case, "B", data)
+    gc = runner.guarded_output(case, data, None)
+    runner.launch(case, ga, gb, gc)
+    fault = determinism_fault(runner, case, gc, FP32.poison_bits, lambda: runner.launch(case, ga, gb, gc))
+    assert fault is not None and fault.count == M * N
+    assert fault.where == (
+        f"C between launch 1 and launch 2 on the same inputs; launch 2 left {M * N} of them unwritten, as if it "
+        "remembered launch 1 (does the kernel keep state between launches?)"
+    )
+
+
+@pytest.mark.parametrize("ldc", [False, True])
+def test_writes_past_the_end_of_c_are_located_and_mapped(ldc):
+    """Rows past M written (a missing row check): the fault says where, as if C went on, and the map keeps it."""
+    case = _case(**({"args": ["M", "N", "K", "alpha", "beta", "A", "B", "C", "ldc"]} if ldc else {}))
+    data = case_inputs(case, seed=3)
+    runner = NumpyRunner(correct)
+    ga, gb = runner.guarded_input(case, "A", data), runner.guarded_input(case, "B", data)
+    gc = runner.guarded_output(case, data, None)
+    runner.launch(case, ga, gb, gc)
+    after = gc.regions("C")["the guard after C"][: 3 * gc.ld].reshape(3, gc.ld)
+    after[:, :N] = np.float32(1.0).view(np.uint32)  # rows M to M + 2, every column of C
+    if ldc:
+        gc.regions("C")["the row padding of C"][7, :2] = 0  # two elements of row 7's padding
+    faults = gc.guard_faults(np, "C", col=False)
+    wheres = [f.where for f in faults]
+    assert wheres[0] == f"the guard after C; as if the matrix went on, at rows {M} to {M + 2}, columns 0 to {N - 1}"
+    if ldc:
+        assert wheres[1] == (
+            "the row padding of C (between the row's end and ld); as if the matrix went on, at rows 7, "
+            f"columns {N} to {N + 1}"
+        )
+    strays = gc.stray_writes(np)
+    assert len(strays) == 3 * N + (2 if ldc else 0)
+    rects = causes.outside_cells(strays, (M, N), (1, 1))
+    assert sum(n for *_, n in rects) == len(strays)
+    assert {(r, c) for r, c, h, w, _ in rects for r in range(r, r + h) for c in range(c, c + w)} == {
+        tuple(p) for p in strays.tolist()
+    }
+
+
+def test_many_writes_outside_c_are_pooled_into_at_most_the_cap():
+    rows, cols = np.meshgrid(np.arange(-300, 0), np.arange(500), indexing="ij")  # 300 rows before C
+    rects = causes.outside_cells(np.stack([rows.ravel(), cols.ravel()], 1), (1000, 500), (8, 4), max_cells=100)
+    assert len(rects) <= 100
+    assert sum(n for *_, n in rects) == 300 * 500
+    assert min(r for r, *_ in rects) == -300 - (-300 % 32) and max(r + h for r, _, h, _, _ in rects) == 0
+
+
 def test_tile_outlines_come_from_a_2d_grid_only():
     from pytest_gemm.worker.diagnose import _tile
 
     assert _tile(_case()) == (16, 16)
     one_d = _case(grid=["cdiv(M * N, 256)"], block=[256])
     assert _tile(one_d) is None
+
+
+def test_the_workers_warm_up_takes_every_re_run_of_a_diagnosis(tmp_path):
+    """The worker warms up on a wrong kernel whose diagnosis takes each re-run, so that CuPy compiles the kernels
+    those need before any case's time limit runs (tests/test_gpu.py runs the warm-up itself on the GPU)."""
+    import importlib.util
+
+    from pytest_gemm.worker import backend
+
+    path = tmp_path / "warm_up.py"
+    path.write_text(backend._WARM_UP_KERNEL, encoding="utf-8")
+    module_spec = importlib.util.spec_from_file_location("warm_up_for_test", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    assert {name for name, _, _ in backend._WARM_UP_CASES} == {"warm_up", "warm_up_wrong"}
+
+    def wrong(case, g, a, b, c, n):
+        module.warm_up_wrong(a, b, c, np.float32(case.ab.alpha), np.float32(case.ab.beta))
+
+    def right(case, g, a, b, c, n):
+        module.warm_up(a, b, c, np.float32(case.ab.alpha), np.float32(case.ab.beta))
+
+    causes_seen = set()
+    for beta in (0.0, 1.3):
+        sources, _, launches = _traced(wrong, _case(beta=beta))
+        causes_seen |= {s.cause for s in sources}
+        assert launches >= (2 + 4 if beta == 0 else 1 + 4)  # C given finite data (beta = 0); clean + each guard
+        assert _traced(right, _case(beta=beta))[0] == ()
+    assert causes_seen == {ErrorCause.READ_C.value, ErrorCause.ARITHMETIC.value}

@@ -209,6 +209,17 @@ def test_timing_that_makes_progress_is_not_cut_off_by_the_time_limit(faults, mon
     result.assert_outcomes(passed=1)
 
 
+def test_cupy_compiling_its_own_kernels_does_not_run_out_the_cases_time_limit(faults, monkeypatch):
+    """3 s inside CuPy's compiler at --gemm-timeout 1: the harness's cost, not the kernel's; a hang still times out."""
+    monkeypatch.setenv(
+        "REPLAY_ACT",
+        f"01_naive.cu::{GOOD[0].split('::')[1]}=slow-cupy-compile:3,01_naive.cu::{GOOD[2].split('::')[1]}=hang",
+    )
+    result = faults.runpytest_subprocess("--gemm-kernels", GOOD[0], GOOD[2], "--gemm-timeout", "1", "-rA")
+    assert _verdicts(result) == {GOOD[0]: "PASSED", GOOD[2]: "FAILED"}
+    assert "timed out after 1 s while verifying" in _section(result.stdout.str(), GOOD[2])
+
+
 def test_a_worker_that_cannot_start_is_not_retried_for_every_case(faults, monkeypatch):
     monkeypatch.setenv("REPLAY_BROKEN", "the recording is missing")
     result = faults.runpytest_subprocess("--gemm-kernels", *GOOD, "-m", "gpu")
@@ -217,6 +228,40 @@ def test_a_worker_that_cannot_start_is_not_retried_for_every_case(faults, monkey
     assert failure_reports(result).count("the GPU worker could not start: RuntimeError: the recording is missing") == 3
     assert "2 starts in a row failed; no more are tried in this run" in _section(out, GOOD[2])
     assert "Traceback" not in out
+
+
+def test_a_gpu_that_fails_when_a_worker_starts_is_blamed_on_the_gpu_not_on_pytest_gemm(faults, monkeypatch):
+    """Seen on an H100 that stopped working during a run: the worker's warm-up got cudaErrorUnknown."""
+    monkeypatch.setenv("REPLAY_BROKEN", "the worker's warm-up failed: cudaErrorUnknown: unknown error")
+    result = faults.runpytest_subprocess("--gemm-kernels", *GOOD, "-m", "gpu")
+    result.assert_outcomes(failed=3)
+    reports = failure_reports(result)
+    assert (
+        reports.count(
+            "CUDA error while starting the GPU worker for sgemm_naive[fp32-512x512x512] (M=512, N=512, K=512, alpha=1, "
+            "beta=0): the GPU worker could not start: RuntimeError: the worker's warm-up failed: cudaErrorUnknown: "
+            "unknown error (the GPU may have stopped working: nvidia-smi, and the Xid lines of the kernel log, "
+            "say more)"
+        )
+        == 1
+    )
+    assert "internal error" not in reports and "please report" not in reports
+    assert "the CUDA context was lost" not in reports and "context survived" not in reports
+
+
+def test_a_gpu_lost_during_the_run_fails_the_cases_after_it_instead_of_skipping_them(faults, monkeypatch, tmp_path):
+    """A GPU that worked and then vanished is a failure: a run that skipped the rest would pass."""
+    monkeypatch.setenv("REPLAY_LOST_FILE", str(tmp_path / "lost"))
+    monkeypatch.setenv("REPLAY_ACT", f"01_naive.cu::{GOOD[1].split('::')[1]}=lose-gpu")
+    result = faults.runpytest_subprocess("--gemm-kernels", *GOOD, "-m", "gpu", "-rA")
+    assert _verdicts(result) == {GOOD[0]: "PASSED", GOOD[1]: "FAILED", GOOD[2]: "FAILED"}
+    assert result.ret == 1
+    assert _section(result.stdout.str(), GOOD[1]).startswith("the GPU worker died while verifying")
+    assert _section(result.stdout.str(), GOOD[2]).startswith(
+        "CUDA error while starting the GPU worker for sgemm_naive[fp32-512x512x512-a0.7b1.3] (M=512, N=512, K=512, "
+        "alpha=0.7, beta=1.3): the GPU was lost during the run: the NVIDIA driver finds no GPU"
+    )
+    assert "no CUDA device" not in result.stdout.str()
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["alone", "xdist"])

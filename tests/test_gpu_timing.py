@@ -89,12 +89,28 @@ def test_hot_cache_timing_is_labelled(pytester):
     assert bench["extra_info"]["gemm"]["cache"] == "hot"
 
 
-def test_a_kernel_that_skips_work_on_repeated_launches_is_caught(pytester):
-    """It passes verification (its first launch is right) but not timing: too fast, and wrong when repeated."""
+def test_a_kernel_that_skips_work_on_its_second_launch_fails_the_determinism_check(pytester):
+    """Launched again on the same buffers, it leaves C unwritten: caught before timing, and said why."""
     shutil.copy(BROKEN / "timing_cheat.cu", pytester.path / "timing_cheat.cu")
     result = pytester.runpytest_subprocess(
+        "--gemm-kernels", "timing_cheat.cu", "-m", "gpu", "--gemm-shapes", "4096", *ONE_CASE
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*verification failed for memo_naive*",
+            "*non-deterministic output: 16777216 element(s) changed in C between launch 1 and launch 2 on the same"
+            " inputs; launch 2 left 16777216 of them unwritten, as if it remembered launch 1*",
+        ]
+    )
+
+
+def test_a_kernel_that_skips_work_after_verification_is_caught_by_timing(pytester):
+    """It passes verification (its first three launches are right) but not timing: too fast, and wrong when repeated."""
+    shutil.copy(BROKEN / "timing_cheat_late.cu", pytester.path / "timing_cheat_late.cu")
+    result = pytester.runpytest_subprocess(
         "--gemm-kernels",
-        "timing_cheat.cu",
+        "timing_cheat_late.cu",
         "-m",
         "gpu",
         "--gemm-shapes",

@@ -16,7 +16,7 @@ from pytest_gemm.cli import main
 from pytest_gemm.judge import causes
 from pytest_gemm.records.outcome import ErrorMap
 from pytest_gemm.records.verdicts import ErrorCause
-from pytest_gemm.report.heatmap import CAUSE_STYLE, heatmap
+from pytest_gemm.report.heatmap import CAUSE_STYLE, OUTSIDE_STYLE, heatmap
 from pytest_gemm.report.pictures import largest_shape, pct_cublas_chart, tflops_chart
 from pytest_gemm.report.run_data import FailedCase, RunData, RunFileError, read_run, run_json
 
@@ -125,6 +125,21 @@ def test_one_wrong_element_of_an_8192_square_c_still_shows(tmp_path):
     path = heatmap(failed(emap, "sgemm_big[fp32-8192x8192x512]"), GPU, "2026-11-22", tmp_path / "big.png")
     assert_sensible_png(path)
     assert pixels_near(path, CAUSE_STYLE[ErrorCause.UNWRITTEN][0], top=0.9) > 4  # not only in the legend
+
+
+def test_writes_outside_c_are_drawn_past_its_frame(tmp_path):
+    """A missing row check writes rows past M: the picture grows to show them, in their own colour."""
+    import numpy as np
+
+    rows, cols = np.meshgrid(np.arange(100, 128), np.arange(100), indexing="ij")
+    strays = np.stack([rows.ravel(), cols.ravel()], 1)
+    emap = error_map(100, 100, cells=100, tile=(32, 32))
+    emap = ErrorMap(**{**emap.__dict__, "outside": causes.outside_cells(strays, (100, 100), emap.cell)})
+    path = heatmap(failed(emap, "oob_write[fp32-100x100x64]"), GPU, "2026-11-22", tmp_path / "oob.png")
+    assert_sensible_png(path)
+    assert pixels_near(path, OUTSIDE_STYLE[0], top=0.9) > 2000  # a band 28 rows deep, not only the legend
+    plain = heatmap(failed(error_map(100, 100, cells=100)), GPU, "2026-11-22", tmp_path / "plain.png")
+    assert pixels_near(plain, OUTSIDE_STYLE[0]) == 0
 
 
 def test_skinny_and_unknown_tile_maps_draw(tmp_path):

@@ -60,10 +60,10 @@ def test_a_case_record_reads_back_from_its_saved_json():
 
 
 def test_a_kernel_that_keeps_state_between_launches_is_wrong_and_suspicious():
-    """Recorded on the H100: the memo kernel's first launch is right, its later ones skip the work."""
+    """Recorded on the H100: the memo kernel's first three launches are right (verification's), later ones skip."""
     verdict = judge_outcome(
-        _facts("memo_naive[fp32-4096x4096x4096]", (4096, 4096, 4096)),
-        recorded_outcome("timing_cheat.cu::memo_naive[fp32-4096x4096x4096]"),
+        _facts("memo_late[fp32-4096x4096x4096]", (4096, 4096, 4096)),
+        recorded_outcome("timing_cheat_late.cu::memo_late[fp32-4096x4096x4096]"),
         GPU,
     )
     assert verdict.record is not None and verdict.record.verdict == Sanity.WRONG

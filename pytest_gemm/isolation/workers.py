@@ -154,6 +154,7 @@ class WorkerPool:
         self.running = False  # a case is in the worker now
         self.facts: dict[str, Any] | None = None
         self.unavailable: str | None = None
+        self.lost: str | None = None  # the GPU worked earlier in this run, then a worker found no device
         self._process: _Process | None = None
         self._starting: _Process | None = None  # a worker being started (so that it can be interrupted)
         self._closed = False  # closed: no worker is started any more
@@ -168,10 +169,13 @@ class WorkerPool:
     @property
     def gave_up(self) -> bool:
         """No worker will start here in this run: no device, or too many failed starts in a row."""
-        return self.unavailable is not None or len(self._start_failures) >= START_FAILURES
+        return self.unavailable is not None or self.lost is not None or len(self._start_failures) >= START_FAILURES
 
     # -- the worker ------------------------------------------------------------------------------
     def _start(self) -> _Process | Failure:
+        if self.lost is not None:
+            message = f"the GPU was lost earlier in this run ({self.lost}); no GPU worker is started any more"
+            return Failure(FailureKind.CUDA_ERROR, message, "start")
         if len(self._start_failures) >= START_FAILURES:  # a device or setup that cannot start a worker
             first = self._start_failures[0]
             details = (f"{len(self._start_failures)} starts in a row failed; no more are tried in this run",)
@@ -209,9 +213,18 @@ class WorkerPool:
             self._start_failures.clear()
             return process
         process.stop()
+        if kind == "unavailable" and self.facts is not None:  # a worker of this pool had a device before
+            self.lost = str(body)
+            return Failure(FailureKind.CUDA_ERROR, f"the GPU was lost during the run: {self.lost}", "start")
         if kind == "unavailable":
             self.unavailable = str(body)
             return Failure(FailureKind.INTERNAL, self.unavailable, "start")
+        if "cudaError" in str(body) or "CUDA_ERROR" in str(body):  # the device failed, not pytest-gemm
+            message = (
+                f"the GPU worker could not start: {body} (the GPU may have stopped working: nvidia-smi, and the "
+                "Xid lines of the kernel log, say more)"
+            )
+            return self._failed_start(Failure(FailureKind.CUDA_ERROR, message, "start"))
         return self._failed_start(Failure(FailureKind.INTERNAL, f"the GPU worker could not start: {body}", "start"))
 
     def _failed_start(self, failure: Failure) -> Failure:

@@ -16,9 +16,10 @@ from ..records.outcome import ErrorMap, ErrorSource
 from ..records.verdicts import ErrorCause
 from .accuracy import TILE, tile_summary
 
-__all__ = ["MAX_CELLS", "Evidence", "causes_of", "error_map", "error_sources", "guard_cause"]
+__all__ = ["MAX_CELLS", "Evidence", "causes_of", "error_map", "error_sources", "guard_cause", "outside_cells"]
 
 MAX_CELLS = 128  # an error map has at most this many cells along each side
+MAX_OUTSIDE = 2048  # an error map keeps at most this many rectangles of writes outside C
 
 _CODES = {cause: i + 1 for i, cause in enumerate(ErrorCause)}  # 0: within the bound
 _NONE = len(_CODES) + 1
@@ -129,3 +130,37 @@ def _pool(xp: Any, a: Any, cell: tuple[int, int], grid: tuple[int, int], fill: A
 
 def _to_host(a: Any) -> Any:
     return a.get() if hasattr(a, "get") else a
+
+
+def outside_cells(
+    rc: Any, shape: tuple[int, int], cell: tuple[int, int], max_cells: int = MAX_OUTSIDE
+) -> tuple[tuple[int, int, int, int, int], ...]:
+    """Writes outside C, (row, column) pairs in C's coordinates (logical order), pooled into rectangles of
+    the map's ``cell`` (first row, first column, rows, columns, elements); ``shape`` is C's (rows, columns).
+
+    Cells are grown by powers of two until at most ``max_cells`` remain, so a kernel that wrote the whole
+    guard still gives a small map. A cell holding part of C is cut to the part outside C's columns or rows
+    where that is one rectangle.
+    """
+    import numpy as np
+
+    rc = np.asarray(rc, dtype=np.int64).reshape(-1, 2)
+    if not len(rc):
+        return ()
+    size = list(cell)
+    while True:
+        keys, counts = np.unique(np.floor_divide(rc, size), axis=0, return_counts=True)
+        if len(keys) <= max_cells:
+            break
+        size = [2 * size[0], 2 * size[1]]
+    rects = []
+    for (i, j), n in zip(keys.tolist(), counts.tolist(), strict=True):
+        r0, c0, h, w = i * size[0], j * size[1], size[0], size[1]
+        if r0 >= 0 and r0 + h <= shape[0] and c0 < shape[1] < c0 + w:  # row padding: from column N on
+            w, c0 = c0 + w - shape[1], shape[1]
+        elif r0 < shape[0] < r0 + h and c0 >= 0:  # the first rows after C
+            h, r0 = r0 + h - shape[0], shape[0]
+        elif r0 < 0 < r0 + h:  # the last rows before C
+            h = -r0
+        rects.append((r0, c0, h, w, n))
+    return tuple(rects)

@@ -25,7 +25,7 @@ __all__ = [
 
 #: the phases of a case in a worker, and how messages name them
 PHASES = {
-    "start": "starting the GPU worker",
+    "start": "starting the GPU worker for",
     "load": "loading the kernel file",
     "compile": "compiling",
     "verify": "verifying",
@@ -75,6 +75,9 @@ class ErrorMap:
     its finite elements (0.0 where all are exact); ``cause`` holds each cell's most telling ErrorCause
     word (see ``ErrorCause.rank``), or "" where every element is within the bound.
     ``tile`` is the kernel's output tile (rows, columns) when the launch geometry tells it, for outlines.
+    ``outside`` holds the writes that landed in the guard around C, as rectangles (first row, first column,
+    rows, columns, elements written) in C's coordinates as if C's rows and ld went on past its ends: rows
+    below 0 before C, rows from ``rows`` on after it, columns from ``cols`` on in its row padding.
     """
 
     rows: int
@@ -83,6 +86,7 @@ class ErrorMap:
     ratio: tuple[tuple[float, ...], ...]
     cause: tuple[tuple[str, ...], ...]
     tile: tuple[int, int] | None = None
+    outside: tuple[tuple[int, int, int, int, int], ...] = ()
 
     @property
     def causes(self) -> tuple[ErrorCause, ...]:

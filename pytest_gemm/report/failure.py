@@ -205,7 +205,7 @@ def fault_message(
     else:  # the kernel file, the compiler: their messages name the file already
         head = f"{what}: {failure.message}"
     lines = [head, *(f"  {line}" for line in failure.details)]
-    if kind == FailureKind.CUDA_ERROR:
+    if kind == FailureKind.CUDA_ERROR and failure.phase != "start":
         lines.append(
             "  the CUDA context was lost: the worker that ran this case was replaced, and the run goes on in a new one"
             if failure.replace_worker

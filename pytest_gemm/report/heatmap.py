@@ -11,6 +11,7 @@ cell in a large matrix shows. The kernel's tiles are outlined.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from ..records.verdicts import ErrorCause
 from .run_data import FailedCase
 from .style import INK, new_figure, save, title
 
-__all__ = ["CAUSE_STYLE", "heatmap"]
+__all__ = ["CAUSE_STYLE", "OUTSIDE_STYLE", "heatmap"]
 
 #: each cause that is not a plain error: colour and hatch, distinct from cividis and from each other in grey
 CAUSE_STYLE = {
@@ -30,6 +31,8 @@ CAUSE_STYLE = {
     ErrorCause.UNWRITTEN: ("#D55E00", "//"),
     ErrorCause.ARITHMETIC: ("#000000", ".."),
 }
+#: writes that landed outside C (in its guard): Tol's wine, ring hatch
+OUTSIDE_STYLE = ("#882255", "oo")
 _RANK = {cause.value: cause.rank for cause in ErrorCause}
 _NONE = len(_RANK)  # rank of a cell within the bound
 
@@ -67,8 +70,8 @@ def _runs(
     return rects
 
 
-def _outline_tiles(ax: Any, emap: ErrorMap) -> str:
-    """Draw the tile grid; say what it is."""
+def _outline_tiles(ax: Any, emap: ErrorMap, span: tuple[float, float, float, float]) -> str:
+    """Draw the tile grid over ``span`` (x0, x1, y0, y1: C and what is drawn outside it); say what it is."""
     tile, what = emap.tile, "the kernel's output tiles"
     if tile is None:
         tile, what = (32, 32), "a 32×32 grid (the kernel's tile is not known)"
@@ -77,8 +80,10 @@ def _outline_tiles(ax: Any, emap: ErrorMap) -> str:
         while n / (t * step[axis]) > 64:  # keep lines at least ~8 pixels apart
             step[axis] *= 2
     kw = {"colors": "#000000", "linewidths": 0.7, "alpha": 0.45, "zorder": 4}
-    ax.hlines(range(0, emap.rows + 1, tile[0] * step[0]), 0, emap.cols, **kw)
-    ax.vlines(range(0, emap.cols + 1, tile[1] * step[1]), 0, emap.rows, **kw)
+    x0, x1, y0, y1 = span
+    dy, dx = tile[0] * step[0], tile[1] * step[1]
+    ax.hlines(range(math.floor(y0 / dy) * dy, math.floor(y1) + 1, dy), x0, x1, **kw)
+    ax.vlines(range(math.floor(x0 / dx) * dx, math.floor(x1) + 1, dx), y0, y1, **kw)
     every = "" if step == [1, 1] else f", every {step[0]}×{step[1]} tiles"
     return f"lines: {what}, {tile[0]}×{tile[1]}{every}"
 
@@ -140,9 +145,12 @@ def heatmap(case: FailedCase, gpu_name: str, day: str, out: Path) -> Path:
                 label=f"worst cell: {ratio.max():.4g}× the bound",
             )
         )
-    tiles = _outline_tiles(ax, emap)
-    ax.set_xlim(0, emap.cols)
-    ax.set_ylim(emap.rows, 0)
+    x0, x1, y0, y1 = 0.0, float(emap.cols), 0.0, float(emap.rows)
+    if emap.outside:
+        x0, x1, y0, y1 = _draw_outside(ax, emap, handles)
+    tiles = _outline_tiles(ax, emap, (x0, x1, y0, y1))
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y1, y0)
     ax.set_xlabel(f"column of C (N = {emap.cols})")
     ax.set_ylabel(f"row of C (M = {emap.rows})")
     over = int(((ranks == ErrorCause.OVER_BOUND.rank) & plain).sum())
@@ -155,3 +163,27 @@ def heatmap(case: FailedCase, gpu_name: str, day: str, out: Path) -> Path:
     )
     title(fig, ax, f"Where {case.name} is wrong", gpu_name, day, detail)
     return save(fig, out)
+
+
+def _draw_outside(ax: Any, emap: ErrorMap, handles: list[Any]) -> tuple[float, float, float, float]:
+    """Draw the writes that landed outside C, and C's frame; the limits (x0, x1, y0, y1) that show both."""
+    from matplotlib.collections import PatchCollection
+    from matplotlib.patches import Patch, Rectangle
+
+    colour, hatch = OUTSIDE_STYLE
+    x0, x1 = min(0, *(c for _, c, _, _, _ in emap.outside)), max(emap.cols, *(c + w for _, c, _, w, _ in emap.outside))
+    y0, y1 = min(0, *(r for r, _, _, _, _ in emap.outside)), max(emap.rows, *(r + h for r, _, h, _, _ in emap.outside))
+    margin = 0.03 * max(x1 - x0, y1 - y0)
+    x0, x1, y0, y1 = x0 - margin, x1 + margin, y0 - margin, y1 + margin
+    least = ((x1 - x0) / 60, (y1 - y0) / 60)  # about 10 pixels
+    rects = []
+    for r, c, h, w, _ in emap.outside:
+        gw, gh = max(0.0, least[0] - w) / 2, max(0.0, least[1] - h) / 2
+        rects.append(Rectangle((c - gw, r - gh), w + 2 * gw, h + 2 * gh))
+    ax.add_collection(PatchCollection(rects, facecolor=colour, edgecolor="white", hatch=hatch, linewidth=0, zorder=3))
+    ax.add_patch(Rectangle((0, 0), emap.cols, emap.rows, fill=False, edgecolor=INK, linewidth=1.8, zorder=6))
+    ax.text(emap.cols, 0, " C ", ha="right", va="bottom", fontsize=9, color=INK)
+    written = sum(n for *_, n in emap.outside)
+    label = f"written outside C (its guard, as if C went on): {written} element(s)"
+    handles.append(Patch(facecolor=colour, edgecolor="white", hatch=hatch + hatch, label=label))
+    return x0, x1, y0, y1

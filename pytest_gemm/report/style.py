@@ -88,7 +88,9 @@ def new_figure(width: float, height: float) -> Any:
 
 def title(fig: Any, ax: Any, what: str, gpu: str, day: str, detail: str = "") -> None:
     """The title names what is shown, the GPU and the date; ``detail`` goes on a smaller line under it."""
-    fig.suptitle(f"{what} — {gpu}" + (f", {day}" if day else ""), x=0.01, ha="left", fontsize=12.5, color=INK)
+    fig.suptitle(
+        f"{what} — {gpu}" + (f", {day}" if day else ""), x=0.01, ha="left", fontsize=12.5, color=INK, wrap=True
+    )
     if detail:
         ax.set_title(detail, loc="left", fontsize=9, color="#444444")
 

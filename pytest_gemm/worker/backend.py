@@ -39,7 +39,17 @@ from pytest_gemm import gemm_kernel
 @gemm_kernel(dtypes=["fp32"])
 def warm_up(A, B, C, alpha, beta):
     C[...] = alpha * (A @ B) + (beta * C if beta else 0)
+
+
+@gemm_kernel(dtypes=["fp32"])
+def warm_up_wrong(A, B, C, alpha, beta):
+    C[...] = alpha * (A @ B) + beta * C  # reads C although beta = 0: the re-run with finite C
+    C[0, 0] = float("nan")  # a NaN no re-run explains: the re-runs with each guard region alone NaN
 """
+#: what the warm-up runs: a correct case and a wrong one whose diagnosis takes every re-run, each with beta = 0 and not
+_WARM_UP_CASES = [
+    (name, alpha, beta) for name in ("warm_up", "warm_up_wrong") for alpha, beta in ((1.0, 0.0), (0.7, 1.3))
+]
 
 
 class _Failed(Exception):
@@ -65,13 +75,15 @@ class GpuBackend:
     def _warm_up(self) -> None:
         """Pay the first-use costs of verification (CuPy's JIT-compiled elementwise kernels, cuBLAS's handle)
         now, before any case's time limit runs: on an H100 with a cold CuPy cache the first verification took
-        10-21 s, and a correct first case timed out at --gemm-timeout 5. (A first timing costs under 1 s.)"""
+        10-21 s, and a correct first case timed out at --gemm-timeout 5. A wrong output's diagnosis compiles
+        kernels of its own: with only a correct case warmed up, the first failing case of each of 8 xdist
+        workers on a fresh H100 timed out at --gemm-timeout 10. (A first timing costs under 1 s.)"""
         folder = Path(tempfile.mkdtemp(prefix="pytest-gemm-warm-up-"))
         path = folder / "warm_up.py"
         path.write_text(_WARM_UP_KERNEL, encoding="utf-8")
         try:
-            for alpha, beta in ((1.0, 0.0), (0.7, 1.3)):
-                request = Request(str(path), "warm_up.py", "warm_up", (), "fp32", 64, 64, 64, alpha, beta, 0)
+            for name, alpha, beta in _WARM_UP_CASES:
+                request = Request(str(path), "warm_up.py", name, (), "fp32", 64, 64, 64, alpha, beta, 0)
                 outcome = self._run(request, lambda phase: None)
                 if outcome.failure is not None:
                     raise RuntimeError(f"the worker's warm-up failed: {outcome.failure.message}")

@@ -63,15 +63,48 @@ class GuardedMatrix:
             found[f"the row padding of {name}"] = padding
         return found
 
-    def guard_faults(self, xp: Any, name: str) -> list[Fault]:
+    def stray_writes(self, xp: Any) -> np.ndarray:
+        """Where the guard around the matrix was written: (row, column) in storage order, as if its rows and
+        ld went on past its ends (rows < 0 before it, >= ``rows`` after it, columns >= ``cols`` in the row
+        padding). An (n, 2) host array of int64."""
+        p = xp.nonzero(self.flat != self.guard_bits)[0].astype(xp.int64) - self.start
+        row, col = p // self.ld, p % self.ld
+        keep = (row < 0) | (row >= self.rows) | (col >= self.cols)
+        found = xp.stack([row[keep], col[keep]], axis=1)
+        return found.get() if hasattr(found, "get") else np.asarray(found)
+
+    def guard_faults(self, xp: Any, name: str, col: bool | None = None) -> list[Fault]:
+        """An out-of-bounds write fault per guard region written. With ``col`` (the matrix is stored
+        column-major when True), each says where the writes landed, as if the matrix went on."""
         faults = []
+        strays = self.stray_writes(xp) if col is not None else None
         for where, region in self.regions(name).items():
             changed = int((region != self.guard_bits).sum()) if region.size else 0
             if changed:
                 if where.startswith("the row padding"):
                     where += " (between the row's end and ld)"
+                if strays is not None:
+                    where += _landed(strays, where, self.rows, self.cols, col)
                 faults.append(Fault("out-of-bounds write", where, changed))
         return faults
+
+
+def _landed(strays: np.ndarray, where: str, rows: int, cols: int, col: bool | None) -> str:
+    """Where the writes into one guard region landed, in logical rows and columns of the matrix."""
+    row, column = strays[:, 0], strays[:, 1]
+    if "before" in where:
+        mine = strays[row < 0]
+    elif "after" in where:
+        mine = strays[row >= rows]
+    else:
+        mine = strays[(row >= 0) & (row < rows) & (column >= cols)]
+    if not len(mine):
+        return ""
+    if col:
+        mine = mine[:, ::-1]
+    (r0, c0), (r1, c1) = mine.min(axis=0).tolist(), mine.max(axis=0).tolist()
+    span = lambda a, b: f"{a}" if a == b else f"{a} to {b}"  # noqa: E731
+    return f"; as if the matrix went on, at rows {span(r0, r1)}, columns {span(c0, c1)}"
 
 
 def guarded(

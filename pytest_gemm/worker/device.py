@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from ..compiler.cache import CubinCache
 from ..compiler.nvrtc import compile_kernel
 from ..judge.accuracy import count_changed, element_ratios, error_stats
+from ..judge.causes import outside_cells
 from ..records.dtypes import DType, get_dtype
 from ..records.outcome import ErrorStats, Fault, Verification, cuda_version
 from ..specs.archs import arch_runs_on
@@ -221,7 +223,11 @@ class GpuRunner:
             # The reference starts only now, on buffers of its own.
             a_bits, b_bits = upload_bits(cp, data.a), upload_bits(cp, data.b)
             c0_bits = None if data.c0 is None else upload_bits(cp, data.c0)
-            faults = ga.guard_faults(cp, "A") + gb.guard_faults(cp, "B") + gc.guard_faults(cp, "C")
+            c_faults = gc.guard_faults(cp, "C", col=data.col)
+            faults = ga.guard_faults(cp, "A") + gb.guard_faults(cp, "B") + c_faults
+            strays = None
+            if c_faults:  # where the writes outside C landed, logical order, for the heatmap
+                strays = gc.stray_writes(cp)[:, ::-1] if data.col else gc.stray_writes(cp)
             for name, g, bits in (("A", ga, a_bits), ("B", gb, b_bits)):
                 changed = count_changed(cp, bits, data.logical(g.matrix(bits.dtype)))
                 if changed:
@@ -238,6 +244,8 @@ class GpuRunner:
             sources, error_map = (), None
             if not kernel_stats.passed or faults:
                 sources, error_map = trace(self, case, data, ratio, unwritten)
+                if strays is not None:
+                    error_map = replace(error_map, outside=outside_cells(strays, (m, n), error_map.cell))
             del ratio  # M x N float64, not needed while cuBLAS runs
             operands = (data.a, a_bits), (data.b, b_bits)
             peer = self._peer(operands, c0_bits, case, dt, out, truth, gscale)

@@ -16,6 +16,7 @@ import importlib
 import os
 import signal
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -26,6 +27,7 @@ from ..records.outcome import Failure, Outcome, cuda_version, internal_failure
 from ..records.plain import from_plain, to_plain
 from ..records.request import Request
 from ..records.verdicts import FailureKind
+from .compile_watch import CompileWatch
 
 __all__ = ["DEFAULT_BACKEND", "DriverState", "main", "no_device_reason"]
 
@@ -117,6 +119,18 @@ def main(argv: list[str] | None = None) -> int:
             send(replies, "broken", traceback.format_exception_only(type(exc), exc)[-1].strip())
         return 0
     send(replies, "hello", {"facts": facts, "pid": os.getpid()})
+    lock = threading.Lock()  # the watch thread sends too
+
+    def say(kind: str, body: Any) -> None:
+        with lock:
+            send(replies, kind, body)
+
+    watch = CompileWatch(lambda phase: say("phase", phase)).start()
+
+    def notify(phase: str) -> None:
+        watch.enter(phase)
+        say("phase", phase)
+
     while True:
         try:
             kind, body = receive(requests)
@@ -124,11 +138,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if kind != "run":
             return 0
-        outcome, last = _answer(backend, body, lambda phase: send(replies, "phase", phase))
+        outcome, last = _answer(backend, body, notify)
+        watch.enter("")
         sys.stdout.flush()
         sys.stderr.flush()
         _flush_c_stdio()
-        send(replies, "outcome", to_plain(outcome))
+        say("outcome", to_plain(outcome))
         if last:
             return 0
 

@@ -1,7 +1,7 @@
 // A kernel that cheats at timing: it remembers, per block, the C it last computed, and skips the
-// work when it is launched again on the same C. Its first launch on any buffer is correct, so it
-// passes verification; the harness must catch it while timing (suspiciously fast, and the output
-// of the last timed launch is wrong).
+// work when it is launched again on the same C. Its first launch on any buffer is correct, but
+// verification's determinism check launches it again on the same buffers, and finds the second
+// launch's C unwritten. (timing_cheat_late.cu waits for the fourth launch; timing catches that one.)
 
 /* pytest-gemm
 name = "memo_naive"

@@ -1,0 +1,79 @@
+"""Keep a case's time limit for the kernel: report progress while CuPy compiles its own kernels.
+
+The pytest process's limit is on silence: each ``phase`` message restarts it. Verification runs
+CuPy's elementwise and reduction kernels, which CuPy compiles with NVRTC the first time they are
+used on a machine (then loads from its disk cache). The worker's warm-up pays most of that, but a
+case can still meet one CuPy has not compiled yet, and on a fresh machine with several workers
+compiling at once that took over 10 s. That is the harness's cost, not the kernel's.
+
+:class:`CompileWatch` looks at the main thread's stack once a second; while it holds a frame of
+CuPy's compiler module, it sends the current phase again. A kernel that hangs is waited for in a
+synchronize or a copy, never inside that module, so its limit still runs out; and one phase gets
+at most ``cap`` seconds of such progress, so a compile that never ends is still stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["CUPY_COMPILER", "CompileWatch"]
+
+#: the tail of the path of CuPy's compiler module, whose frames mean "CuPy is compiling"
+CUPY_COMPILER = os.path.join("cupy", "cuda", "compiler.py")
+
+
+class CompileWatch:
+    """Calls ``progress(phase)`` every ``interval`` seconds while the watched thread is in ``module``."""
+
+    def __init__(
+        self,
+        progress: Callable[[str], None],
+        interval: float = 1.0,
+        cap: float = 600.0,
+        module: str = CUPY_COMPILER,
+        thread_id: int | None = None,
+    ) -> None:
+        self.progress = progress
+        self.interval = interval
+        self.cap = cap
+        self.module = os.sep + module
+        self.thread_id = threading.main_thread().ident if thread_id is None else thread_id
+        self.phase = ""
+        self.granted = 0.0  # seconds of progress sent in the current phase
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="pytest-gemm compile watch", daemon=True)
+
+    def start(self) -> CompileWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def enter(self, phase: str) -> None:
+        """The watched thread began ``phase`` (the worker's notify calls this before it tells pytest)."""
+        self.phase, self.granted = phase, 0.0
+
+    def compiling(self) -> bool:
+        """Whether the watched thread is inside the module now."""
+        frame = sys._current_frames().get(self.thread_id)
+        while frame is not None:
+            if frame.f_code.co_filename.endswith(self.module):
+                return True
+            frame = frame.f_back
+        return False
+
+    def _watch(self) -> None:
+        last = time.monotonic()
+        while not self._stop.wait(self.interval):
+            now = time.monotonic()
+            phase = self.phase
+            if phase and self.granted < self.cap and self.compiling():
+                self.granted += now - last
+                self.progress(phase)
+            last = now

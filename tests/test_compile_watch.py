@@ -1,0 +1,56 @@
+"""A case's time limit is for the kernel: the worker reports progress while CuPy compiles its own kernels."""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+import time
+from pathlib import Path
+
+from pytest_gemm.worker.compile_watch import CUPY_COMPILER, CompileWatch
+
+FAKE = Path(__file__).parent / "data" / "fake_cupy" / CUPY_COMPILER
+
+
+def _fake_compiler():
+    spec = importlib.util.spec_from_file_location("fake_cupy_compiler", FAKE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _watch(**kw):
+    calls: list[tuple[float, str]] = []
+    watch = CompileWatch(lambda phase: calls.append((time.monotonic(), phase)), interval=0.05,
+                         thread_id=threading.get_ident(), **kw)  # fmt: skip
+    return watch.start(), calls
+
+
+def test_progress_is_reported_while_cupy_compiles_and_not_otherwise():
+    compiler = _fake_compiler()
+    watch, calls = _watch()
+    try:
+        watch.enter("verify")
+        time.sleep(0.4)  # a kernel running, or hanging: no progress
+        quiet = len(calls)
+        compiler.compile(0.5)
+        compiling = len(calls) - quiet
+        time.sleep(0.3)
+        after = len(calls) - quiet - compiling
+    finally:
+        watch.stop()
+    assert quiet == 0 and after <= 1  # at most the tick that saw the compile's last moment
+    assert compiling >= 4 and {phase for _, phase in calls} == {"verify"}
+
+
+def test_no_progress_between_cases_and_a_compile_that_never_ends_is_still_stopped():
+    compiler = _fake_compiler()
+    watch, calls = _watch(cap=0.2)
+    try:
+        compiler.compile(0.3)  # no phase yet: between cases
+        assert calls == []
+        watch.enter("verify")
+        compiler.compile(0.8)
+    finally:
+        watch.stop()
+    assert 2 <= len(calls) <= 6  # about cap / interval, then nothing more in this phase
