@@ -14,35 +14,41 @@
 #   GEMM_WORKERS      pytest-xdist workers for the verification run (default 1: no xdist)
 #   GEMM_UPDATE_BASELINES=1 the timed run records baselines/ (--gemm-update-baselines); the
 #                     updated files are copied into the archive
-#   GEMM_ACCEPTANCE=1 also run scripts/timing-acceptance.sh (Nsight Compute comparison, repeat runs)
-#                     and scripts/gate-acceptance.sh (the regression gate on slowed kernels; bundled baselines)
+#   GEMM_ACCEPTANCE=1 also run research/timing-acceptance.sh (Nsight Compute comparison, repeat runs)
+#                     and research/gate-acceptance.sh (the regression gate on slowed kernels; bundled baselines)
 #   GEMM_THIRDPARTY=1 also run every folder of .thirdparty/ (third-party kernels wrapped with headers, git-ignored:
 #                     give the device tool carry: [".thirdparty"]) on quick,edge, verification only, 4 xdist workers
 #                     (GEMM_THIRDPARTY_DIRS: which folders, GEMM_THIRDPARTY_WORKERS: how many xdist workers,
 #                     GEMM_THIRDPARTY_SHAPES: which shape sets)
-#   GEMM_MULTI_GPU=1  also run scripts/multi-gpu-acceptance.sh (one GPU against all of them; needs 2 or more)
-#   GEMM_ISOLATION    parts of scripts/isolation-acceptance.sh to run (e.g. faults-timed,faults-verified,control)
+#   GEMM_MULTI_GPU=1  also run research/multi-gpu-acceptance.sh (one GPU against all of them; needs 2 or more)
+#   GEMM_ISOLATION    parts of research/isolation-acceptance.sh to run (e.g. faults-timed,faults-verified,control)
 set -uo pipefail
 out="${OUT:-gpu-check-out}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || { cat "$out/install.log"; exit 1; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
+timeout 20 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
     --format=csv >"$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
 status=0
-deadline=$((SECONDS + ${GEMM_DEADLINE:-570}))
-limit() {  # seconds the next step may run: the step limit or what is left before the deadline
+deadline=${GEMM_DEADLINE:-570}  # bash's SECONDS counts from the script's start, the install included
+limit() {  # seconds the next step may run: the step limit or what is left before the deadline (at least 1)
     local left=$((deadline - SECONDS - 20)) step=${GEMM_STEP_LIMIT:-540}
     [ $left -lt $step ] && step=$left
+    [ $step -lt 1 ] && step=1
     echo $step
+}
+enough() {  # name: true when at least 30 s are left for the step, else say it is skipped
+    [ "$(limit)" -ge 30 ] && return 0
+    echo "== $1: skipped, no time left before the deadline"
+    status=1
+    return 1
 }
 run() {  # name, pytest args...
     local name=$1; shift
-    local t0=$SECONDS s
-    s=$(limit)
-    [ "$s" -lt 30 ] && { echo "== $name: skipped, ${s} s left before the deadline"; status=1; return; }
-    timeout "$s" python3 -m pytest -rfEs -o junit_family=legacy --junitxml="$out/$name.xml" "$@" \
+    local t0=$SECONDS
+    enough "$name" || return
+    timeout "$(limit)" python3 -m pytest -rfEs -o junit_family=legacy --junitxml="$out/$name.xml" "$@" \
         >"$out/$name.log" 2>&1
     local rc=$?
     echo "== $name: exit $rc in $((SECONDS - t0)) s: $(tail -n 1 "$out/$name.log")"
@@ -69,12 +75,14 @@ if [[ $parts == *,gpu,* ]]; then
     if [ -n "${GEMM_GPU_K:-}" ]; then run gpu-tests tests/ -m gpu -k "$GEMM_GPU_K"; else run gpu-tests tests/ -m gpu; fi
 fi
 # The recorded outcomes that the CPU tests replay (tests/data/h100_outcomes.json; copy it back by hand).
-if [[ $parts == *,record,* ]]; then
+if [[ $parts == *,record,* ]] && enough record; then
     timeout "$(limit)" python3 scripts/record_outcomes.py "$out/h100_outcomes.json" >"$out/record.log" 2>&1
-    echo "== record: exit $? ($(wc -l <"$out/record.log") cases)"
+    rc=$?
+    echo "== record: exit $rc ($(grep -c "::" "$out/record.log") cases)"
+    [ $rc -eq 0 ] || status=1
 fi
 # 4. The deliberately broken kernels, for their failure messages (these cases are meant to fail).
-if [[ $parts == *,broken,* ]]; then
+if [[ $parts == *,broken,* ]] && enough broken-demo; then
     timeout "$(limit)" python3 -m pytest -p no:cacheprovider --gemm-kernels tests/kernels_broken/faults.cu \
         tests/kernels_broken/timing_cheat.cu -m gpu --gemm-shapes 256,100x100x64,4096 -k "not 4096 or memo_naive" \
         --gemm-max-time 0.3 -rf --gemm-report "$out/report-broken" \
@@ -82,7 +90,7 @@ if [[ $parts == *,broken,* ]]; then
     echo "== broken-demo (failures expected): $(tail -n 1 "$out/broken-demo.log")"
 fi
 # 5. The crash, hang and launch-limit fixtures (failures expected; each must fail alone, with its own reason).
-if [[ $parts == *,faults,* ]]; then
+if [[ $parts == *,faults,* ]] && enough faults-demo; then
     timeout "$(limit)" python3 -m pytest --gemm-kernels tests/kernels_faults/ kernels/01_naive.cu -m gpu \
         --gemm-shapes 256 \
         --gemm-timeout 10 -rf >"$out/faults-demo.log" 2>&1
@@ -92,21 +100,24 @@ if [ "${GEMM_THIRDPARTY:-0}" = 1 ]; then
     for folder in ${GEMM_THIRDPARTY_DIRS:-.thirdparty/*/}; do
         name=$(basename "$folder")
         [ "$name" = tools ] && continue
-        [ "$(limit)" -lt 30 ] && { echo "== thirdparty $name: skipped, no time left"; continue; }
+        enough "thirdparty $name" || continue
         timeout "$(limit)" python3 -m pytest -p no:cacheprovider -p no:randomly --gemm-kernels "$folder" -m gpu \
             --gemm-shapes "${GEMM_THIRDPARTY_SHAPES:-quick,edge}" --benchmark-skip --gemm-timeout 10 -p xdist -n "${GEMM_THIRDPARTY_WORKERS:-4}" -rf \
             -o junit_family=legacy --junitxml="$out/thirdparty-$name.xml" >"$out/thirdparty-$name.log" 2>&1
         echo "== thirdparty $name (failures expected): $(tail -n 1 "$out/thirdparty-$name.log")"
     done
 fi
-[ "${GEMM_MULTI_GPU:-0}" = 1 ] && bash scripts/multi-gpu-acceptance.sh "$out/multi-gpu"
-[ -n "${GEMM_ISOLATION:-}" ] && bash scripts/isolation-acceptance.sh "$out/isolation" ${GEMM_ISOLATION//,/ }
+[ "${GEMM_MULTI_GPU:-0}" = 1 ] && enough multi-gpu &&
+    timeout "$(limit)" bash research/multi-gpu-acceptance.sh "$out/multi-gpu"
+[ -n "${GEMM_ISOLATION:-}" ] && enough isolation &&
+    timeout "$(limit)" bash research/isolation-acceptance.sh "$out/isolation" ${GEMM_ISOLATION//,/ }
 if [ "${GEMM_ACCEPTANCE:-0}" = 1 ]; then
-    bash scripts/timing-acceptance.sh "$out" || status=1
-    bash scripts/gate-acceptance.sh "$out" | tee "$out/gate-acceptance.txt" || status=1
+    enough timing-acceptance && { timeout "$(limit)" bash research/timing-acceptance.sh "$out" || status=1; }
+    enough gate-acceptance &&
+        { timeout "$(limit)" bash research/gate-acceptance.sh "$out" | tee "$out/gate-acceptance.txt" || status=1; }
 fi
 # The GPU's state at the end, and the driver's Xid lines (a kernel fault, or a GPU that stopped working)
-nvidia-smi >"$out/gpu-end.txt" 2>&1 || echo "== nvidia-smi failed at the end: the GPU may have stopped working"
+timeout 20 nvidia-smi >"$out/gpu-end.txt" 2>&1 || echo "== nvidia-smi failed at the end: the GPU may have stopped working"
 dmesg -T 2>/dev/null | grep -i -E "xid|nvrm" | tail -n 200 >"$out/xid.txt"
 [ -s "$out/xid.txt" ] && echo "== $(wc -l <"$out/xid.txt") Xid/NVRM line(s) in the kernel log; last: $(tail -n 1 "$out/xid.txt")"
 # Everything in one archive (the device tool brings back only a few files).

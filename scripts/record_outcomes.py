@@ -57,6 +57,9 @@ def main() -> int:
                 print(f"{key}: {time.perf_counter() - t0:.1f} s, failure {outcome.failure and outcome.failure.kind}")
                 outcomes[key] = to_plain(outcome)
     pool.close()
+    if pool.unavailable is not None or not pool.facts:
+        print(f"record_outcomes: nothing recorded, no GPU: {pool.unavailable}", file=sys.stderr)
+        return 2
     data = {"recorded": time.strftime("%Y-%m-%d"), "facts": pool.facts, "outcomes": outcomes}
     out.write_text(json.dumps(data, indent=1) + "\n")
     return 0

@@ -11,7 +11,7 @@ Environment:
   REPLAY_GPU           report this GPU name instead of the recorded one
   REPLAY_THROTTLE      set NVML's power-cap reason in the samples taken after timing
   REPLAY_ACT           file::case=act,... where act is hang, exit:N, signal:N, sysexit:N, print:TEXT (then the
-                       outcome), die-later:N (exit N just after answering), slow-timing:S (S seconds of timing)
+                       outcome), die-later:N (exit N just after answering), slow-timing:S (S seconds of timing),
                        lose-gpu (the GPU stops working: the worker dies, and REPLAY_LOST_FILE is created) or
                        slow-cupy-compile:S (S seconds inside a stand-in for CuPy's compiler, while verifying)
   REPLAY_LOST_FILE     while this file exists, a new worker finds no device (a GPU lost during the run)

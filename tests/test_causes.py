@@ -283,6 +283,7 @@ def test_writes_past_the_end_of_c_are_located_and_mapped(ldc):
     ga, gb = runner.guarded_input(case, "A", data), runner.guarded_input(case, "B", data)
     gc = runner.guarded_output(case, data, None)
     runner.launch(case, ga, gb, gc)
+    assert gc.stray_writes(np).shape == (0, 2) and gc.guard_faults(np, "C", col=False) == []  # C alone written
     after = gc.regions("C")["the guard after C"][: 3 * gc.ld].reshape(3, gc.ld)
     after[:, :N] = np.float32(1.0).view(np.uint32)  # rows M to M + 2, every column of C
     if ldc:
@@ -297,7 +298,7 @@ def test_writes_past_the_end_of_c_are_located_and_mapped(ldc):
         )
     strays = gc.stray_writes(np)
     assert len(strays) == 3 * N + (2 if ldc else 0)
-    rects = causes.outside_cells(strays, (M, N), (1, 1))
+    rects = causes.outside_cells(strays, (1, 1))
     assert sum(n for *_, n in rects) == len(strays)
     assert {(r, c) for r, c, h, w, _ in rects for r in range(r, r + h) for c in range(c, c + w)} == {
         tuple(p) for p in strays.tolist()
@@ -306,10 +307,19 @@ def test_writes_past_the_end_of_c_are_located_and_mapped(ldc):
 
 def test_many_writes_outside_c_are_pooled_into_at_most_the_cap():
     rows, cols = np.meshgrid(np.arange(-300, 0), np.arange(500), indexing="ij")  # 300 rows before C
-    rects = causes.outside_cells(np.stack([rows.ravel(), cols.ravel()], 1), (1000, 500), (8, 4), max_cells=100)
+    rects = causes.outside_cells(np.stack([rows.ravel(), cols.ravel()], 1), (8, 4), max_cells=100)
     assert len(rects) <= 100
     assert sum(n for *_, n in rects) == 300 * 500
-    assert min(r for r, *_ in rects) == -300 - (-300 % 32) and max(r + h for r, _, h, _, _ in rects) == 0
+    assert min(r for r, *_ in rects) == -300 and max(r + h for r, _, h, _, _ in rects) == 0  # boxes of the writes
+
+
+def test_a_box_of_writes_outside_c_never_covers_c_where_a_cell_straddles_its_edges():
+    """M = 1001 with 8 x 8 cells: the last cell row holds C's last row and the first rows after it."""
+    padding = [(1000, c) for c in range(1001, 1008)]  # row 1000's padding (ld > N = 1001)
+    after = [(1001, c) for c in range(0, 5)]  # the first row after C
+    rects = causes.outside_cells(np.array(padding + after), (8, 8))
+    assert (1000, 1001, 1, 7, 7) in rects  # right of C, in its last row: not below C
+    assert (1001, 0, 1, 5, 5) in rects
 
 
 def test_tile_outlines_come_from_a_2d_grid_only():

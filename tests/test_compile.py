@@ -200,7 +200,7 @@ def _module_strings(path: Path) -> dict[str, str]:
     }
 
 
-SCRIPT_SOURCES = Path(__file__).parent.parent / "scripts" / "mma_ceiling.py"
+SCRIPT_SOURCES = Path(__file__).parent.parent / "research" / "mma_ceiling.py"
 SCRIPT_OPTIONS = ("--gpu-architecture=sm_90", "-std=c++17", "--ptxas-options=-v")
 
 

@@ -19,10 +19,21 @@ def _fake_compiler():
     return module
 
 
+def _locked(watch):
+    enter = watch.enter
+
+    def locked(phase):
+        with watch.lock:
+            enter(phase)
+
+    return locked
+
+
 def _watch(**kw):
     calls: list[tuple[float, str]] = []
     watch = CompileWatch(lambda phase: calls.append((time.monotonic(), phase)), interval=0.05,
                          thread_id=threading.get_ident(), **kw)  # fmt: skip
+    watch.enter = _locked(watch)
     return watch.start(), calls
 
 

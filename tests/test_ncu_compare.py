@@ -1,4 +1,4 @@
-"""scripts/ncu_compare.py: Nsight Compute's side of the accuracy comparison sums each cuBLAS call's kernels."""
+"""research/ncu_compare.py: Nsight Compute's side of the accuracy comparison sums each cuBLAS call's kernels."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import ROOT
 
-_spec = importlib.util.spec_from_file_location("ncu_compare", ROOT / "scripts" / "ncu_compare.py")
+_spec = importlib.util.spec_from_file_location("ncu_compare", ROOT / "research" / "ncu_compare.py")
 ncu_compare = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ncu_compare)
 

@@ -134,7 +134,7 @@ def test_writes_outside_c_are_drawn_past_its_frame(tmp_path):
     rows, cols = np.meshgrid(np.arange(100, 128), np.arange(100), indexing="ij")
     strays = np.stack([rows.ravel(), cols.ravel()], 1)
     emap = error_map(100, 100, cells=100, tile=(32, 32))
-    emap = ErrorMap(**{**emap.__dict__, "outside": causes.outside_cells(strays, (100, 100), emap.cell)})
+    emap = ErrorMap(**{**emap.__dict__, "outside": causes.outside_cells(strays, emap.cell)})
     path = heatmap(failed(emap, "oob_write[fp32-100x100x64]"), GPU, "2026-11-22", tmp_path / "oob.png")
     assert_sensible_png(path)
     assert pixels_near(path, OUTSIDE_STYLE[0], top=0.9) > 2000  # a band 28 rows deep, not only the legend

@@ -70,3 +70,25 @@ def test_a_lower_precision_that_only_the_normwise_test_sees_says_both():
     assert stats.bad == 0 and not stats.passed
     (line,) = diagnosis(_result(stats))
     assert line.startswith("precision too low: only the normwise test failed, every element is within its bound")
+
+
+def test_a_worker_start_failure_reads_as_a_sentence_in_each_form():
+    """The phase comes before the case ("while starting the GPU worker for k[...]") or after it (a timeout)."""
+    from pytest_gemm.records.outcome import Failure
+    from pytest_gemm.records.verdicts import FailureKind
+    from pytest_gemm.report.failure import fault_message
+
+    def head(kind, message):
+        failure = Failure(kind, message, "start")
+        return fault_message(failure, case="k[x]", shape=(1, 2, 3), alpha=1.0, beta=0.0, replay="r").splitlines()[0]
+
+    assert head(FailureKind.TIMEOUT, "the GPU worker did not start within 180 s") == (
+        "k[x] (M=1, N=2, K=3, alpha=1, beta=0) the GPU worker did not start within 180 s while starting the GPU worker"
+    )
+    assert head(FailureKind.CUDA_ERROR, "the GPU was lost during the run: no GPU") == (
+        "CUDA error while starting the GPU worker for k[x] (M=1, N=2, K=3, alpha=1, beta=0): the GPU was lost during "
+        "the run: no GPU"
+    )
+    assert head(FailureKind.WORKER_DIED, "exit code 1").startswith(
+        "the GPU worker died while starting the GPU worker for k[x]"
+    )

@@ -133,34 +133,32 @@ def _to_host(a: Any) -> Any:
 
 
 def outside_cells(
-    rc: Any, shape: tuple[int, int], cell: tuple[int, int], max_cells: int = MAX_OUTSIDE
+    rc: Any, cell: tuple[int, int], max_cells: int = MAX_OUTSIDE
 ) -> tuple[tuple[int, int, int, int, int], ...]:
-    """Writes outside C, (row, column) pairs in C's coordinates (logical order), pooled into rectangles of
-    the map's ``cell`` (first row, first column, rows, columns, elements); ``shape`` is C's (rows, columns).
+    """Writes outside C, (row, column) pairs in C's coordinates (logical order), pooled by the map's ``cell``
+    into rectangles (first row, first column, rows, columns, elements).
 
-    Cells are grown by powers of two until at most ``max_cells`` remain, so a kernel that wrote the whole
-    guard still gives a small map. A cell holding part of C is cut to the part outside C's columns or rows
-    where that is one rectangle.
+    Each rectangle is the bounding box of the writes pooled into it, so it never covers C unless they do.
+    Cells are grown by powers of two until at most ``max_cells`` (at least 4) remain, so a kernel that
+    wrote the whole guard still gives a small map.
     """
     import numpy as np
 
     rc = np.asarray(rc, dtype=np.int64).reshape(-1, 2)
     if not len(rc):
         return ()
-    size = list(cell)
+    size = np.array(cell, dtype=np.int64)
     while True:
-        keys, counts = np.unique(np.floor_divide(rc, size), axis=0, return_counts=True)
-        if len(keys) <= max_cells:
+        keys, inverse, counts = np.unique(np.floor_divide(rc, size), axis=0, return_inverse=True, return_counts=True)
+        if len(keys) <= max(max_cells, 4):
             break
-        size = [2 * size[0], 2 * size[1]]
-    rects = []
-    for (i, j), n in zip(keys.tolist(), counts.tolist(), strict=True):
-        r0, c0, h, w = i * size[0], j * size[1], size[0], size[1]
-        if r0 >= 0 and r0 + h <= shape[0] and c0 < shape[1] < c0 + w:  # row padding: from column N on
-            w, c0 = c0 + w - shape[1], shape[1]
-        elif r0 < shape[0] < r0 + h and c0 >= 0:  # the first rows after C
-            h, r0 = r0 + h - shape[0], shape[0]
-        elif r0 < 0 < r0 + h:  # the last rows before C
-            h = -r0
-        rects.append((r0, c0, h, w, n))
-    return tuple(rects)
+        size *= 2
+    inverse = inverse.reshape(-1)
+    low = np.full((len(keys), 2), np.iinfo(np.int64).max)
+    high = np.full((len(keys), 2), np.iinfo(np.int64).min)
+    np.minimum.at(low, inverse, rc)
+    np.maximum.at(high, inverse, rc)
+    return tuple(
+        (int(r0), int(c0), int(r1 - r0 + 1), int(c1 - c0 + 1), int(n))
+        for (r0, c0), (r1, c1), n in zip(low, high, counts, strict=True)
+    )

@@ -25,7 +25,7 @@ __all__ = [
 
 #: the phases of a case in a worker, and how messages name them
 PHASES = {
-    "start": "starting the GPU worker for",
+    "start": "starting the GPU worker",
     "load": "loading the kernel file",
     "compile": "compiling",
     "verify": "verifying",
@@ -76,8 +76,9 @@ class ErrorMap:
     word (see ``ErrorCause.rank``), or "" where every element is within the bound.
     ``tile`` is the kernel's output tile (rows, columns) when the launch geometry tells it, for outlines.
     ``outside`` holds the writes that landed in the guard around C, as rectangles (first row, first column,
-    rows, columns, elements written) in C's coordinates as if C's rows and ld went on past its ends: rows
-    below 0 before C, rows from ``rows`` on after it, columns from ``cols`` on in its row padding.
+    rows, columns, elements written) in C's logical coordinates, as if C's storage went on past its ends: for
+    a row-major C, rows below 0 before it, rows from ``rows`` on after it, columns from ``cols`` on in its
+    row padding (for a column-major C the same with rows and columns exchanged).
     """
 
     rows: int

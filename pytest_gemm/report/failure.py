@@ -189,19 +189,20 @@ def fault_message(
     """What went wrong while a worker ran a case (a crash, a refused launch, a hang, a dead worker, ...)."""
     where = PHASES.get(failure.phase, failure.phase or "running it")
     what = f"{case} ({_scalars(shape, alpha, beta)})"
+    before = f"{where} for" if failure.phase == "start" else where  # the phase said before the case
     kind = failure.kind
     if kind == FailureKind.CUDA_ERROR:
-        head = f"CUDA error while {where} {what}: {failure.message}"
+        head = f"CUDA error while {before} {what}: {failure.message}"
     elif kind == FailureKind.LAUNCH:
         head = f"cannot launch {what}: {failure.message}"
     elif kind == FailureKind.TIMEOUT:
         head = f"{what} {failure.message} while {where}"
     elif kind == FailureKind.WORKER_DIED:
-        head = f"the GPU worker died while {where} {what}: {failure.message}"
+        head = f"the GPU worker died while {before} {what}: {failure.message}"
     elif kind == FailureKind.KERNEL_RAISED:
         head = f"{what}: the Python kernel raised {failure.message}"
     elif kind == FailureKind.INTERNAL:
-        head = f"pytest-gemm internal error while {where} {what}: {failure.message}; please report it"
+        head = f"pytest-gemm internal error while {before} {what}: {failure.message}; please report it"
     else:  # the kernel file, the compiler: their messages name the file already
         head = f"{what}: {failure.message}"
     lines = [head, *(f"  {line}" for line in failure.details)]

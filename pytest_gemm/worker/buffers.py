@@ -66,26 +66,36 @@ class GuardedMatrix:
     def stray_writes(self, xp: Any) -> np.ndarray:
         """Where the guard around the matrix was written: (row, column) in storage order, as if its rows and
         ld went on past its ends (rows < 0 before it, >= ``rows`` after it, columns >= ``cols`` in the row
-        padding). An (n, 2) host array of int64."""
-        p = xp.nonzero(self.flat != self.guard_bits)[0].astype(xp.int64) - self.start
-        row, col = p // self.ld, p % self.ld
-        keep = (row < 0) | (row >= self.rows) | (col >= self.cols)
-        found = xp.stack([row[keep], col[keep]], axis=1)
-        return found.get() if hasattr(found, "get") else np.asarray(found)
+        padding). Only the guard is looked at, not the matrix. An (n, 2) host array of int64."""
+        end = self.start + self.rows * self.ld
+        found = []
+        for offset, region in ((-self.start, self.flat[: self.start]), (end - self.start, self.flat[end:])):
+            p = xp.nonzero(region != self.guard_bits)[0].astype(xp.int64) + offset
+            found.append(xp.stack([p // self.ld, p % self.ld], axis=1))
+        if self.ld > self.cols:
+            padding = self.flat[self.start : end].reshape(self.rows, self.ld)[:, self.cols :]
+            row, col = xp.nonzero(padding != self.guard_bits)
+            found.append(xp.stack([row.astype(xp.int64), col.astype(xp.int64) + self.cols], axis=1))
+        rc = xp.concatenate(found)
+        return rc.get() if hasattr(rc, "get") else np.asarray(rc)
 
     def guard_faults(self, xp: Any, name: str, col: bool | None = None) -> list[Fault]:
-        """An out-of-bounds write fault per guard region written. With ``col`` (the matrix is stored
-        column-major when True), each says where the writes landed, as if the matrix went on."""
+        """An out-of-bounds write fault per guard region written. With ``col`` (True: the matrix is stored
+        column-major), each also says where the writes landed, in logical rows and columns, as if the matrix
+        went on (looked for only when some region was written)."""
         faults = []
-        strays = self.stray_writes(xp) if col is not None else None
         for where, region in self.regions(name).items():
             changed = int((region != self.guard_bits).sum()) if region.size else 0
             if changed:
-                if where.startswith("the row padding"):
-                    where += " (between the row's end and ld)"
-                if strays is not None:
-                    where += _landed(strays, where, self.rows, self.cols, col)
                 faults.append(Fault("out-of-bounds write", where, changed))
+        strays = self.stray_writes(xp) if faults and col is not None else None
+        for i, fault in enumerate(faults):
+            where = fault.where
+            if where.startswith("the row padding"):
+                where += " (between the row's end and ld)"
+            if strays is not None:
+                where += _landed(strays, fault.where, self.rows, self.cols, col)
+            faults[i] = Fault(fault.kind, where, fault.count)
         return faults
 
 

@@ -6,8 +6,9 @@ used on a machine (then loads from its disk cache). The worker's warm-up pays mo
 case can still meet one CuPy has not compiled yet, and on a fresh machine with several workers
 compiling at once that took over 10 s. That is the harness's cost, not the kernel's.
 
-:class:`CompileWatch` looks at the main thread's stack once a second; while it holds a frame of
-CuPy's compiler module, it sends the current phase again. A kernel that hangs is waited for in a
+:class:`CompileWatch` looks at the main thread's stack every 0.2 s (well inside any sensible
+``--gemm-timeout``); while it holds a frame of CuPy's compiler module, it sends the current phase
+again. A kernel that hangs is waited for in a
 synchronize or a copy, never inside that module, so its limit still runs out; and one phase gets
 at most ``cap`` seconds of such progress, so a compile that never ends is still stopped.
 """
@@ -27,12 +28,17 @@ CUPY_COMPILER = os.path.join("cupy", "cuda", "compiler.py")
 
 
 class CompileWatch:
-    """Calls ``progress(phase)`` every ``interval`` seconds while the watched thread is in ``module``."""
+    """Calls ``progress(phase)`` every ``interval`` seconds while the watched thread is in ``module``.
+
+    ``progress`` is called with :attr:`lock` held, and only while the phase it names is still the current
+    one; the worker sends all its messages, and calls :meth:`enter`, with that lock held, so that no
+    progress of a finished case can follow its outcome.
+    """
 
     def __init__(
         self,
         progress: Callable[[str], None],
-        interval: float = 1.0,
+        interval: float = 0.2,
         cap: float = 600.0,
         module: str = CUPY_COMPILER,
         thread_id: int | None = None,
@@ -44,6 +50,7 @@ class CompileWatch:
         self.thread_id = threading.main_thread().ident if thread_id is None else thread_id
         self.phase = ""
         self.granted = 0.0  # seconds of progress sent in the current phase
+        self.lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="pytest-gemm compile watch", daemon=True)
 
@@ -56,7 +63,7 @@ class CompileWatch:
         self._thread.join(timeout=5)
 
     def enter(self, phase: str) -> None:
-        """The watched thread began ``phase`` (the worker's notify calls this before it tells pytest)."""
+        """The watched thread began ``phase`` ("" between cases); call with :attr:`lock` held."""
         self.phase, self.granted = phase, 0.0
 
     def compiling(self) -> bool:
@@ -72,8 +79,8 @@ class CompileWatch:
         last = time.monotonic()
         while not self._stop.wait(self.interval):
             now = time.monotonic()
-            phase = self.phase
-            if phase and self.granted < self.cap and self.compiling():
-                self.granted += now - last
-                self.progress(phase)
+            with self.lock:
+                if self.phase and self.granted < self.cap and self.compiling():
+                    self.granted += now - last
+                    self.progress(self.phase)
             last = now

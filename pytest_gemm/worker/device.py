@@ -245,7 +245,7 @@ class GpuRunner:
             if not kernel_stats.passed or faults:
                 sources, error_map = trace(self, case, data, ratio, unwritten)
                 if strays is not None:
-                    error_map = replace(error_map, outside=outside_cells(strays, (m, n), error_map.cell))
+                    error_map = replace(error_map, outside=outside_cells(strays, error_map.cell))
             del ratio  # M x N float64, not needed while cuBLAS runs
             operands = (data.a, a_bits), (data.b, b_bits)
             peer = self._peer(operands, c0_bits, case, dt, out, truth, gscale)

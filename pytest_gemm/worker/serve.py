@@ -16,7 +16,6 @@ import importlib
 import os
 import signal
 import sys
-import threading
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -119,17 +118,13 @@ def main(argv: list[str] | None = None) -> int:
             send(replies, "broken", traceback.format_exception_only(type(exc), exc)[-1].strip())
         return 0
     send(replies, "hello", {"facts": facts, "pid": os.getpid()})
-    lock = threading.Lock()  # the watch thread sends too
-
-    def say(kind: str, body: Any) -> None:
-        with lock:
-            send(replies, kind, body)
-
-    watch = CompileWatch(lambda phase: say("phase", phase)).start()
+    # The watch thread sends progress too: every message goes out with its lock held.
+    watch = CompileWatch(lambda phase: send(replies, "phase", phase)).start()
 
     def notify(phase: str) -> None:
-        watch.enter(phase)
-        say("phase", phase)
+        with watch.lock:
+            watch.enter(phase)
+            send(replies, "phase", phase)
 
     while True:
         try:
@@ -139,11 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         if kind != "run":
             return 0
         outcome, last = _answer(backend, body, notify)
-        watch.enter("")
         sys.stdout.flush()
         sys.stderr.flush()
         _flush_c_stdio()
-        say("outcome", to_plain(outcome))
+        with watch.lock:
+            watch.enter("")
+            send(replies, "outcome", to_plain(outcome))
         if last:
             return 0
 

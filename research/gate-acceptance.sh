@@ -3,7 +3,7 @@
 #   fresh baselines for sgemm_naive at 2048^3 and 4096^3 (3 alpha/beta cases each), then 5 unchanged runs,
 #   5 runs with a ~10% slower naive kernel, 5 with a ~3% slower one (threshold 5%, then 2%).
 # Then records the bundled kernels' baselines (quick and standard shapes) into OUTDIR/baselines.
-# Usage: scripts/gate-acceptance.sh OUTDIR   (called by gpu-check.sh with GEMM_ACCEPTANCE=1)
+# Usage: research/gate-acceptance.sh OUTDIR   (called by gpu-check.sh with GEMM_ACCEPTANCE=1)
 set -uo pipefail
 out="$1"
 repo=$(pwd)

@@ -25,7 +25,7 @@ tile of 16 MI x 8 NI would issue them, in four orders.
 
 The SM clock is sampled through NVML while each configuration runs.
 
-    python scripts/mma_ceiling.py [--parts peak,ablation,copies,patterns] [--json FILE]
+    python research/mma_ceiling.py [--parts peak,ablation,copies,patterns] [--json FILE]
 """
 
 from __future__ import annotations

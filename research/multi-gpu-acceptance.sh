@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Multi-GPU acceptance (issue: every GPU of a host). Run on a host with two or more GPUs, from the repo root.
-# Usage: scripts/multi-gpu-acceptance.sh OUTDIR
+# Usage: research/multi-gpu-acceptance.sh OUTDIR
 #   MULTI_GPU_ARGS   extra pytest arguments for every run (e.g. --gemm-max-time 0.3 to fit a device call)
 #   MULTI_GPU_LIMIT  seconds each run may take (default 280)
 #   one.*, all.*: the main job (quick, timed, gated) on --gemm-gpus 1 and on every GPU, with nvidia-smi sampling
@@ -36,5 +36,5 @@ PY
 run warm --gemm-shapes 256 --benchmark-skip  # compile cache and CuPy's JIT cache, outside the comparison
 run one --gemm-gpus 1
 run all
-python3 scripts/compare_runs.py "$out/one.xml" "$out/one.json" "$out/all.xml" "$out/all.json" | tee "$out/compare.txt"
+python3 research/compare_runs.py "$out/one.xml" "$out/one.json" "$out/all.xml" "$out/all.json" | tee "$out/compare.txt"
 grep -h "GPUs, one worker each\|GPU worker process" "$out/all.log"

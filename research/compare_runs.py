@@ -1,6 +1,6 @@
 """Compare two runs of the same kernels: verdicts (JUnit XML) and kernel/cuBLAS ratios (benchmark JSON).
 
-    python scripts/compare_runs.py REF.xml REF.json OTHER.xml [OTHER.json] [--only PREFIX]
+    python research/compare_runs.py REF.xml REF.json OTHER.xml [OTHER.json] [--only PREFIX]
 
 Prints how many common cases have the same verdict (and lists any that differ), and for timed
 cases present in both JSON files the distribution of |ratio change|. Used for the isolation

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Timing acceptance on the GPU: the harness against Nsight Compute, and run-to-run stability.
-# Usage: scripts/timing-acceptance.sh OUTDIR   (called by gpu-check.sh with GEMM_ACCEPTANCE=1)
+# Usage: research/timing-acceptance.sh OUTDIR   (called by gpu-check.sh with GEMM_ACCEPTANCE=1)
 set -uo pipefail
 out="$1"
 mkdir -p "$out/acceptance"
@@ -15,7 +15,7 @@ ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$out/acceptance/ncu.csv" \
     python3 -m pytest -p no:cacheprovider "${case[@]}" --gemm-max-time 0 \
     --benchmark-json "$out/acceptance/under-ncu.json" >"$out/acceptance/ncu-run.log" 2>&1 || echo "ncu run failed"
-python3 scripts/ncu_compare.py "$out/acceptance" | tee "$out/acceptance/summary.txt"
+python3 research/ncu_compare.py "$out/acceptance" | tee "$out/acceptance/summary.txt"
 # 3. pytest-benchmark's own command line opens the saved runs.
 python3 -c "from pytest_benchmark.cli import main; main()" compare "$out/acceptance/repeat-1.json" \
     "$out/acceptance/repeat-2.json" --columns=min,median,max,rounds >"$out/acceptance/compare.txt" 2>&1

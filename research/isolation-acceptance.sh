@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Isolation acceptance on the GPU (issue: one broken kernel costs one case, not the run).
-# Usage: scripts/isolation-acceptance.sh OUTDIR PART...   (run from the repo root; each part fits a device call)
+# Usage: research/isolation-acceptance.sh OUTDIR PART...   (run from the repo root; each part fits a device call)
 #   main-old, main-new: the main job (pytest --gemm-kernels kernels/: quick, timed, gated) with the previous
 #       release in .old/ (in-process GPU work; `git archive 4ad0c70 pytest_gemm | tar -x -C .old`) and with this one
 #   compile: compiling on a second run, and after --cache-clear
 #   faults-timed: the bundled kernels with every fixture of tests/kernels_faults/ interleaved between their files
 #   faults-verified: the fixtures after the bundled kernels; and interleaved under -n 4 (verification only)
 #   control: steps 1, 2 and 8 timed three times on one machine: alone, with crash fixtures between them, alone
-# Then: python3 scripts/compare_runs.py main-new.xml main-new.json faults-interleaved-timed.xml ....json
+# Then: python3 research/compare_runs.py main-new.xml main-new.json faults-interleaved-timed.xml ....json
 set -uo pipefail
 out="$1"; shift
 mkdir -p "$out"
