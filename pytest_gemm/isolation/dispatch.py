@@ -117,6 +117,12 @@ class GpuWorkers:
         """The first GPU's facts (the run's GPU, when it has one)."""
         return next((pool.facts for pool in self.pools if pool.facts), None)
 
+    def queue_state(self) -> tuple[int, dict[str, bool]]:
+        """How many cases wait in the queue (shared by the GPUs), and whether each GPU (by label) runs one now."""
+        with self._cond:
+            queued = len(self._queue)
+        return queued, {gpu.label: pool.running for gpu, pool in zip(self.gpus, self.pools, strict=False)}
+
     def capable(self, runs_on: Any) -> list[Gpu]:
         """The GPUs for which ``runs_on(capability)`` holds (a kernel pinned to an architecture)."""
         self._plan()

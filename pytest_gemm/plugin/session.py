@@ -182,7 +182,8 @@ class GemmSession:
         def message() -> str:
             text = original()
             done = int(getattr(reporter, "reported_progress", 0))
-            note = progress_note(done, total, time.monotonic() - start, self.per_gpu)
+            queued, busy = self._workers.queue_state() if self._workers is not None else (0, {})
+            note = progress_note(done, total, time.monotonic() - start, self.per_gpu, queued, busy)
             return f"{text[:-1]}, {note}]" if note and text.endswith("]") else text
 
         reporter._get_progress_information_message = message

@@ -67,10 +67,24 @@ def gpus_line(gpus: Sequence[Gpu], note: str | None) -> str | None:
 LONG_RUN = 100  # items in a run from which the progress column says how long is left
 
 
-def progress_note(done: int, total: int, elapsed_s: float, per_gpu: Counter[str]) -> str:
-    """What pytest's progress column adds for a long run: cases done per GPU and the time left, estimated
-    from the pace so far ('' until 5% is done, or for a short run)."""
-    parts = [f"{gpu.split(' (')[0]}: {n}" for gpu, n in sorted(per_gpu.items())] if len(per_gpu) > 1 else []
+def progress_note(
+    done: int,
+    total: int,
+    elapsed_s: float,
+    per_gpu: Counter[str],
+    queued: int = 0,
+    busy: dict[str, bool] | None = None,
+) -> str:
+    """What pytest's progress column adds for a long run: on several GPUs, the cases each has done (and
+    "busy" while it runs one) and the cases queued for them; the time left, estimated from the pace so far
+    ('' until 5% is done, or for a short run)."""
+    busy = busy or {}
+    parts = []
+    if len(per_gpu) > 1 or len(busy) > 1:
+        for gpu in sorted(set(per_gpu) | set(busy)):
+            parts.append(f"{gpu.split(' (')[0]}: {per_gpu[gpu]}" + (" busy" if busy.get(gpu) else ""))
+        if queued:
+            parts.append(f"{queued} queued")
     if total > LONG_RUN and done >= max(1, total // 20) and done < total:
         left = round(elapsed_s / done * (total - done))
         parts.append(f"~{left // 60}m{left % 60:02d}s left" if left >= 60 else f"~{left}s left")
