@@ -262,6 +262,9 @@ def test_a_gpu_lost_during_the_run_fails_the_cases_after_it_instead_of_skipping_
         "alpha=0.7, beta=1.3): the GPU was lost during the run: the NVIDIA driver finds no GPU"
     )
     assert "no CUDA device" not in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        ["pytest-gemm: * was lost during the run (the NVIDIA driver finds no GPU); the GPU cases after that failed"]
+    )
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["alone", "xdist"])

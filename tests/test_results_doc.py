@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from pathlib import Path
+
+import pytest
 
 from pytest_gemm.report.run_data import read_run
 
@@ -22,10 +25,21 @@ def test_the_committed_results_page_is_the_scripts_output_from_the_committed_run
     )
 
 
-def test_the_page_names_the_gpu_the_date_and_the_command_and_has_a_table_per_dtype():
-    page = PAGE.read_text(encoding="utf-8")
-    assert "# The main job on an NVIDIA H100 80GB HBM3, 2026-11-22" in page
-    assert "Command: `pytest " in page and "--gemm-kernels kernels/" in page
-    for dtype in ("bf16", "fp16", "fp32"):
-        assert f"\n## {dtype}\n" in page
-    assert "| `sgemm_naive` | " in page and "| cuBLAS | " in page
+def test_the_script_writes_the_page_from_any_folder_and_refuses_a_run_of_several_gpu_models(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert results_doc.main([str(ROOT / RUN), "page.md"]) == 0
+    assert (tmp_path / "page.md").read_text(encoding="utf-8") == PAGE.read_text(encoding="utf-8")
+    data = read_run(ROOT / RUN)
+    data.records[0] = dataclasses.replace(data.records[0], gpu="NVIDIA H200")
+    with pytest.raises(ValueError, match="several GPU models"):
+        results_doc.render(data, RUN)
+
+
+def test_a_run_without_alpha_1_beta_0_cases_still_gets_its_tables_and_ties_keep_one_order():
+    data = read_run(ROOT / RUN)
+    data.records = [dataclasses.replace(r, ab="a0.7b1.3") for r in data.records if r.dtype == "fp32"]
+    page = results_doc.render(data, RUN)
+    assert "each case of a shape (no alpha = 1, beta = 0 case)" in page and "| `sgemm_naive` | " in page
+    twins = [dataclasses.replace(data.records[0], shape=s) for s in ("512x256x128", "128x256x512", "256x128x512")]
+    data.records = twins
+    assert "| kernel | 128x256x512 | 256x128x512 | 512x256x128 |" in results_doc.render(data, RUN)

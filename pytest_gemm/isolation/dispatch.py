@@ -117,11 +117,18 @@ class GpuWorkers:
         """The first GPU's facts (the run's GPU, when it has one)."""
         return next((pool.facts for pool in self.pools if pool.facts), None)
 
-    def queue_state(self) -> tuple[int, dict[str, bool]]:
-        """How many cases wait in the queue (shared by the GPUs), and whether each GPU (by label) runs one now."""
+    def queue_state(self) -> tuple[int, dict[str, str]]:
+        """How many cases were sent ahead and wait in the queue (shared by the GPUs), and each GPU's state, by
+        label in GPU order: "busy" (its thread holds a case, its worker starting included), "out" (taken out
+        of service) or ""."""
         with self._cond:
             queued = len(self._queue)
-        return queued, {gpu.label: pool.running for gpu, pool in zip(self.gpus, self.pools, strict=False)}
+            threads = list(self._threads)
+        state = {}
+        for i, gpu in enumerate(self.gpus):
+            held = i < len(threads) and getattr(threads[i], "job", None) is not None
+            state[gpu.label] = "out" if i in self.retired else "busy" if held else ""
+        return queued, state
 
     def capable(self, runs_on: Any) -> list[Gpu]:
         """The GPUs for which ``runs_on(capability)`` holds (a kernel pinned to an architecture)."""

@@ -182,8 +182,8 @@ class GemmSession:
         def message() -> str:
             text = original()
             done = int(getattr(reporter, "reported_progress", 0))
-            queued, busy = self._workers.queue_state() if self._workers is not None else (0, {})
-            note = progress_note(done, total, time.monotonic() - start, self.per_gpu, queued, busy)
+            queued, state = self._workers.queue_state() if self._workers is not None else (0, {})
+            note = progress_note(done, total, time.monotonic() - start, self.per_gpu, queued, state)
             return f"{text[:-1]}, {note}]" if note and text.endswith("]") else text
 
         reporter._get_progress_information_message = message
@@ -331,6 +331,13 @@ class GemmSession:
             tr.write_line(
                 f"pytest-gemm: {gpu} was taken out of service ({why}); the other GPUs ran its cases", red=True
             )
+        for index, pool in enumerate(workers_now.pools if workers_now else []):
+            if pool.lost and index not in workers_now.retired:  # the last GPU serving: its later cases failed
+                gpu = workers_now.gpus[index].label if index < len(workers_now.gpus) else "the GPU"
+                tr.write_line(
+                    f"pytest-gemm: {gpu} was lost during the run ({pool.lost}); the GPU cases after that failed",
+                    red=True,
+                )
         for reason, count in self.no_device.items():
             tr.write_line(no_device_line(reason, count, ahead=False), yellow=True)
         for kernel, lines in sorted(self.declared.items()):

@@ -73,18 +73,23 @@ def progress_note(
     elapsed_s: float,
     per_gpu: Counter[str],
     queued: int = 0,
-    busy: dict[str, bool] | None = None,
+    state: dict[str, str] | None = None,
 ) -> str:
-    """What pytest's progress column adds for a long run: on several GPUs, the cases each has done (and
-    "busy" while it runs one) and the cases queued for them; the time left, estimated from the pace so far
-    ('' until 5% is done, or for a short run)."""
-    busy = busy or {}
+    """What pytest's progress column adds for a long run: on several GPUs, the cases each has done and its
+    state ("busy", "out" of service), and the cases sent ahead that wait for a GPU; then the time left,
+    estimated from the pace so far ('' until 5% is done, or for a short run). Over 4 GPUs, in short."""
+    state = state or {}
+    gpus = [*state, *sorted(set(per_gpu) - set(state))]  # GPU order, as the dispatcher numbers them
     parts = []
-    if len(per_gpu) > 1 or len(busy) > 1:
-        for gpu in sorted(set(per_gpu) | set(busy)):
-            parts.append(f"{gpu.split(' (')[0]}: {per_gpu[gpu]}" + (" busy" if busy.get(gpu) else ""))
-        if queued:
-            parts.append(f"{queued} queued")
+    if len(gpus) > 4:
+        busy = sum(1 for gpu in gpus if state.get(gpu) == "busy")
+        parts.append(f"{busy}/{len(gpus)} GPUs busy")
+    elif len(gpus) > 1:
+        parts += [
+            f"{gpu.split(' (')[0]}: {per_gpu[gpu]}" + (f" {state[gpu]}" if state.get(gpu) else "") for gpu in gpus
+        ]
+    if len(gpus) > 1 and queued:
+        parts.append(f"{queued} waiting")
     if total > LONG_RUN and done >= max(1, total // 20) and done < total:
         left = round(elapsed_s / done * (total - done))
         parts.append(f"~{left // 60}m{left % 60:02d}s left" if left >= 60 else f"~{left}s left")
