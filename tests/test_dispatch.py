@@ -82,11 +82,12 @@ def test_a_case_for_gpus_out_of_service_goes_to_any_gpu_and_a_waiting_case_goes_
     one, two = StandIn("one"), StandIn("two")
     workers = _workers(one, two)
     workers.retired[1] = "its worker cannot start"
-    gate = threading.Event()
+    gate, taken = threading.Event(), threading.Event()
     original = one.run
-    one.run = lambda request: (gate.wait(10), original(request))[1]
+    one.run = lambda request: (taken.set(), gate.wait(10), original(request))[2]
     try:
         futures = [workers.submit(_request(f"k{i}"), allowed=[1]) for i in range(4)]
+        assert taken.wait(10)  # GPU 0's thread holds k0 before k3 is hurried
         workers.hurry(futures[3])
         gate.set()
         assert all(f.result(timeout=10).gpu.index == 0 for f in futures)
