@@ -20,7 +20,7 @@ from pytest_gemm.records.verdicts import ErrorCause
 from pytest_gemm.report.failure import diagnosis
 from pytest_gemm.specs.cases import AlphaBeta, Case
 from pytest_gemm.specs.spec import spec_from_mapping
-from pytest_gemm.worker.buffers import case_inputs, guarded
+from pytest_gemm.worker.buffers import case_inputs, guarded, where_landed
 from pytest_gemm.worker.diagnose import determinism_fault, trace
 
 FP32 = get_dtype("fp32")
@@ -283,12 +283,12 @@ def test_writes_past_the_end_of_c_are_located_and_mapped(ldc):
     ga, gb = runner.guarded_input(case, "A", data), runner.guarded_input(case, "B", data)
     gc = runner.guarded_output(case, data, None)
     runner.launch(case, ga, gb, gc)
-    assert gc.stray_writes(np).shape == (0, 2) and gc.guard_faults(np, "C", col=False) == []  # C alone written
+    assert gc.stray_writes(np).shape == (0, 2) and gc.guard_faults(np, "C") == []  # C alone written
     after = gc.regions("C")["the guard after C"][: 3 * gc.ld].reshape(3, gc.ld)
     after[:, :N] = np.float32(1.0).view(np.uint32)  # rows M to M + 2, every column of C
     if ldc:
         gc.regions("C")["the row padding of C"][7, :2] = 0  # two elements of row 7's padding
-    faults = gc.guard_faults(np, "C", col=False)
+    faults = where_landed(gc.guard_faults(np, "C"), gc.stray_writes(np), gc.rows, gc.cols, col=False)
     wheres = [f.where for f in faults]
     assert wheres[0] == f"the guard after C; as if the matrix went on, at rows {M} to {M + 2}, columns 0 to {N - 1}"
     if ldc:
@@ -296,6 +296,9 @@ def test_writes_past_the_end_of_c_are_located_and_mapped(ldc):
             "the row padding of C (between the row's end and ld); as if the matrix went on, at rows 7, "
             f"columns {N} to {N + 1}"
         )
+    # the same storage, read as a column-major matrix: its rows are C's columns
+    (flipped, *_) = where_landed(gc.guard_faults(np, "C"), gc.stray_writes(np), gc.rows, gc.cols, col=True)
+    assert flipped.where.endswith(f"; as if the matrix went on, at rows 0 to {N - 1}, columns {M} to {M + 2}")
     strays = gc.stray_writes(np)
     assert len(strays) == 3 * N + (2 if ldc else 0)
     rects = causes.outside_cells(strays, (1, 1))

@@ -22,6 +22,7 @@ __all__ = [
     "round_tf32",
     "uint_type",
     "upload_bits",
+    "where_landed",
     "widen",
 ]
 
@@ -79,27 +80,25 @@ class GuardedMatrix:
         rc = xp.concatenate(found)
         return rc.get() if hasattr(rc, "get") else np.asarray(rc)
 
-    def guard_faults(self, xp: Any, name: str, col: bool | None = None) -> list[Fault]:
-        """An out-of-bounds write fault per guard region written. With ``col`` (True: the matrix is stored
-        column-major), each also says where the writes landed, in logical rows and columns, as if the matrix
-        went on (looked for only when some region was written)."""
+    def guard_faults(self, xp: Any, name: str) -> list[Fault]:
         faults = []
         for where, region in self.regions(name).items():
             changed = int((region != self.guard_bits).sum()) if region.size else 0
             if changed:
+                if where.startswith("the row padding"):
+                    where += " (between the row's end and ld)"
                 faults.append(Fault("out-of-bounds write", where, changed))
-        strays = self.stray_writes(xp) if faults and col is not None else None
-        for i, fault in enumerate(faults):
-            where = fault.where
-            if where.startswith("the row padding"):
-                where += " (between the row's end and ld)"
-            if strays is not None:
-                where += _landed(strays, fault.where, self.rows, self.cols, col)
-            faults[i] = Fault(fault.kind, where, fault.count)
         return faults
 
 
-def _landed(strays: np.ndarray, where: str, rows: int, cols: int, col: bool | None) -> str:
+def where_landed(faults: list[Fault], strays: np.ndarray, rows: int, cols: int, col: bool) -> list[Fault]:
+    """``faults`` of one matrix's guard, each saying where its writes landed in logical rows and columns, as if
+    the matrix went on; ``strays`` is :meth:`GuardedMatrix.stray_writes` (storage order), ``col`` whether the
+    matrix is stored column-major."""
+    return [Fault(f.kind, f.where + _landed(strays, f.where, rows, cols, col), f.count) for f in faults]
+
+
+def _landed(strays: np.ndarray, where: str, rows: int, cols: int, col: bool) -> str:
     """Where the writes into one guard region landed, in logical rows and columns of the matrix."""
     row, column = strays[:, 0], strays[:, 1]
     if "before" in where:

@@ -35,6 +35,7 @@ from .buffers import (
     round_tf32,
     uint_type,
     upload_bits,
+    where_landed,
     widen,
 )
 from .diagnose import determinism_fault, trace
@@ -223,11 +224,11 @@ class GpuRunner:
             # The reference starts only now, on buffers of its own.
             a_bits, b_bits = upload_bits(cp, data.a), upload_bits(cp, data.b)
             c0_bits = None if data.c0 is None else upload_bits(cp, data.c0)
-            c_faults = gc.guard_faults(cp, "C", col=data.col)
+            c_faults = gc.guard_faults(cp, "C")
+            strays = gc.stray_writes(cp) if c_faults else None  # where the writes outside C landed (storage order)
+            if strays is not None:
+                c_faults = where_landed(c_faults, strays, gc.rows, gc.cols, data.col)
             faults = ga.guard_faults(cp, "A") + gb.guard_faults(cp, "B") + c_faults
-            strays = None
-            if c_faults:  # where the writes outside C landed, logical order, for the heatmap
-                strays = gc.stray_writes(cp)[:, ::-1] if data.col else gc.stray_writes(cp)
             for name, g, bits in (("A", ga, a_bits), ("B", gb, b_bits)):
                 changed = count_changed(cp, bits, data.logical(g.matrix(bits.dtype)))
                 if changed:
@@ -245,7 +246,8 @@ class GpuRunner:
             if not kernel_stats.passed or faults:
                 sources, error_map = trace(self, case, data, ratio, unwritten)
                 if strays is not None:
-                    error_map = replace(error_map, outside=outside_cells(strays, error_map.cell))
+                    logical = strays[:, ::-1] if data.col else strays
+                    error_map = replace(error_map, outside=outside_cells(logical, error_map.cell))
             del ratio  # M x N float64, not needed while cuBLAS runs
             operands = (data.a, a_bits), (data.b, b_bits)
             peer = self._peer(operands, c0_bits, case, dt, out, truth, gscale)
