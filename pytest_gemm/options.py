@@ -14,7 +14,7 @@ from typing import Any
 
 from .records.case_record import METRICS
 from .records.dtypes import DTYPES
-from .records.request import SANITIZER_TOOLS, TimingSettings
+from .records.request import SANITIZER_TOOLS, TIMERS, TimingSettings
 from .records.shapes import Shape, ShapeError, parse_shapes
 from .specs.archs import known_arch
 
@@ -241,6 +241,14 @@ OPTIONS = (
         ini=False,
         metavar="I/N",
     ),
+    Option(
+        "timer",
+        "cupti",
+        "timing: 'cupti' (each kernel's own start and end on the GPU, from CUPTI's activity records, as Nsight "
+        "Compute measures; falls back to the events, saying why, where CUPTI cannot be used) or 'events' (CUDA "
+        "events around each launch, which adds the launch's device latency, about 2 us on an H100)",
+        _choice(tuple(TIMERS)),
+    ),
     _flag("hot-cache", "timing: keep L2 warm (no flush, no input rotation) instead of flushing it before each launch"),
     _flag("fail-new", "gate: fail timed cases that have no baseline entry (default: reported as new, passing)"),
     _flag("fail-unstable", "gate: fail cases timed while the GPU throttled (default: reported as unstable, passing)"),
@@ -320,6 +328,7 @@ def read_settings(value: Callable[[str], str], flag: Callable[[str], bool], root
         min_samples=int(get("min-samples")),
         max_time=get("max-time"),
         cold_cache=not flag("hot-cache"),
+        timer=get("timer"),
     )
     gate = GateSettings(
         folder=root / get("baselines"),

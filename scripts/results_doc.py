@@ -20,6 +20,7 @@ from statistics import median
 from pytest_gemm.records.case_record import CaseRecord
 from pytest_gemm.report.pictures import largest_shape
 from pytest_gemm.report.run_data import RunData, read_run
+from pytest_gemm.report.tables import timer_names
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,7 +65,8 @@ def render(data: RunData, source: str) -> str:
         f"Tests ({len(data.tests)}): {tested or 'none recorded'}.",
         *([""] + [f"- failed: `{test}`: {data.tests[test].message}" for test in failed] if failed else []),
         "",
-        f"Times are medians of the device time (CUDA events, {caches}), each kernel interleaved launch by",
+        f"Times are medians of the device time ({timer_names(data.records)}, {caches}), each kernel interleaved "
+        "launch by",
         f"launch with cuBLAS at the same dtype and shape; {which}.",
         "The cuBLAS row is the median of its runs beside the kernels.",
     ]

@@ -107,17 +107,18 @@ def test_gpu_cases_skip_with_one_reason_without_a_device(project):
 @pytest.mark.parametrize(
     ("options", "ini", "line"),
     [
-        ([], "", "timing: cold L2, noise target 0.5%, >= 10 samples, <= 1 s per case"),
+        ([], "", "timing: CUPTI kernel records, cold L2, noise target 0.5%, >= 10 samples, <= 1 s per case"),
         (
             ["--gemm-hot-cache", "--gemm-noise", "0.01", "--gemm-min-samples", "20", "--gemm-max-time", "2.5"],
             "",
-            "timing: hot L2, noise target 1%, >= 20 samples, <= 2.5 s per case",
+            "timing: CUPTI kernel records, hot L2, noise target 1%, >= 20 samples, <= 2.5 s per case",
         ),
         (
             [],
-            "gemm_hot_cache = true\ngemm_max_time = 0.5\n",
-            "timing: hot L2, noise target 0.5%, >= 10 samples, <= 0.5 s",
+            "gemm_hot_cache = true\ngemm_max_time = 0.5\ngemm_timer = events\n",
+            "timing: CUDA events, hot L2, noise target 0.5%, >= 10 samples, <= 0.5 s",
         ),
+        (["--gemm-timer", "events"], "", "timing: CUDA events, cold L2"),
         (["--benchmark-skip"], "", "timing off"),
         (["-n", "2", "--benchmark-enable"], "", "timing off under xdist (pytest-benchmark disables benchmarks there)"),
     ],
@@ -157,6 +158,7 @@ def test_bad_toml_reports_the_file_line(project):
         (["--gemm-noise", "0"], "--gemm-noise / gemm_noise: expected a number from 0.0001 to 0.5, got '0'"),
         (["--gemm-min-samples", "2"], "--gemm-min-samples / gemm_min_samples: expected an integer from 3 to"),
         (["--gemm-max-time", "soon"], "--gemm-max-time / gemm_max_time: expected a number from 0 to 3600"),
+        (["--gemm-timer", "nsys"], "--gemm-timer / gemm_timer: expected one of cupti, events, got 'nsys'"),
     ],
 )
 def test_bad_options_are_usage_errors(project, option, message):

@@ -149,7 +149,7 @@ TOUCHED = []
 
 class _Guard:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("cupy", "cupy_backends", "pynvml") or name.startswith("pytest_gemm.worker."):
+        if name.split(".")[0] in ("cupy", "cupy_backends", "pynvml", "cupti") or name.startswith("pytest_gemm.worker."):
             if name != "pytest_gemm.worker.serve":  # the backend's default name is read from here, not run
                 TOUCHED.append(name)
         return None

@@ -170,9 +170,10 @@ def test_a_file_that_is_not_a_run_is_refused(tmp_path):
 
 
 def test_plot_draws_a_saved_run_and_gates_it_against_the_baselines(tmp_path, capsys):
-    root = Path(__file__).resolve().parent.parent
+    baselines = tmp_path / "baselines"  # recorded from the run itself: the same clock (CUDA events)
+    assert main(["update", "--from", str(RUN), "--baselines", str(baselines)]) == 0
     out = tmp_path / "report"
-    assert main(["plot", str(RUN), "--out", str(out), "--baselines", str(root / "baselines")]) == 0
+    assert main(["plot", str(RUN), "--out", str(out), "--baselines", str(baselines)]) == 0
     printed = capsys.readouterr().out
     assert f"{out / 'index.html'}: 5 chart(s), 0 error map(s)" in printed
     for name in ("tflops-fp32.png", "tflops-fp16.png", "tflops-bf16.png", "pct-cublas.png", "gate.png"):
@@ -180,6 +181,15 @@ def test_plot_draws_a_saved_run_and_gates_it_against_the_baselines(tmp_path, cap
     page = (out / "index.html").read_text()
     assert "gate verdicts computed by pytest-gemm plot against" in page
     assert "135 timed case(s), 0 failed verification(s); gate: 0 regressed, 0 improved, 135 same" in page
+
+
+def test_a_run_timed_with_the_events_is_not_gated_against_baselines_recorded_with_cupti(tmp_path, capsys):
+    """The committed H100 baselines were recorded with CUPTI; this saved run was timed with CUDA events."""
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "report"
+    assert main(["plot", str(RUN), "--out", str(out), "--baselines", str(root / "baselines")]) == 0
+    assert f"{out / 'index.html'}: 4 chart(s), 0 error map(s)" in capsys.readouterr().out  # no gate chart
+    assert "gate: 0 regressed, 0 improved, 0 same, 135 new" in (out / "index.html").read_text()
 
 
 def test_plot_without_baselines_draws_no_gate_chart(tmp_path):

@@ -1,4 +1,4 @@
-"""docs/results-h100-main-job.md is scripts/results_doc.py's output from the committed saved run: no drift."""
+"""docs/results-h100-*.md are scripts/results_doc.py's output from the committed saved runs: no drift."""
 
 from __future__ import annotations
 
@@ -19,10 +19,24 @@ results_doc = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(results_doc)
 
 
-def test_the_committed_results_page_is_the_scripts_output_from_the_committed_run():
-    assert PAGE.read_text(encoding="utf-8") == results_doc.render(read_run(ROOT / RUN), RUN), (
-        f"regenerate it: python scripts/results_doc.py {RUN} {PAGE.relative_to(ROOT)}"
+@pytest.mark.parametrize(
+    ("run", "page"),
+    [
+        (RUN, "docs/results-h100-main-job.md"),
+        ("docs/data/h100-2026-11-22-quick-standard.json", "docs/results-h100-quick-standard.md"),
+    ],
+)
+def test_the_committed_results_page_is_the_scripts_output_from_the_committed_run(run, page):
+    assert (ROOT / page).read_text(encoding="utf-8") == results_doc.render(read_run(ROOT / run), run), (
+        f"regenerate it: python scripts/results_doc.py {run} {page}"
     )
+
+
+def test_the_page_names_the_clock_the_run_was_timed_with():
+    assert "device time (CUDA events, cold L2)" in PAGE.read_text(encoding="utf-8")  # saved before CUPTI
+    cupti = (ROOT / "docs/results-h100-quick-standard.md").read_text(encoding="utf-8")
+    assert "device time (CUPTI kernel records, cold L2)" in cupti
+    assert "| `sgemm_warp_tile[BN256-BK16]` |" in cupti and "% cuBLAS at 4096³" in cupti
 
 
 def test_the_script_writes_the_page_from_any_folder_and_refuses_a_run_of_several_gpu_models(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_gemm.records.case_record import GateResult
 from pytest_gemm.records.verdicts import GateVerdict, Sanity
-from pytest_gemm.report.tables import format_time, row_flags, timing_tables
+from pytest_gemm.report.tables import format_time, row_flags, timer_names, timing_tables
 
 from conftest import recorded_records, recording
 
@@ -31,6 +31,18 @@ def test_tables_show_the_gpu_its_clocks_and_every_case():
     assert re.search(r"^sgemm_naive +4096x4096x4096 +23\.67 ms +5\.81 +11\.3% +8\.7% +0\.46% +10$", text, re.M)
     assert re.search(r"^sgemm_smem\[TILE32\] a0\.7b1\.3 +1024x1024x1024 +254\.7 us", text, re.M)
     assert lines[-1] == "3 case(s) timed in 1.2 s (warm-up, timing and re-verification)."
+
+
+def test_the_timer_is_named_and_a_fallback_from_cupti_is_said():
+    rows = recorded_records()  # recorded before CUPTI: the events
+    assert timer_names(rows) == "CUDA events"
+    cupti = [dataclasses.replace(row, timer="cupti") for row in rows]
+    assert timer_names(cupti) == "CUPTI kernel records"
+    why = "CUPTI cannot record activity: CUPTIError: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+    mixed = [*cupti[:2], dataclasses.replace(rows[2], timer_note=why)]
+    assert timer_names(mixed) == "CUPTI kernel records and CUDA events"
+    lines = timing_tables(mixed, recording()["facts"], width=120)
+    assert lines[-1] == f"1 case(s) timed with CUDA events, not CUPTI kernel records: {why}"
 
 
 def test_one_table_per_dtype():

@@ -289,6 +289,7 @@ def recorded_info(gpu: Mapping[str, Any], records: Iterable[CaseRecord], plugin_
         "cublas": gpu.get("cublas_version"),
         "driver": gpu.get("driver_version"),
         "sm_clock_mhz": [min(clocks), max(clocks)] if clocks else None,
+        "timer": ", ".join(sorted({r.timer for r in records})) or None,
         "date": time.strftime("%Y-%m-%d"),
     }
 

@@ -4,7 +4,8 @@ A case regressed when its gated metric (the same-run ratio to cuBLAS by default,
 absolute device time) is worse than the baseline by more than the threshold AND the two 95%
 intervals do not overlap. It improved when it is better by more than the threshold, with the
 intervals apart. Anything else is the same. A case measured while the GPU throttled is
-unstable, whatever its numbers; a case with no entry is new.
+unstable, whatever its numbers; a case with no entry is new, and so is one whose entry was timed
+with the other timer (CUPTI's kernel-only times are shorter than the events' by the launch latency).
 
 The ratio cancels changes of the whole GPU (clocks, power) but adds cuBLAS's own changes: at
 small shapes cuBLAS's time can move by several percent from one process to the next while the
@@ -19,7 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..records.case_record import METRICS, CaseRecord, GateResult
-from ..records.verdicts import REFERENCE_MOVED, SOURCE_CHANGED, GateVerdict
+from ..records.request import TIMERS
+from ..records.verdicts import REFERENCE_MOVED, SOURCE_CHANGED, TIMER_CHANGED, GateVerdict
 
 __all__ = ["judge"]
 
@@ -36,6 +38,13 @@ def judge(
         raise ValueError(f"unknown gated metric {metric!r}; expected one of {', '.join(METRICS)}")
     if entry is None:
         return GateResult(GateVerdict.NEW, metric, threshold)
+    timer = (entry.get("recorded") or {}).get("timer") or "events"  # entries recorded before CUPTI: the events
+    if timer != record.timer:
+        note = (
+            f"{TIMER_CHANGED}: the baseline was timed with {TIMERS.get(timer, timer)}, this run with "
+            f"{TIMERS.get(record.timer, record.timer)}; not compared (record it again with --gemm-update-baselines)"
+        )
+        return GateResult(GateVerdict.NEW, metric, threshold, notes=(note,))
     value, interval, _ = METRICS[metric]
     now, (now_low, now_high) = getattr(record, value), getattr(record, interval)
     base, (base_low, base_high) = entry[value], entry[interval]

@@ -3,8 +3,8 @@
 pytest-benchmark times a callable with a clock it is given: a per-test ``timer`` (the
 ``benchmark`` marker's keyword) read before and after each round of ``benchmark.pedantic``.
 :class:`DeviceClock` is such a timer, and the "callable" only advances it by the next recorded
-CUDA-event time. Every statistic pytest-benchmark computes, prints, saves and compares is then
-a statistic of device times, with no host clock involved.
+device time (CUPTI kernel records or CUDA events). Every statistic pytest-benchmark computes,
+prints, saves and compares is then a statistic of device times, with no host clock involved.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = ["DeviceClock", "record_device_times"]
 class DeviceClock:
     """A pytest-benchmark timer that reads 0 before a round and the round's device time after it."""
 
-    __name__ = "cuda_event_time"  # what pytest-benchmark shows and saves as the timer's name
+    __name__ = "device_time"  # what pytest-benchmark shows and saves as the timer's name (the clock: gemm.timer)
     __module__ = "pytest_gemm"
 
     def __init__(self) -> None:

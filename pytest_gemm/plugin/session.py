@@ -21,7 +21,7 @@ from ..report.failure import declarations
 from ..report.markdown import SummaryLine, markdown
 from ..report.regression import replay_command
 from ..report.run_data import FailedCase, section
-from ..report.tables import compile_table, timing_tables
+from ..report.tables import compile_table, timer_names, timing_tables
 from ..worker.serve import DEFAULT_BACKEND
 from .ahead import Lookahead
 from .benchmark import record_device_times
@@ -309,7 +309,7 @@ class GemmSession:
             for line in compile_table(self.compiled):
                 tr.write_line(line)
         if self.records:
-            tr.section("pytest-gemm timing (device time, CUDA events)")
+            tr.section(f"pytest-gemm timing (device time, {timer_names(self.records)})")
             width = shutil.get_terminal_size((120, 24)).columns
             models = sorted({r.gpu for r in self.records})
             for model in models:  # a table per GPU model (a host of mixed models times each case on one)

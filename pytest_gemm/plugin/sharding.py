@@ -56,6 +56,7 @@ def result_settings(settings: Settings, timed: bool, root: Path | None = None) -
         "min-samples": t.min_samples,
         "max-time": t.max_time,
         "hot-cache": not t.cold_cache,
+        "timer": t.timer,
         "gate-metric": g.metric,
         "threshold": g.threshold,
         "fail-new": g.fail_new,

@@ -13,6 +13,7 @@ import pytest
 from ..compiler.cache import CubinCache
 from ..isolation.devices import Gpu
 from ..options import Settings
+from ..records.request import TIMERS
 from ..specs.files import declares_kernels, shown_path
 
 __all__ = ["header_line", "kernel_file_hints", "no_device_line", "summary_file_text", "workers_line"]
@@ -27,7 +28,7 @@ def header_line(config: pytest.Config, s: Settings, cubins: CubinCache | None) -
         timing = "timing off under xdist (pytest-benchmark disables benchmarks there)"
     else:
         timing = (
-            f"timing: {'cold' if t.cold_cache else 'hot'} L2, noise target {100 * t.noise:g}%, "
+            f"timing: {TIMERS[t.timer]}, {'cold' if t.cold_cache else 'hot'} L2, noise target {100 * t.noise:g}%, "
             f">= {t.min_samples} samples, <= {t.max_time:g} s per case"
         )
     g = s.gate

@@ -73,6 +73,10 @@ class CaseRecord:
     timing_s: float
     cache: str  # "cold" or "hot"
     input_copies: int
+    timer: str = "events"  # what the times were measured with: a key of TIMERS (runs saved before CUPTI: events)
+    timer_note: str = ""  # why CUPTI was asked for and not used
+    events_median_s: float | None = None  # the CUDA events' medians around the same launches, as a cross-check
+    events_cublas_median_s: float | None = None
     # judgement
     throttle: tuple[str, ...] = ()
     suspicious: tuple[str, ...] = ()

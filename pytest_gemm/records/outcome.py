@@ -150,6 +150,9 @@ class TimingRun:
     flush_bytes: int  # size of the L2 flush buffer (0 when hot)
     last_output: ErrorStats | None = None  # the last timed launch's output, verified again
     reference_output: ErrorStats | None = None  # the same for cuBLAS: proves it computed this case
+    timer: str = "events"  # what kernel_s and reference_s were measured with: a key of TIMERS
+    timer_note: str = ""  # why CUPTI was asked for and not used
+    events_median_s: tuple[float, float] | None = None  # the events' medians (kernel, cuBLAS), as a cross-check
 
 
 @dataclass(frozen=True)

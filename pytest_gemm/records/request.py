@@ -8,11 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["SANITIZER_TOOLS", "Request", "TimingSettings"]
+__all__ = ["SANITIZER_TOOLS", "TIMERS", "Request", "TimingSettings"]
 
 
 #: the compute-sanitizer tools a kernel can be checked with (--gemm-sanitize)
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+
+
+#: how a launch's device time is measured (--gemm-timer): each one's name in tables and reports
+TIMERS = {
+    "cupti": "CUPTI kernel records",  # each kernel's own start and end on the GPU, as Nsight Compute measures
+    "events": "CUDA events",  # a start and an end event around the launch: adds the launch's device latency
+}
 
 
 @dataclass(frozen=True)
@@ -24,6 +31,7 @@ class TimingSettings:
     max_time: float = 1.0  # seconds after which timing stops even if the noise target is not met
     cold_cache: bool = True  # flush L2 before every timed launch (and rotate inputs that fit in L2)
     warmup_s: float = 0.025  # at least this much device time of untimed pairs first (and 2 pairs)
+    timer: str = "cupti"  # a key of TIMERS; CUPTI falls back to the events, saying why, where it cannot be used
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["REFERENCE_MOVED", "SOURCE_CHANGED", "ErrorCause", "FailureKind", "GateVerdict", "Sanity"]
+__all__ = ["REFERENCE_MOVED", "SOURCE_CHANGED", "TIMER_CHANGED", "ErrorCause", "FailureKind", "GateVerdict", "Sanity"]
 
 #: notes the gate attaches to a verdict (tables and summaries look for them)
 SOURCE_CHANGED = "kernel source changed since the baseline"
 REFERENCE_MOVED = "reference moved"
+TIMER_CHANGED = "timer changed"
 
 
 class _Word(str, enum.Enum):

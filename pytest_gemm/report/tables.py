@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
 from ..records.case_record import CaseRecord, CompileRecord, max_sm_clock, nvml_values
+from ..records.request import TIMERS
 from ..records.verdicts import REFERENCE_MOVED, SOURCE_CHANGED, GateVerdict
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "gate_tally",
     "gpu_line",
     "row_flags",
+    "timer_names",
     "timing_tables",
 ]
 
@@ -147,7 +150,16 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120)
     total = sum(row.timing_s for row in rows)
     lines.append("")
     lines.append(f"{len(rows)} case(s) timed in {total:.1f} s (warm-up, timing and re-verification).")
+    notes = Counter(row.timer_note for row in rows if row.timer_note)
+    for note, count in notes.items():
+        lines.append(f"{count} case(s) timed with {TIMERS['events']}, not {TIMERS['cupti']}: {note}")
     return lines
+
+
+def timer_names(rows: Iterable[CaseRecord]) -> str:
+    """What the cases' times were measured with, in words: 'CUPTI kernel records', 'CUDA events' or both."""
+    used = {row.timer for row in rows}
+    return " and ".join(TIMERS.get(name, name) for name in [*TIMERS, *sorted(used - set(TIMERS))] if name in used)
 
 
 def compile_table(rows: list[CompileRecord]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Device timing of one case: the kernel and cuBLAS, interleaved pair by pair, timed with CUDA events.
+"""Device timing of one case: the kernel and cuBLAS, interleaved pair by pair.
 
 Part of the worker (with :mod:`.device`, whose runner launches the kernel): it returns a plain
 :class:`~pytest_gemm.records.outcome.TimingRun`.
@@ -8,11 +8,16 @@ One round is a pair of timed launches, the kernel then cuBLAS, each prepared the
 1. C is restored to its starting content (the NaN poison, or the prior C when beta != 0), so every
    launch does the same work and the last one can be verified again;
 2. for cold-cache timing, L2 is flushed by writing a buffer of twice its size;
-3. a CUDA event, the launch, a CUDA event, all on the harness's stream.
+3. a CUDA event, the launch, a CUDA event, all on the harness's stream; with CUPTI (``--gemm-timer
+   cupti``, the default), a mark kernel before the start event and after the end event.
 
-Only the time between the two events counts: compiling, loading, allocating and creating handles
-all happen before. Rounds are queued in batches behind a short spin kernel, so that the GPU never
-waits for Python between an event and its launch; batches repeat until the stopping rule holds.
+With the events, a launch's time is the time between its two events. With CUPTI (:mod:`.cupti_clock`)
+it is the GPU's own start-to-end of the work between the marks, without the launch's latency on the
+device; the events are still read, and a CUPTI median longer than the events' around the same launches
+sends the case back to the events, saying why. Compiling, loading, allocating and creating handles all
+happen before. Rounds are queued in batches, with the events behind a short spin kernel so that the
+GPU never waits for Python between an event and its launch; batches repeat until the stopping rule
+holds.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,6 +36,7 @@ from ..records.outcome import TimingRun
 from ..records.request import TimingSettings
 from ..specs.cases import Case
 from .buffers import GuardedMatrix, case_inputs, uint_type, upload_bits
+from .cupti_clock import MARK_KERNEL, CuptiClock, CuptiUnavailable
 from .device import GpuRunner
 
 __all__ = ["Timer"]
@@ -43,9 +50,28 @@ extern "C" __global__ void pytest_gemm_spin(unsigned long long ns) {
     } while (now - start < ns);
 }
 """
+_READ_FLUSH_SOURCE = r"""
+extern "C" __global__ void pytest_gemm_read_flush(const uint4* p, unsigned long long n, unsigned int* sink) {
+    unsigned int acc = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        uint4 v = p[i];
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x9e3779b9u) *sink = acc;  // never true for the zeroed buffer; keeps the loads
+}
+"""
+#: how L2 is flushed before a cold-cache launch: "write" fills a buffer of twice its size (L2 is then full of dirty
+#: lines), "read" reads one (L2 is then full of clean lines, as after Nsight Compute's flush and invalidate)
+FLUSH_MODES = ("write", "read")
 _MAX_COPIES = 32  # input sets rotated through when one set fits in L2
 _BATCH_DEVICE_S = 0.02  # aim for this much device time per batch of rounds
 _MAX_BATCH = 64
+# With CUPTI each batch also pays the flush of its records (4-6 ms of host time on an H100), and the samples
+# are steadier, so its batches are larger.
+_CUPTI_BATCH_DEVICE_S = 0.05
+_MAX_CUPTI_BATCH = 256
+_MARK_SOURCE = 'extern "C" __global__ void ' + MARK_KERNEL + "() {}"
 _MAX_SPIN_S = 0.02
 
 # cudaDataType and cublasComputeType_t values
@@ -57,10 +83,10 @@ _GEMM_DEFAULT = -1
 class _Operands:
     """One set of A, B and C in storage order, for the kernel or for cuBLAS."""
 
-    def __init__(self, cp: Any, stored: list[np.ndarray], c_shape: tuple[int, int], dt: DType, out: DType) -> None:
-        a, b = stored
-        self.a = _plain(cp, a.view(f"u{dt.itemsize}"), dt)
-        self.b = _plain(cp, b.view(f"u{dt.itemsize}"), dt)
+    def __init__(self, cp: Any, uploaded: list[Any], c_shape: tuple[int, int], dt: DType, out: DType) -> None:
+        a, b = uploaded  # A and B in storage order, as their bits on the device; each set has its own copy
+        self.a = _plain(a.copy(), dt)
+        self.b = _plain(b.copy(), dt)
         self.c = GuardedMatrix(
             cp.empty(c_shape[0] * c_shape[1], dtype=uint_type(cp, out.itemsize)),
             0,
@@ -70,10 +96,33 @@ class _Operands:
         )
 
 
-def _plain(cp: Any, host_bits: np.ndarray, dt: DType) -> GuardedMatrix:
-    rows, cols = host_bits.shape
-    flat = cp.asarray(np.ascontiguousarray(host_bits).reshape(-1))
-    return GuardedMatrix(flat, 0, rows, cols, cols, dt.guard_bits)
+def _plain(bits: Any, dt: DType) -> GuardedMatrix:
+    rows, cols = bits.shape
+    return GuardedMatrix(bits.reshape(-1), 0, rows, cols, cols, dt.guard_bits)
+
+
+@dataclass
+class _Batch:
+    """One batch's times: by the events always, by CUPTI when it timed the batch (or why it could not)."""
+
+    events_k: list[float]
+    events_r: list[float]
+    host_s: float
+    kernel_s: list[float] = field(default_factory=list)
+    reference_s: list[float] = field(default_factory=list)
+    problem: str = ""
+
+
+def _disagree(cupti_s: list[float], events_s: list[float]) -> str:
+    """Why CUPTI's times cannot be right, judged against the events that bracket the same launches: a
+    launch cannot take longer than the time between its two events."""
+    cupti_median, events_median = float(np.median(cupti_s)), float(np.median(events_s))
+    if cupti_median > events_median * 1.01 + 0.5e-6:
+        return (
+            f"CUPTI's median ({cupti_median * 1e6:.2f} us) is longer than the events' ({events_median * 1e6:.2f} us) "
+            "around the same launches"
+        )
+    return ""
 
 
 class Timer:
@@ -85,9 +134,14 @@ class Timer:
         self.runner, self.cp, self.cublas = runner, runner.cp, cublas
         self.flush_bytes = max(2 * runner.l2_bytes, 8 << 20)
         self._flush: Any = None
-        self._events = [self.cp.cuda.Event() for _ in range(4 * _MAX_BATCH)]
+        self.flush_mode = "write"
+        self._read_flush = self.cp.RawKernel(_READ_FLUSH_SOURCE, "pytest_gemm_read_flush")
+        self._sink: Any = None
+        self._events = [self.cp.cuda.Event() for _ in range(4 * _MAX_CUPTI_BATCH)]
+        self._mark = self.cp.RawKernel(_MARK_SOURCE, MARK_KERNEL)
         self._spin = self.cp.RawKernel(_SPIN_SOURCE, "pytest_gemm_spin")
         self._handle = cublas.create()
+        self._cupti: CuptiClock | str | None = None  # created on first use; a str says why it cannot be
 
     # -- one case --------------------------------------------------------------------------------
     def time_case(
@@ -113,10 +167,12 @@ class Timer:
         copies = 1
         if settings.cold_cache and set_bytes < runner.l2_bytes:
             copies = min(_MAX_COPIES, math.ceil(2 * runner.l2_bytes / set_bytes))
-        kernel_sets = [_Operands(cp, stored, c_shape, dt, out) for _ in range(copies)]
-        cublas_sets = [_Operands(cp, stored, c_shape, dt, out) for _ in range(copies)]
+        uploaded = [cp.asarray(np.ascontiguousarray(x).view(f"u{dt.itemsize}")) for x in stored]
+        kernel_sets = [_Operands(cp, uploaded, c_shape, dt, out) for _ in range(copies)]
+        cublas_sets = [_Operands(cp, uploaded, c_shape, dt, out) for _ in range(copies)]
         if settings.cold_cache and self._flush is None:
-            self._flush = cp.empty(self.flush_bytes, dtype=cp.uint8)
+            self._flush = cp.zeros(self.flush_bytes, dtype=cp.uint8)
+            self._sink = cp.zeros(1, dtype=cp.uint32)
         reference = self._cublas_gemm(case, dt, out)  # queues cuBLAS's GEMM on one set of operands
         runner.enqueue(case, kernel_sets[0].a, kernel_sets[0].b, kernel_sets[0].c, dt)  # loads the module
         runner.stream.synchronize()
@@ -124,37 +180,59 @@ class Timer:
         def prepare(ops: _Operands) -> None:
             ops.c.flat[...] = c_init
             if settings.cold_cache:
-                self._flush.fill(0)
+                self.flush_l2()
 
         def kernel(ops: _Operands) -> None:
             runner.enqueue(case, ops.a, ops.b, ops.c, dt)
 
+        clock, note = self._clock(settings.timer)
+        timer = "cupti" if clock is not None else "events"
         kernel_s: list[float] = []
         reference_s: list[float] = []
+        events_k: list[float] = []
+        events_r: list[float] = []
         start = time.perf_counter()
         # Warm-up, not part of the results: two rounds absorb first-call costs (cuBLAS's heuristics and
         # workspace), then more rounds up to ``warmup_s`` of device time measure the device and host
-        # cost of a round, which size the batches and the spin.
-        warm_k, warm_r, _ = self._batch(2, 0.0, kernel_sets, cublas_sets, prepare, kernel, reference, 0)
-        per_round = (sum(warm_k) + sum(warm_r)) / 2
+        # cost of a round, which size the batches and the spin (by the events: a round's whole cost).
+        run = (kernel_sets, cublas_sets, prepare, kernel, reference)
+        warm = self._batch(2, 0.0, *run, 0, None)
+        per_round = (sum(warm.events_k) + sum(warm.events_r)) / 2
         extra = max(1, min(_MAX_BATCH, math.ceil(settings.warmup_s / max(per_round, 1e-9))) - 2)
-        warm_k, warm_r, host_s = self._batch(extra, 0.0, kernel_sets, cublas_sets, prepare, kernel, reference, 0)
-        per_round = (sum(warm_k) + sum(warm_r)) / extra
-        host_round = host_s / extra
-        batch = max(1, min(_MAX_BATCH, round(_BATCH_DEVICE_S / max(per_round, 1e-9))))
-        # The spin keeps the GPU busy while Python queues the batch; only needed when queuing is slow.
-        spin = min(_MAX_SPIN_S, 1.5 * host_round * batch) if host_round > per_round / 2 else 0.0
+        warm = self._batch(extra, 0.0, *run, 0, None)
+        per_round = (sum(warm.events_k) + sum(warm.events_r)) / extra
+        host_round = warm.host_s / extra
+        if timer == "cupti":
+            batch = max(1, min(_MAX_CUPTI_BATCH, round(_CUPTI_BATCH_DEVICE_S / max(per_round, 1e-9))))
+        else:
+            batch = max(1, min(_MAX_BATCH, round(_BATCH_DEVICE_S / max(per_round, 1e-9))))
+        # The spin keeps the GPU busy while Python queues the batch, so that no event waits for the host; only
+        # needed when queuing is slow, and not for CUPTI's kernel-only times (its events are only a cross-check).
+        slow = host_round > per_round / 2 and timer != "cupti"
+        spin = min(_MAX_SPIN_S, 1.5 * host_round * batch) if slow else 0.0
 
         stop = StopRule(target=settings.noise, min_samples=settings.min_samples, max_time=settings.max_time)
         rounds, reason = 0, ""
         while not reason:
-            k, r, _ = self._batch(batch, spin, kernel_sets, cublas_sets, prepare, kernel, reference, rounds)
+            done = self._batch(batch, spin, *run, rounds, clock if timer == "cupti" else None)
             progress()
             rounds += batch
-            kernel_s += k
-            reference_s += r
+            events_k += done.events_k
+            events_r += done.events_r
+            if timer == "cupti" and done.problem:
+                timer, note = "events", done.problem
+            if timer == "cupti":
+                kernel_s += done.kernel_s
+                reference_s += done.reference_s
+            else:
+                kernel_s, reference_s = list(events_k), list(events_r)
             intervals = [median_interval(kernel_s), median_interval(reference_s), ratio_interval(kernel_s, reference_s)]
             reason = stop.verdict(intervals, time.perf_counter() - start) or ""
+        if timer == "cupti":
+            problem = _disagree(kernel_s, events_k) or _disagree(reference_s, events_r)
+            if problem:
+                timer, note = "events", problem
+                kernel_s, reference_s = events_k, events_r
 
         last = kernel_sets[(rounds - 1) % copies]
         c0_bits = None if data.c0 is None else upload_bits(cp, data.c0)
@@ -172,27 +250,72 @@ class Timer:
             flush_bytes=self.flush_bytes if settings.cold_cache else 0,
             last_output=last_output,
             reference_output=reference_output,
+            timer=timer,
+            timer_note=note,
+            events_median_s=(float(np.median(events_k)), float(np.median(events_r))),
         )
 
-    def _batch(self, rounds, spin_s, kernel_sets, cublas_sets, prepare, kernel, reference, first):
-        """Queue ``rounds`` timed pairs (behind a spin of ``spin_s``), wait, and read the event times."""
+    def flush_l2(self) -> None:
+        """Queue the L2 flush of ``flush_mode`` on the current stream."""
+        if self.flush_mode == "read":
+            words = self.flush_bytes // 16
+            blocks = 4 * self.runner.sm_count
+            self._read_flush((blocks,), (256,), (self._flush, np.uint64(words), self._sink))
+        else:
+            self._flush.fill(0)
+
+    def _clock(self, wanted: str) -> tuple[CuptiClock | None, str]:
+        """CUPTI's clock when it was asked for and works here, else None and why not."""
+        if wanted != "cupti":
+            return None, ""
+        if self._cupti is None:
+            try:
+                self._cupti = CuptiClock()
+            except CuptiUnavailable as exc:
+                self._cupti = str(exc)
+        if isinstance(self._cupti, str):
+            return None, self._cupti
+        return self._cupti, ""
+
+    def _batch(self, rounds, spin_s, kernel_sets, cublas_sets, prepare, kernel, reference, first, clock) -> _Batch:
+        """Queue ``rounds`` timed pairs (behind a spin of ``spin_s``), wait, and read the events (and CUPTI's
+        records of each launch, when ``clock`` is given)."""
         cp, stream, ev = self.cp, self.runner.stream, self._events
-        rounds = min(rounds, _MAX_BATCH)
+        rounds = min(rounds, _MAX_CUPTI_BATCH)
         host0 = time.perf_counter()
+        if clock is not None:
+            clock.start()
         if spin_s > 0:
             self._spin((1,), (1,), (np.uint64(int(spin_s * 1e9)),))
         for i in range(rounds):
             j = (first + i) % len(kernel_sets)
             for slot, (ops, launch) in enumerate(((kernel_sets[j], kernel), (cublas_sets[j], reference))):
                 prepare(ops)
+                if clock is not None:
+                    self._mark((1,), (1,), ())  # opens the launch's work, for CUPTI
                 ev[4 * i + 2 * slot].record(stream)
                 launch(ops)
                 ev[4 * i + 2 * slot + 1].record(stream)
+                if clock is not None:
+                    self._mark((1,), (1,), ())  # closes it
         host_s = time.perf_counter() - host0
         ev[4 * rounds - 1].synchronize()
-        kernel_s = [cp.cuda.get_elapsed_time(ev[4 * i], ev[4 * i + 1]) / 1e3 for i in range(rounds)]
-        reference_s = [cp.cuda.get_elapsed_time(ev[4 * i + 2], ev[4 * i + 3]) / 1e3 for i in range(rounds)]
-        return kernel_s, reference_s, host_s
+        done = _Batch(
+            events_k=[cp.cuda.get_elapsed_time(ev[4 * i], ev[4 * i + 1]) / 1e3 for i in range(rounds)],
+            events_r=[cp.cuda.get_elapsed_time(ev[4 * i + 2], ev[4 * i + 3]) / 1e3 for i in range(rounds)],
+            host_s=host_s,
+        )
+        if clock is not None:
+            spans = clock.spans()
+            missing = sum(span is None for span in spans)
+            if len(spans) != 2 * rounds:
+                done.problem = f"CUPTI recorded {len(spans)} of the {2 * rounds} launches of a batch"
+            elif missing:
+                done.problem = f"CUPTI recorded no GPU work for {missing} of {2 * rounds} launches"
+            else:
+                done.kernel_s = [spans[2 * i] for i in range(rounds)]
+                done.reference_s = [spans[2 * i + 1] for i in range(rounds)]
+        return done
 
     # -- cuBLAS ----------------------------------------------------------------------------------
     def _cublas_gemm(self, case: Case, dt: DType, out: DType) -> Callable[[_Operands], None]:

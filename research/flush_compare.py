@@ -1,0 +1,127 @@
+"""How the L2 flush before each timed launch moves the harness's device times, in one process (one "run").
+
+    python research/flush_compare.py OUT.json [--modes write:events,write:cupti] [--sizes 256,512,1024,4096]
+                                              [--layouts 3]
+
+Runs the worker's own backend in this process (no pytest): for each mode, a flush (``Timer.flush_mode``) and a
+timer (``--gemm-timer``),
+the naive kernel and step 8's default variant at each size, alpha = 1, beta = 0, timed with the default
+stopping rule. Also times an empty kernel after the same flush (what the events add around a launch),
+and, with ``--layouts``, the naive kernel at the two smallest sizes again with a buffer of random size
+held first, so that the case's operands land elsewhere in memory (does cuBLAS's time move with where
+its operands are?). Appends one JSON record per measurement to OUT.json (a JSON-lines file).
+Run it several times as separate processes for run-to-run spreads; compare with Nsight Compute through
+``timing-fidelity.sh``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pytest_gemm.records.request import Request, TimingSettings
+from pytest_gemm.worker.backend import GpuBackend
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = {
+    "naive": ("kernels/01_naive.cu", "sgemm_naive", ()),
+    "warp": ("kernels/08_warp_tiling.cu", "sgemm_warp_tile", (("BN", 256), ("BK", 16))),
+}
+_EMPTY = r'extern "C" __global__ void pytest_gemm_empty() {}'
+
+
+def time_case(backend: GpuBackend, name: str, size: int, settings: TimingSettings) -> dict:
+    path, kernel, params = CASES[name]
+    request = Request(str(ROOT / path), path, kernel, params, "fp32", size, size, size, 1.0, 0.0, 0, timing=settings)
+    outcome = backend.run(request, lambda phase: None)
+    if outcome.failure is not None or outcome.timing is None:
+        raise SystemExit(f"{name} {size}: {outcome.failure}")
+    t = outcome.timing
+    k, r = statistics.median(t.kernel_s), statistics.median(t.reference_s)
+    events = t.events_median_s or (None, None)
+    return {
+        "kernel_s": k,
+        "cublas_s": r,
+        "ratio": k / r,
+        "n": len(t.kernel_s),
+        "stop": t.stop_reason,
+        "timer": t.timer,
+        "timer_note": t.timer_note,
+        "events_kernel_s": events[0],
+        "events_cublas_s": events[1],
+        "elapsed_s": t.elapsed_s,
+    }
+
+
+def empty_launch(backend: GpuBackend, rounds: int = 300) -> float:
+    """The median time between two events around an empty kernel, each launch after a flush."""
+    cp, timer = backend.cp, backend.timer
+    if timer._flush is None:
+        timer._flush = cp.zeros(timer.flush_bytes, dtype=cp.uint8)
+        timer._sink = cp.zeros(1, dtype=cp.uint32)
+    empty = cp.RawKernel(_EMPTY, "pytest_gemm_empty")
+    events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(rounds)]
+    with backend.runner.stream as stream:
+        for start, end in events:
+            timer.flush_l2()
+            start.record(stream)
+            empty((1,), (32,), ())
+            end.record(stream)
+        stream.synchronize()
+    return statistics.median(cp.cuda.get_elapsed_time(s, e) / 1e3 for s, e in events)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--modes", default="write:events,write:cupti", help="FLUSH:TIMER, comma-separated")
+    parser.add_argument("--sizes", default="256,512,1024,4096")
+    parser.add_argument("--layouts", type=int, default=0)
+    parser.add_argument("--max-time", type=float, default=None, help="the stopping rule's cap (0 under ncu)")
+    args = parser.parse_args()
+    capped = {} if args.max_time is None else {"max_time": args.max_time, "warmup_s": 0.0}
+    sizes = [int(s) for s in args.sizes.split(",")]
+    backend = GpuBackend()
+    run = f"{os.getpid()}-{time.time():.0f}"
+    records = []
+    for mode in args.modes.split(","):
+        flush, _, timer = mode.partition(":")
+        backend.timer.flush_mode = flush
+        settings = TimingSettings(timer=timer or "events", **capped)
+        if args.max_time is None and settings.timer == "events":  # not under ncu
+            records.append({"run": run, "mode": mode, "what": "empty", "seconds": empty_launch(backend)})
+        for name in CASES:
+            for size in sizes:
+                records.append(
+                    {"run": run, "mode": mode, "what": name, "size": size, **time_case(backend, name, size, settings)}
+                )
+        for layout in range(args.layouts):
+            held = backend.cp.empty(random.randrange(1, 64) << 20, dtype=np.uint8)
+            for size in sizes[:2]:
+                records.append(
+                    {
+                        "run": run,
+                        "mode": mode,
+                        "what": "naive",
+                        "size": size,
+                        "layout": layout + 1,
+                        **time_case(backend, "naive", size, settings),
+                    }
+                )
+            del held
+    with open(args.out, "a", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record) + "\n")
+    for record in records:
+        print(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main()
