@@ -246,7 +246,7 @@ OPTIONS = (
         "cupti",
         "timing: 'cupti' (each kernel's own start and end on the GPU, from CUPTI's activity records, as Nsight "
         "Compute measures; falls back to the events, saying why, where CUPTI cannot be used) or 'events' (CUDA "
-        "events around each launch, which adds the launch's device latency, about 2 us on an H100)",
+        "events around each launch, which adds the launch's device latency, about 3 us on an H100)",
         _choice(tuple(TIMERS)),
     ),
     _flag("hot-cache", "timing: keep L2 warm (no flush, no input rotation) instead of flushing it before each launch"),

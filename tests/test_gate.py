@@ -199,13 +199,16 @@ def test_a_baseline_timed_with_the_other_timer_is_not_compared():
     """CUPTI's kernel-only times are shorter than the events' by the launch latency: a 10% "improvement" that is
     only the change of timer must not pass as one, nor the reverse as a regression."""
     cupti_now = _row(0.90, timer="cupti")
-    result = judge(cupti_now, _entry())  # the entry was recorded before CUPTI: no timer said, the events
-    assert result.verdict == "new" and result.change is None
-    assert result.notes == (
-        "timer changed: the baseline was timed with CUDA events, this run with CUPTI kernel records; not compared "
-        "(record it again with --gemm-update-baselines)",
-    )
-    assert judge(cupti_now, entry_from_record(_row(timer="cupti"), {**RECORDED, "timer": "cupti"})).verdict == (
-        "improved"
-    )
-    assert judge(_row(1.10), entry_from_record(_row(), {**RECORDED, "timer": "cupti"})).verdict == "new"
+    old = _entry()
+    del old["recorded"]["timer"]  # an entry recorded before CUPTI says no clock: the events
+    for entry in (old, _entry()):
+        result = judge(cupti_now, entry)
+        assert result.verdict == "new" and result.change is None
+        assert result.notes == (
+            "timer changed: the baseline was timed with CUDA events, this run with CUPTI kernel records; not "
+            "compared (record it again with --gemm-update-baselines)",
+        )
+    cupti_entry = entry_from_record(_row(timer="cupti"), RECORDED)
+    assert cupti_entry["recorded"]["timer"] == "cupti"  # each entry says its own clock
+    assert judge(cupti_now, cupti_entry).verdict == "improved"
+    assert judge(_row(1.10), cupti_entry).verdict == "new"

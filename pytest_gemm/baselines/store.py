@@ -276,7 +276,7 @@ def entry_from_record(record: CaseRecord, recorded: Mapping[str, Any]) -> dict[s
         "tflops": record.tflops,
         "samples": record.samples,
         "source_sha256": record.source_sha256,
-        "recorded": dict(recorded),
+        "recorded": {**recorded, "timer": record.timer},  # the clock, per entry: a run may fall back case by case
     }
 
 
@@ -289,7 +289,6 @@ def recorded_info(gpu: Mapping[str, Any], records: Iterable[CaseRecord], plugin_
         "cublas": gpu.get("cublas_version"),
         "driver": gpu.get("driver_version"),
         "sm_clock_mhz": [min(clocks), max(clocks)] if clocks else None,
-        "timer": ", ".join(sorted({r.timer for r in records})) or None,
         "date": time.strftime("%Y-%m-%d"),
     }
 

@@ -61,6 +61,15 @@ class CuptiClock:
         for kind in self._kinds:
             self.cupti.activity_enable(kind)
 
+    def abandon(self) -> None:
+        """Stop collecting and drop what was collected (a launch failed mid-batch)."""
+        try:
+            for kind in self._kinds:
+                self.cupti.activity_disable(kind)
+            self.cupti.activity_flush_all(1)
+        finally:
+            self._work.clear()
+
     def spans(self) -> list[float | None]:
         """Flush the records (the stream must be synchronized) and stop collecting; then, in launch order, the
         seconds from the first start to the last end of the work between each opening mark and the next

@@ -113,6 +113,19 @@ class _Batch:
     problem: str = ""
 
 
+@dataclass
+class _Measured:
+    """The samples of one clock's timed batches, and why they stopped (or why CUPTI could not go on)."""
+
+    kernel_s: list[float] = field(default_factory=list)
+    reference_s: list[float] = field(default_factory=list)
+    events_k: list[float] = field(default_factory=list)
+    events_r: list[float] = field(default_factory=list)
+    rounds: int = 0
+    reason: str = ""
+    problem: str = ""
+
+
 def _disagree(cupti_s: list[float], events_s: list[float]) -> str:
     """Why CUPTI's times cannot be right, judged against the events that bracket the same launches: a
     launch cannot take longer than the time between its two events."""
@@ -185,12 +198,6 @@ class Timer:
         def kernel(ops: _Operands) -> None:
             runner.enqueue(case, ops.a, ops.b, ops.c, dt)
 
-        clock, note = self._clock(settings.timer)
-        timer = "cupti" if clock is not None else "events"
-        kernel_s: list[float] = []
-        reference_s: list[float] = []
-        events_k: list[float] = []
-        events_r: list[float] = []
         start = time.perf_counter()
         # Warm-up, not part of the results: two rounds absorb first-call costs (cuBLAS's heuristics and
         # workspace), then more rounds up to ``warmup_s`` of device time measure the device and host
@@ -201,38 +208,21 @@ class Timer:
         extra = max(1, min(_MAX_BATCH, math.ceil(settings.warmup_s / max(per_round, 1e-9))) - 2)
         warm = self._batch(extra, 0.0, *run, 0, None)
         per_round = (sum(warm.events_k) + sum(warm.events_r)) / extra
-        host_round = warm.host_s / extra
-        if timer == "cupti":
-            batch = max(1, min(_MAX_CUPTI_BATCH, round(_CUPTI_BATCH_DEVICE_S / max(per_round, 1e-9))))
-        else:
-            batch = max(1, min(_MAX_BATCH, round(_BATCH_DEVICE_S / max(per_round, 1e-9))))
-        # The spin keeps the GPU busy while Python queues the batch, so that no event waits for the host; only
-        # needed when queuing is slow, and not for CUPTI's kernel-only times (its events are only a cross-check).
-        slow = host_round > per_round / 2 and timer != "cupti"
-        spin = min(_MAX_SPIN_S, 1.5 * host_round * batch) if slow else 0.0
+        cost = (per_round, warm.host_s / extra)
 
-        stop = StopRule(target=settings.noise, min_samples=settings.min_samples, max_time=settings.max_time)
-        rounds, reason = 0, ""
-        while not reason:
-            done = self._batch(batch, spin, *run, rounds, clock if timer == "cupti" else None)
-            progress()
-            rounds += batch
-            events_k += done.events_k
-            events_r += done.events_r
-            if timer == "cupti" and done.problem:
-                timer, note = "events", done.problem
-            if timer == "cupti":
-                kernel_s += done.kernel_s
-                reference_s += done.reference_s
-            else:
-                kernel_s, reference_s = list(events_k), list(events_r)
-            intervals = [median_interval(kernel_s), median_interval(reference_s), ratio_interval(kernel_s, reference_s)]
-            reason = stop.verdict(intervals, time.perf_counter() - start) or ""
-        if timer == "cupti":
-            problem = _disagree(kernel_s, events_k) or _disagree(reference_s, events_r)
-            if problem:
-                timer, note = "events", problem
-                kernel_s, reference_s = events_k, events_r
+        clock, note = self._clock(settings.timer)
+        measured = None
+        if clock is not None:
+            measured = self._measure(clock, run, cost, settings, progress, start, 0)
+            note = measured.problem or _disagree(measured.kernel_s, measured.events_k)
+            note = note or _disagree(measured.reference_s, measured.events_r)
+        rounds = measured.rounds if measured is not None else 0
+        if measured is None or note:  # the events alone, timed again as they are without CUPTI
+            measured = self._measure(None, run, cost, settings, progress, start, rounds)
+            rounds += measured.rounds
+        timer = "events" if clock is None or note else "cupti"
+        kernel_s, reference_s, reason = measured.kernel_s, measured.reference_s, measured.reason
+        events_k, events_r = measured.events_k, measured.events_r
 
         last = kernel_sets[(rounds - 1) % copies]
         c0_bits = None if data.c0 is None else upload_bits(cp, data.c0)
@@ -264,6 +254,36 @@ class Timer:
         else:
             self._flush.fill(0)
 
+    def _measure(self, clock, run, cost, settings, progress, start, first) -> _Measured:
+        """Timed batches until the stopping rule holds, by CUPTI's clock when ``clock`` is given (stopping at the
+        first batch it cannot time, with why) or by the events (behind the spin where queuing is slow)."""
+        per_round, host_round = cost
+        if clock is not None:
+            batch = max(1, min(_MAX_CUPTI_BATCH, round(_CUPTI_BATCH_DEVICE_S / max(per_round, 1e-9))))
+            spin = 0.0  # CUPTI's kernel-only times do not see the host; its events are only a cross-check
+        else:
+            batch = max(1, min(_MAX_BATCH, round(_BATCH_DEVICE_S / max(per_round, 1e-9))))
+            # The spin keeps the GPU busy while Python queues the batch, so that no event waits for the host;
+            # only needed when queuing is slow.
+            spin = min(_MAX_SPIN_S, 1.5 * host_round * batch) if host_round > per_round / 2 else 0.0
+        stop = StopRule(target=settings.noise, min_samples=settings.min_samples, max_time=settings.max_time)
+        out = _Measured()
+        while not out.reason:
+            done = self._batch(batch, spin, *run, first + out.rounds, clock)
+            progress()
+            out.rounds += batch
+            out.events_k += done.events_k
+            out.events_r += done.events_r
+            if done.problem:
+                out.problem = out.reason = done.problem
+                break
+            out.kernel_s += done.kernel_s if clock is not None else done.events_k
+            out.reference_s += done.reference_s if clock is not None else done.events_r
+            k, r = out.kernel_s, out.reference_s
+            intervals = [median_interval(k), median_interval(r), ratio_interval(k, r)]
+            out.reason = stop.verdict(intervals, time.perf_counter() - start) or ""
+        return out
+
     def _clock(self, wanted: str) -> tuple[CuptiClock | None, str]:
         """CUPTI's clock when it was asked for and works here, else None and why not."""
         if wanted != "cupti":
@@ -285,28 +305,37 @@ class Timer:
         host0 = time.perf_counter()
         if clock is not None:
             clock.start()
-        if spin_s > 0:
-            self._spin((1,), (1,), (np.uint64(int(spin_s * 1e9)),))
-        for i in range(rounds):
-            j = (first + i) % len(kernel_sets)
-            for slot, (ops, launch) in enumerate(((kernel_sets[j], kernel), (cublas_sets[j], reference))):
-                prepare(ops)
-                if clock is not None:
-                    self._mark((1,), (1,), ())  # opens the launch's work, for CUPTI
-                ev[4 * i + 2 * slot].record(stream)
-                launch(ops)
-                ev[4 * i + 2 * slot + 1].record(stream)
-                if clock is not None:
-                    self._mark((1,), (1,), ())  # closes it
-        host_s = time.perf_counter() - host0
-        ev[4 * rounds - 1].synchronize()
+        try:
+            if spin_s > 0:
+                self._spin((1,), (1,), (np.uint64(int(spin_s * 1e9)),))
+            for i in range(rounds):
+                j = (first + i) % len(kernel_sets)
+                for slot, (ops, launch) in enumerate(((kernel_sets[j], kernel), (cublas_sets[j], reference))):
+                    prepare(ops)
+                    if clock is not None:
+                        self._mark((1,), (1,), ())  # opens the launch's work, for CUPTI
+                    ev[4 * i + 2 * slot].record(stream)
+                    launch(ops)
+                    ev[4 * i + 2 * slot + 1].record(stream)
+                    if clock is not None:
+                        self._mark((1,), (1,), ())  # closes it
+            host_s = time.perf_counter() - host0
+            stream.synchronize()  # the closing mark after the last end event too, before CUPTI's records are read
+        except BaseException:
+            if clock is not None:
+                clock.abandon()  # a launch failed: collect nothing more
+            raise
         done = _Batch(
             events_k=[cp.cuda.get_elapsed_time(ev[4 * i], ev[4 * i + 1]) / 1e3 for i in range(rounds)],
             events_r=[cp.cuda.get_elapsed_time(ev[4 * i + 2], ev[4 * i + 3]) / 1e3 for i in range(rounds)],
             host_s=host_s,
         )
         if clock is not None:
-            spans = clock.spans()
+            try:
+                spans = clock.spans()
+            except Exception as exc:  # CUPTI failed: the events take over, saying why
+                done.problem = f"CUPTI failed: {type(exc).__name__}: {exc}"
+                return done
             missing = sum(span is None for span in spans)
             if len(spans) != 2 * rounds:
                 done.problem = f"CUPTI recorded {len(spans)} of the {2 * rounds} launches of a batch"
