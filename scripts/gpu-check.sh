@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install pytest-gemm on the GPU machine and run the GPU suite; logs and JSON go under $OUT when it is set.
 # Usage: scripts/gpu-check.sh [extra pytest args for the bundled-kernel runs]
+#   Wheels in .whl/ are installed first (cupti-python for the CUPTI timer, where the image lacks it; without it
+#   every case is timed with CUDA events and the timing table says so)
 #   GEMM_SHAPES       shape sets verified (default quick,edge,standard)
 #   GEMM_TIMED_SHAPES shape sets timed and gated against baselines/ (default quick,standard)
 #   GEMM_PARTS        which parts run (default verify,timed,plugin,broken,faults), to split the work over
@@ -27,6 +29,11 @@ out="${OUT:-gpu-check-out}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || { cat "$out/install.log"; exit 1; }
+# Wheels carried along in .whl/ (git-ignored), such as cupti-python for the default CUPTI timer on an image without it
+if compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/gemm-site .whl/*.whl \
+        >>"$out/install.log" 2>&1 && export PYTHONPATH="/tmp/gemm-site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 timeout 20 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
     --format=csv >"$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
