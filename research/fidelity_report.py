@@ -16,41 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from flush_compare import CASES
-from ncu_compare import ncu_durations, ncu_launches
-
-
-def timed_cublas_calls(
-    launches: list[tuple[str, float]], kernels: tuple[str, ...]
-) -> list[tuple[tuple[str, ...], float]]:
-    """The cuBLAS calls that follow a launch of a kernel under test (the timed pairs, and verification's own
-    call beside it): each call's kernels and the sum of their durations. The harness's helpers (CuPy's copies
-    and fills, pytest-gemm's own kernels) end a call; the fp64 truth and the worker's warm-up are left out."""
-    calls: list[tuple[tuple[str, ...], float]] = []
-    names: list[str] = []
-    total, after_ours = 0.0, False
-
-    def close() -> None:
-        nonlocal names, total
-        if names:
-            calls.append((tuple(names), total))
-        names, total = [], 0.0
-
-    for name, seconds in launches:
-        low = name.lower()
-        if name.startswith(("cupy", "pytest_gemm")):
-            close()
-        elif name.startswith(kernels):
-            close()
-            after_ours = True
-        elif "f64" in low or "dgemm" in low or "double" in low:
-            close()
-            after_ours = False
-        elif names or after_ours:
-            names.append(name)
-            total += seconds
-            after_ours = False
-    close()
-    return calls
+from ncu_compare import ncu_durations, ncu_launches, timed_cublas_calls
 
 
 def _pct(a: float, b: float) -> str:

@@ -3,10 +3,11 @@
 Reads, from the directory given: repeat-*.json (pytest-benchmark JSON of separate runs of one case),
 ncu.csv (``ncu --csv --metrics gpu__time_duration.sum`` over a run of the same case). Prints a report.
 
-One cuBLAS call may launch several kernels (at 512^3 on the H100: a split-K GEMM and its reduction),
-and the harness times the call, so Nsight Compute's side of the comparison is the sum over each
-call's kernels: a call is a run of consecutive cuBLAS kernels in launch order (the harness's own
-kernels, the L2 flush and the kernel under test, come between calls).
+One cuBLAS call may launch several kernels, and the harness times the call, so Nsight Compute's side
+of the comparison is the sum over each call's kernels: a call is a run of consecutive cuBLAS kernels
+that follows a launch of the kernel under test (the harness's own kernels end it; the worker's warm-up
+and the fp64 truth are not taken for calls). Nsight Compute serialises a call's kernels and flushes the
+caches before each, so for a call of two kernels the sum is longer than the call (docs/timing.md).
 """
 
 from __future__ import annotations
@@ -30,9 +31,6 @@ _UNITS = {
 }
 
 
-_CUBLAS_HINTS = ("gemm", "splitk", "reduce", "nvjet", "xmma", "cutlass", "cublas")
-
-
 def ncu_launches(path: Path) -> list[tuple[str, float]]:
     """Every profiled launch, in launch order: (kernel name, gpu__time_duration.sum in seconds)."""
     lines = path.read_text().splitlines()
@@ -53,26 +51,37 @@ def ncu_durations(launches: list[tuple[str, float]]) -> dict[str, list[float]]:
     return out
 
 
-def is_cublas(name: str, kernel: str) -> bool:
-    """A kernel of cuBLAS's fp32 (or lower) GEMM: not the kernel under test, not the fp64 truth."""
-    low = name.lower()
-    if name.startswith(kernel) or "f64" in low or "dgemm" in low or "double" in low:
-        return False
-    return any(hint in low for hint in _CUBLAS_HINTS)
-
-
-def cublas_calls(launches: list[tuple[str, float]], kernel: str) -> list[tuple[tuple[str, ...], float]]:
-    """Each cuBLAS call: its kernels' names and the sum of their durations (consecutive cuBLAS launches)."""
+def timed_cublas_calls(
+    launches: list[tuple[str, float]], kernels: tuple[str, ...]
+) -> list[tuple[tuple[str, ...], float]]:
+    """The cuBLAS calls that follow a launch of a kernel under test (the timed pairs, and verification's own
+    call beside it): each call's kernels and the sum of their durations. The harness's helpers (CuPy's copies
+    and fills, pytest-gemm's own kernels) end a call; the fp64 truth and the worker's warm-up are left out."""
     calls: list[tuple[tuple[str, ...], float]] = []
     names: list[str] = []
-    total = 0.0
-    for name, seconds in [*launches, ("", 0.0)]:  # the sentinel ends the last call
-        if name and is_cublas(name, kernel):
+    total, after_ours = 0.0, False
+
+    def close() -> None:
+        nonlocal names, total
+        if names:
+            calls.append((tuple(names), total))
+        names, total = [], 0.0
+
+    for name, seconds in launches:
+        low = name.lower()
+        if name.startswith(("cupy", "pytest_gemm")):
+            close()
+        elif name.startswith(kernels):
+            close()
+            after_ours = True
+        elif "f64" in low or "dgemm" in low or "double" in low:
+            close()
+            after_ours = False
+        elif names or after_ours:
             names.append(name)
             total += seconds
-        elif names:
-            calls.append((tuple(names), total))
-            names, total = [], 0.0
+            after_ours = False
+    close()
     return calls
 
 
@@ -113,7 +122,7 @@ def main(folder: str) -> None:
             f"{kernel}: harness {harness_kernel * 1e3:.4f} ms vs ncu {ncu_kernel * 1e3:.4f} ms "
             f"({len(mine)} launches): {100 * (harness_kernel / ncu_kernel - 1):+.2f}%"
         )
-    calls = cublas_calls(launches, kernel)
+    calls = timed_cublas_calls(launches, (kernel,))
     if calls:
         shapes = defaultdict(list)  # the calls of the most common kernel sequence (the timed ones)
         for names, seconds in calls:

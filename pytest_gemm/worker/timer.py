@@ -61,9 +61,6 @@ extern "C" __global__ void pytest_gemm_read_flush(const uint4* p, unsigned long 
     if (acc == 0x9e3779b9u) *sink = acc;  // never true for the zeroed buffer; keeps the loads
 }
 """
-#: how L2 is flushed before a cold-cache launch: "write" fills a buffer of twice its size (L2 is then full of dirty
-#: lines), "read" reads one (L2 is then full of clean lines, as after Nsight Compute's flush and invalidate)
-FLUSH_MODES = ("write", "read")
 _MAX_COPIES = 32  # input sets rotated through when one set fits in L2
 _BATCH_DEVICE_S = 0.02  # aim for this much device time per batch of rounds
 _MAX_BATCH = 64
@@ -147,6 +144,9 @@ class Timer:
         self.runner, self.cp, self.cublas = runner, runner.cp, cublas
         self.flush_bytes = max(2 * runner.l2_bytes, 8 << 20)
         self._flush: Any = None
+        # How L2 is flushed before a cold-cache launch: "write" fills a buffer of twice its size (L2 is then full
+        # of dirty lines); "read" reads it (clean lines, as after Nsight Compute's flush and invalidate). Reading
+        # moved no time closer to Nsight Compute's (docs/timing.md), so only research/flush_compare.py sets it.
         self.flush_mode = "write"
         self._read_flush = self.cp.RawKernel(_READ_FLUSH_SOURCE, "pytest_gemm_read_flush")
         self._sink: Any = None
