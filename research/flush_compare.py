@@ -65,12 +65,12 @@ def empty_launch(backend: GpuBackend, rounds: int = 300) -> float:
     cp, timer = backend.cp, backend.timer
     if timer._flush is None:
         timer._flush = cp.zeros(timer.flush_bytes, dtype=cp.uint8)
-        timer._sink = cp.zeros(1, dtype=cp.uint32)
+    c = cp.zeros(4, dtype=cp.uint32)
     empty = cp.RawKernel(_EMPTY, "pytest_gemm_empty")
     events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(rounds)]
     with backend.runner.stream as stream:
         for start, end in events:
-            timer.flush_l2()
+            timer.prepare(c, c, True)
             start.record(stream)
             empty((1,), (32,), ())
             end.record(stream)

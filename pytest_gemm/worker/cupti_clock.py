@@ -5,22 +5,54 @@ the device, about 3 us on an H100, which is 13% of a 24 us kernel, and it wander
 the next. CUPTI's kernel records carry each kernel's own start and end on the GPU, the quantity Nsight
 Compute's ``gpu__time_duration`` and Nsight Systems report.
 
-Each timed launch is bracketed on the stream by two launches of a tiny mark kernel, outside its events:
-every kernel, memset and copy between an opening and a closing mark on that stream belongs to the launch
-(cuBLAS may run a split-K GEMM and a reduction), and its time is its first start to its last end. Only
-the GPU work's records are collected, not the API calls': flushing CUPTI's buffers costs the host 4-6 ms
-that way on an H100, against 15 ms with the API records that correlation ids would need
-(``research/cupti_cost.py``).
+Each timed launch follows a launch of the harness's prepare kernel, which restores C and flushes L2
+(:mod:`.timer`); a batch ends with a tiny mark kernel. Every kernel, memset and copy on that stream after a
+prepare kernel and before the next harness kernel belongs to the launch (cuBLAS may run a split-K GEMM and a
+reduction), and its time is the sum of that work's own durations: the GPU's gaps between the kernels of one
+call are not counted, as Nsight Compute's per-kernel times, summed over a call, do not count them. (On an H100
+the gap between cuBLAS's split-K GEMM and its reduction was 0.96 to 1.6 us, steady within a case and moving
+from one case to the next: 7% of the call at 256^3, while its kernels moved by under 3%;
+``research/cublas_spread.py``.) Only the
+GPU work's records are collected, not the API calls': flushing CUPTI's buffers costs the host about 3 ms plus
+15 us a record on an H100, against 15 ms a batch of 64 pairs with the API records that correlation ids would
+need (``research/cupti_cost.py``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MARK_KERNEL", "CuptiClock", "CuptiUnavailable"]
+__all__ = [
+    "HARNESS_PREFIX",
+    "MARK_KERNEL",
+    "PREPARE_KERNEL",
+    "CuptiClock",
+    "CuptiUnavailable",
+    "Span",
+    "build_spans",
+]
 
 _BUFFER_BYTES = 1 << 20
-MARK_KERNEL = "pytest_gemm_mark"  # the mark kernel's name; the timer launches it
+HARNESS_PREFIX = "pytest_gemm_"  # the harness's own kernels (prepare, mark, spin): never a timed launch's work
+PREPARE_KERNEL = HARNESS_PREFIX + "prepare"  # opens a timed launch's span; the timer launches it
+MARK_KERNEL = HARNESS_PREFIX + "mark"  # closes a batch's last span
+
+
+@dataclass(frozen=True)
+class Span:
+    """The GPU work of one timed launch: its records' summed durations and its first start and last end (CUPTI's
+    ns), and how many records."""
+
+    busy_ns: int
+    start_ns: int
+    end_ns: int
+    records: int
+
+    @property
+    def seconds(self) -> float:
+        """The launch's kernel-only time: its work's own durations, summed."""
+        return self.busy_ns / 1e9
 
 
 class CuptiUnavailable(Exception):
@@ -39,7 +71,8 @@ class CuptiClock:
         kind = cupti.ActivityKind
         self._kernel = int(kind.CONCURRENT_KERNEL)
         self._kinds = [kind.CONCURRENT_KERNEL, kind.MEMSET, kind.MEMCPY]
-        self._work: list[tuple[int, int, int, bool]] = []  # (stream id, start ns, end ns, is a mark)
+        # (stream id, start ns, end ns, role): 0 the work of a launch, 1 a prepare kernel, 2 another harness kernel
+        self._work: list[tuple[int, int, int, int]] = []
         try:
             cupti.activity_register_callbacks(self._requested, self._completed)
             self.start()
@@ -53,8 +86,10 @@ class CuptiClock:
 
     def _completed(self, activities: list[Any]) -> None:
         for record in activities:
-            mark = int(record.kind) == self._kernel and record.name == MARK_KERNEL
-            self._work.append((record.stream_id, record.start, record.end, mark))
+            role = 0
+            if int(record.kind) == self._kernel and record.name.startswith(HARNESS_PREFIX):
+                role = 1 if record.name == PREPARE_KERNEL else 2
+            self._work.append((record.stream_id, record.start, record.end, role))
 
     def start(self) -> None:
         self._work.clear()
@@ -70,26 +105,34 @@ class CuptiClock:
         finally:
             self._work.clear()
 
-    def spans(self) -> list[float | None]:
-        """Flush the records (the stream must be synchronized) and stop collecting; then, in launch order, the
-        seconds from the first start to the last end of the work between each opening mark and the next
-        closing one (None: no GPU work between them)."""
+    def spans(self) -> list[Span | None]:
+        """Flush the records (the stream must be synchronized) and stop collecting; then, in launch order, the work
+        after each prepare kernel (None: no GPU work between it and the next harness kernel)."""
         self.cupti.activity_flush_all(1)
         for kind in self._kinds:
             self.cupti.activity_disable(kind)
-        marks = [w for w in self._work if w[3]]
-        if not marks:
-            return []
-        stream = marks[0][0]
-        spans: list[float | None] = []
-        inside = False
-        first = last = 0
-        for _stream, start, end, mark in sorted(w for w in self._work if w[0] == stream):
-            if mark:
-                if inside:
-                    spans.append((last - first) / 1e9 if first else None)
-                inside, first, last = not inside, 0, 0
-            elif inside:
-                first = min(first, start) if first else start
-                last = max(last, end)
-        return spans
+        return build_spans(self._work)
+
+
+def build_spans(work: list[tuple[int, int, int, int]]) -> list[Span | None]:
+    """The spans of a batch from its records, (stream id, start ns, end ns, role): role 0 is a launch's work, 1 a
+    prepare kernel (opens a span), 2 another harness kernel (closes one). Only the prepare kernels' stream counts."""
+    opened = [w for w in work if w[3] == 1]
+    if not opened:
+        return []
+    stream = opened[0][0]
+    spans: list[Span | None] = []
+    current: list[int] | None = None  # [busy, first start, last end, records] of the open span
+    for _stream, start, end, role in sorted(w for w in work if w[0] == stream):
+        if role or current is None:
+            if current is not None:
+                spans.append(Span(*current) if current[3] else None)
+            current = [0, 0, 0, 0] if role == 1 else None
+        else:
+            current[0] += end - start
+            current[1] = min(current[1], start) if current[3] else start
+            current[2] = max(current[2], end)
+            current[3] += 1
+    if current is not None:
+        spans.append(Span(*current) if current[3] else None)
+    return spans

@@ -5,19 +5,18 @@ Part of the worker (with :mod:`.device`, whose runner launches the kernel): it r
 
 One round is a pair of timed launches, the kernel then cuBLAS, each prepared the same way:
 
-1. C is restored to its starting content (the NaN poison, or the prior C when beta != 0), so every
-   launch does the same work and the last one can be verified again;
-2. for cold-cache timing, L2 is flushed by writing a buffer of twice its size;
-3. a CUDA event, the launch, a CUDA event, all on the harness's stream; with CUPTI (``--gemm-timer
-   cupti``, the default), a mark kernel before the start event and after the end event.
+1. the prepare kernel (:mod:`.rounds`) restores C to its starting content (the NaN poison, or the prior C
+   when beta != 0), so every launch does the same work and the last one can be verified again, then, for
+   cold-cache timing, flushes L2 by writing a buffer of twice its size;
+2. a CUDA event, the launch, a CUDA event, all on the harness's stream.
 
-With the events, a launch's time is the time between its two events. With CUPTI (:mod:`.cupti_clock`)
-it is the GPU's own start-to-end of the work between the marks, without the launch's latency on the
-device; the events are still read, and a CUPTI median longer than the events' around the same launches
-sends the case back to the events, saying why. Compiling, loading, allocating and creating handles all
-happen before. Rounds are queued in batches, with the events behind a short spin kernel so that the
-GPU never waits for Python between an event and its launch; batches repeat until the stopping rule
-holds.
+With the events, a launch's time is the time between its two events. With CUPTI (:mod:`.cupti_clock`,
+``--gemm-timer cupti``, the default) it is the summed durations of the GPU work between the prepare kernel and
+the next harness kernel, without the launch's latency on the device; the events are still read, and a CUPTI
+median longer than the events' around the same launches sends the case back to the events, saying why.
+Compiling, loading, allocating and creating handles all happen before. Rounds are queued in batches, with the
+events behind a short spin kernel so that the GPU never waits for Python between an event and its launch;
+batches repeat until the stopping rule holds.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,41 +34,27 @@ from ..records.outcome import TimingRun
 from ..records.request import TimingSettings
 from ..specs.cases import Case
 from .buffers import GuardedMatrix, case_inputs, uint_type, upload_bits
-from .cupti_clock import MARK_KERNEL, CuptiClock, CuptiUnavailable
+from .cupti_clock import MARK_KERNEL, PREPARE_KERNEL, CuptiClock, CuptiUnavailable
 from .device import GpuRunner
+from .rounds import (
+    BATCH_DEVICE_S,
+    CUPTI_BATCH_DEVICE_S,
+    FIRST_CUPTI_BATCH,
+    MARK_SOURCE,
+    MAX_BATCH,
+    MAX_CUPTI_BATCH,
+    MAX_SPIN_S,
+    PREPARE_SOURCE,
+    SPIN_SOURCE,
+    Batch,
+    Measured,
+    disagree,
+    read_spans,
+)
 
 __all__ = ["Timer"]
 
-_SPIN_SOURCE = r"""
-extern "C" __global__ void pytest_gemm_spin(unsigned long long ns) {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    } while (now - start < ns);
-}
-"""
-_READ_FLUSH_SOURCE = r"""
-extern "C" __global__ void pytest_gemm_read_flush(const uint4* p, unsigned long long n, unsigned int* sink) {
-    unsigned int acc = 0;
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
-         i += (unsigned long long)gridDim.x * blockDim.x) {
-        uint4 v = p[i];
-        acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-    if (acc == 0x9e3779b9u) *sink = acc;  // never true for the zeroed buffer; keeps the loads
-}
-"""
 _MAX_COPIES = 32  # input sets rotated through when one set fits in L2
-_BATCH_DEVICE_S = 0.02  # aim for this much device time per batch of rounds
-_MAX_BATCH = 64
-# With CUPTI each batch also pays the flush of its records (4-6 ms of host time on an H100), and the samples
-# are steadier, so its batches are larger.
-_CUPTI_BATCH_DEVICE_S = 0.05
-_MAX_CUPTI_BATCH = 256
-_MARK_SOURCE = 'extern "C" __global__ void ' + MARK_KERNEL + "() {}"
-_MAX_SPIN_S = 0.02
-
 # cudaDataType and cublasComputeType_t values
 _CUDA_TYPE = {"fp32": 0, "tf32": 0, "fp64": 1, "fp16": 2, "bf16": 14}
 _COMPUTE = {"fp32": 68, "tf32": 77, "fp64": 70, "fp16": 68, "bf16": 68}  # 32F, 32F_FAST_TF32, 64F
@@ -98,43 +82,6 @@ def _plain(bits: Any, dt: DType) -> GuardedMatrix:
     return GuardedMatrix(bits.reshape(-1), 0, rows, cols, cols, dt.guard_bits)
 
 
-@dataclass
-class _Batch:
-    """One batch's times: by the events always, by CUPTI when it timed the batch (or why it could not)."""
-
-    events_k: list[float]
-    events_r: list[float]
-    host_s: float
-    kernel_s: list[float] = field(default_factory=list)
-    reference_s: list[float] = field(default_factory=list)
-    problem: str = ""
-
-
-@dataclass
-class _Measured:
-    """The samples of one clock's timed batches, and why they stopped (or why CUPTI could not go on)."""
-
-    kernel_s: list[float] = field(default_factory=list)
-    reference_s: list[float] = field(default_factory=list)
-    events_k: list[float] = field(default_factory=list)
-    events_r: list[float] = field(default_factory=list)
-    rounds: int = 0
-    reason: str = ""
-    problem: str = ""
-
-
-def _disagree(cupti_s: list[float], events_s: list[float]) -> str:
-    """Why CUPTI's times cannot be right, judged against the events that bracket the same launches: a
-    launch cannot take longer than the time between its two events."""
-    cupti_median, events_median = float(np.median(cupti_s)), float(np.median(events_s))
-    if cupti_median > events_median * 1.01 + 0.5e-6:
-        return (
-            f"CUPTI's median ({cupti_median * 1e6:.2f} us) is longer than the events' ({events_median * 1e6:.2f} us) "
-            "around the same launches"
-        )
-    return ""
-
-
 class Timer:
     """Times cases on one runner; owns the flush buffer, the events, the spin kernel and a cuBLAS handle."""
 
@@ -148,11 +95,11 @@ class Timer:
         # of dirty lines); "read" reads it (clean lines, as after Nsight Compute's flush and invalidate). Reading
         # moved no time closer to Nsight Compute's (docs/timing.md), so only research/flush_compare.py sets it.
         self.flush_mode = "write"
-        self._read_flush = self.cp.RawKernel(_READ_FLUSH_SOURCE, "pytest_gemm_read_flush")
-        self._sink: Any = None
-        self._events = [self.cp.cuda.Event() for _ in range(4 * _MAX_CUPTI_BATCH)]
-        self._mark = self.cp.RawKernel(_MARK_SOURCE, MARK_KERNEL)
-        self._spin = self.cp.RawKernel(_SPIN_SOURCE, "pytest_gemm_spin")
+        self._prepare = self.cp.RawKernel(PREPARE_SOURCE, PREPARE_KERNEL)
+        self._sink = self.cp.zeros(4, dtype=self.cp.uint32)  # also the flush buffer's stand-in when there is none
+        self._events = [self.cp.cuda.Event() for _ in range(4 * MAX_CUPTI_BATCH)]
+        self._mark = self.cp.RawKernel(MARK_SOURCE, MARK_KERNEL)
+        self._spin = self.cp.RawKernel(SPIN_SOURCE, "pytest_gemm_spin")
         self._handle = cublas.create()
         self._cupti: CuptiClock | str | None = None  # created on first use; a str says why it cannot be
 
@@ -185,15 +132,12 @@ class Timer:
         cublas_sets = [_Operands(cp, uploaded, c_shape, dt, out) for _ in range(copies)]
         if settings.cold_cache and self._flush is None:
             self._flush = cp.zeros(self.flush_bytes, dtype=cp.uint8)
-            self._sink = cp.zeros(1, dtype=cp.uint32)
         reference = self._cublas_gemm(case, dt, out)  # queues cuBLAS's GEMM on one set of operands
         runner.enqueue(case, kernel_sets[0].a, kernel_sets[0].b, kernel_sets[0].c, dt)  # loads the module
         runner.stream.synchronize()
 
         def prepare(ops: _Operands) -> None:
-            ops.c.flat[...] = c_init
-            if settings.cold_cache:
-                self.flush_l2()
+            self.prepare(c_init, ops.c.flat, settings.cold_cache)
 
         def kernel(ops: _Operands) -> None:
             runner.enqueue(case, ops.a, ops.b, ops.c, dt)
@@ -205,7 +149,7 @@ class Timer:
         run = (kernel_sets, cublas_sets, prepare, kernel, reference)
         warm = self._batch(2, 0.0, *run, 0, None)
         per_round = (sum(warm.events_k) + sum(warm.events_r)) / 2
-        extra = max(1, min(_MAX_BATCH, math.ceil(settings.warmup_s / max(per_round, 1e-9))) - 2)
+        extra = max(1, min(MAX_BATCH, math.ceil(settings.warmup_s / max(per_round, 1e-9))) - 2)
         warm = self._batch(extra, 0.0, *run, 0, None)
         per_round = (sum(warm.events_k) + sum(warm.events_r)) / extra
         cost = (per_round, warm.host_s / extra)
@@ -214,8 +158,8 @@ class Timer:
         measured = None
         if clock is not None:
             measured = self._measure(clock, run, cost, settings, progress, start, 0)
-            note = measured.problem or _disagree(measured.kernel_s, measured.events_k)
-            note = note or _disagree(measured.reference_s, measured.events_r)
+            note = measured.problem or disagree(measured.kernel_s, measured.events_k)
+            note = note or disagree(measured.reference_s, measured.events_r)
         rounds = measured.rounds if measured is not None else 0
         if measured is None or note:  # the events alone, timed again as they are without CUPTI
             measured = self._measure(None, run, cost, settings, progress, start, rounds)
@@ -245,33 +189,37 @@ class Timer:
             events_median_s=(float(np.median(events_k)), float(np.median(events_r))),
         )
 
-    def flush_l2(self) -> None:
-        """Queue the L2 flush of ``flush_mode`` on the current stream."""
-        if self.flush_mode == "read":
-            words = self.flush_bytes // 16
-            blocks = 4 * self.runner.sm_count
-            self._read_flush((blocks,), (256,), (self._flush, np.uint64(words), self._sink))
-        else:
-            self._flush.fill(0)
+    def prepare(self, c_init: Any, c: Any, flush: bool) -> None:
+        """Queue the prepare kernel on the current stream: C restored from ``c_init``, then (when ``flush``) L2
+        flushed the ``flush_mode`` way. One kernel, so one CUPTI record, that also opens the next launch's span."""
+        flush_words = self.flush_bytes // 16 if flush else 0
+        args = (c_init, c, np.uint64(c_init.nbytes), self._flush if flush else self._sink, np.uint64(flush_words))
+        blocks = 4 * self.runner.sm_count
+        self._prepare((blocks,), (256,), (*args, np.int32(self.flush_mode == "read"), self._sink))
 
-    def _measure(self, clock, run, cost, settings, progress, start, first) -> _Measured:
+    def _measure(self, clock, run, cost, settings, progress, start, first) -> Measured:
         """Timed batches until the stopping rule holds, by CUPTI's clock when ``clock`` is given (stopping at the
         first batch it cannot time, with why) or by the events (behind the spin where queuing is slow)."""
         per_round, host_round = cost
         if clock is not None:
-            batch = max(1, min(_MAX_CUPTI_BATCH, round(_CUPTI_BATCH_DEVICE_S / max(per_round, 1e-9))))
-            spin = 0.0  # CUPTI's kernel-only times do not see the host; its events are only a cross-check
+            batch = max(1, min(MAX_CUPTI_BATCH, round(CUPTI_BATCH_DEVICE_S / max(per_round, 1e-9))))
+            # CUPTI's times are the work's own durations: they do not see the host; its events are only a cross-check
+            spin = 0.0
         else:
-            batch = max(1, min(_MAX_BATCH, round(_BATCH_DEVICE_S / max(per_round, 1e-9))))
+            batch = max(1, min(MAX_BATCH, round(BATCH_DEVICE_S / max(per_round, 1e-9))))
             # The spin keeps the GPU busy while Python queues the batch, so that no event waits for the host;
             # only needed when queuing is slow.
-            spin = min(_MAX_SPIN_S, 1.5 * host_round * batch) if host_round > per_round / 2 else 0.0
+            spin = min(MAX_SPIN_S, 1.5 * host_round * batch) if host_round > per_round / 2 else 0.0
         stop = StopRule(target=settings.noise, min_samples=settings.min_samples, max_time=settings.max_time)
-        out = _Measured()
+        out = Measured()
+        # With CUPTI, batches start small and double: most cases converge within a few hundred pairs, and a case
+        # that converges in 40 should not pay for 256.
+        size = min(batch, FIRST_CUPTI_BATCH) if clock is not None else batch
         while not out.reason:
-            done = self._batch(batch, spin, *run, first + out.rounds, clock)
+            done = self._batch(size, spin, *run, first + out.rounds, clock)
             progress()
-            out.rounds += batch
+            out.rounds += size
+            size = min(batch, 2 * size)
             out.events_k += done.events_k
             out.events_r += done.events_r
             if done.problem:
@@ -297,11 +245,11 @@ class Timer:
             return None, self._cupti
         return self._cupti, ""
 
-    def _batch(self, rounds, spin_s, kernel_sets, cublas_sets, prepare, kernel, reference, first, clock) -> _Batch:
+    def _batch(self, rounds, spin_s, kernel_sets, cublas_sets, prepare, kernel, reference, first, clock) -> Batch:
         """Queue ``rounds`` timed pairs (behind a spin of ``spin_s``), wait, and read the events (and CUPTI's
         records of each launch, when ``clock`` is given)."""
         cp, stream, ev = self.cp, self.runner.stream, self._events
-        rounds = min(rounds, _MAX_CUPTI_BATCH)
+        rounds = min(rounds, MAX_CUPTI_BATCH)
         host0 = time.perf_counter()
         if clock is not None:
             clock.start()
@@ -311,39 +259,30 @@ class Timer:
             for i in range(rounds):
                 j = (first + i) % len(kernel_sets)
                 for slot, (ops, launch) in enumerate(((kernel_sets[j], kernel), (cublas_sets[j], reference))):
-                    prepare(ops)
-                    if clock is not None:
-                        self._mark((1,), (1,), ())  # opens the launch's work, for CUPTI
+                    prepare(ops)  # for CUPTI, also opens the launch's span
                     ev[4 * i + 2 * slot].record(stream)
                     launch(ops)
                     ev[4 * i + 2 * slot + 1].record(stream)
-                    if clock is not None:
-                        self._mark((1,), (1,), ())  # closes it
+            if clock is not None:
+                self._mark((1,), (1,), ())  # closes the last launch's span
             host_s = time.perf_counter() - host0
-            stream.synchronize()  # the closing mark after the last end event too, before CUPTI's records are read
+            stream.synchronize()  # the closing mark too, before CUPTI's records are read
         except BaseException:
             if clock is not None:
                 clock.abandon()  # a launch failed: collect nothing more
             raise
-        done = _Batch(
+        done = Batch(
             events_k=[cp.cuda.get_elapsed_time(ev[4 * i], ev[4 * i + 1]) / 1e3 for i in range(rounds)],
             events_r=[cp.cuda.get_elapsed_time(ev[4 * i + 2], ev[4 * i + 3]) / 1e3 for i in range(rounds)],
             host_s=host_s,
         )
         if clock is not None:
             try:
-                spans = clock.spans()
+                seen = clock.spans()
             except Exception as exc:  # CUPTI failed: the events take over, saying why
                 done.problem = f"CUPTI failed: {type(exc).__name__}: {exc}"
                 return done
-            missing = sum(span is None for span in spans)
-            if len(spans) != 2 * rounds:
-                done.problem = f"CUPTI recorded {len(spans)} of the {2 * rounds} launches of a batch"
-            elif missing:
-                done.problem = f"CUPTI recorded no GPU work for {missing} of {2 * rounds} launches"
-            else:
-                done.kernel_s = [spans[2 * i] for i in range(rounds)]
-                done.reference_s = [spans[2 * i + 1] for i in range(rounds)]
+            read_spans(done, seen, rounds)
         return done
 
     # -- cuBLAS ----------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ grid = ["cdiv(N, 32)", "cdiv(M, 32)"]
 */
 
 // A test fixture, not a kernel to learn from: kernels/01_naive.cu with a second, useless dot
-// product over the first 10% of K. Its result is multiplied by zero and added, which the
+// product over the last 10% of K. Its result is multiplied by zero and added, which the
 // compiler may not remove (0 * x is not 0 when x is Inf or NaN), so the work is really done and
-// the output is still exact. scripts/gate-acceptance.sh copies it over kernels/01_naive.cu in a
+// the output is still exact. research/gate-acceptance.sh copies it over kernels/01_naive.cu in a
 // scratch copy of the project to check that the gate flags the slowdown.
 
 extern "C" __global__ void sgemm_naive(int M, int N, int K, float alpha, const float* __restrict__ A,

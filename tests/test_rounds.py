@@ -1,0 +1,61 @@
+"""How a batch's CUPTI records become its times, on the CPU: each launch is the work between the prepare kernel
+before it and the next harness kernel, timed by its records' own durations."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_gemm.worker.cupti_clock import Span, build_spans
+from pytest_gemm.worker.rounds import Batch, read_spans
+
+WORK, PREPARE, MARK = 0, 1, 2
+STREAM, OTHER = 7, 8
+
+
+def test_a_launch_is_the_work_between_its_prepare_kernel_and_the_next_harness_kernel():
+    work = [
+        (STREAM, 0, 100, MARK),  # a spin ahead of the batch: no span
+        (STREAM, 110, 150, PREPARE),
+        (STREAM, 160, 400, WORK),  # the kernel under test
+        (STREAM, 410, 450, PREPARE),
+        (STREAM, 460, 500, WORK),  # cuBLAS's split-K GEMM ...
+        (STREAM, 520, 530, WORK),  # ... and its reduction, 20 ns later
+        (OTHER, 470, 480, WORK),  # another stream's work is not the launch's
+        (STREAM, 540, 541, MARK),  # closes the last span
+    ]
+    spans = build_spans(sorted(work, key=lambda w: -w[1]))  # records may arrive in any order
+    assert spans == [Span(240, 160, 400, 1), Span(50, 460, 530, 2)]
+    # the gap between cuBLAS's two kernels is not its time
+    assert spans[1].seconds == pytest.approx(50e-9)
+
+
+def test_a_launch_without_gpu_work_is_a_missing_span():
+    work = [(STREAM, 0, 10, PREPARE), (STREAM, 20, 30, PREPARE), (STREAM, 40, 50, WORK), (STREAM, 60, 61, MARK)]
+    assert build_spans(work) == [None, Span(10, 40, 50, 1)]
+    assert build_spans([(STREAM, 0, 10, WORK)]) == []
+
+
+def _batch() -> Batch:
+    return Batch(events_k=[1.0, 1.0], events_r=[1.0, 1.0], host_s=0.01)
+
+
+def test_a_batch_pairs_kernel_and_cublas_launch_by_launch():
+    done = _batch()
+    read_spans(done, [Span(100, 0, 100, 1), Span(30, 200, 240, 2), Span(110, 300, 410, 1), Span(31, 500, 531, 1)], 2)
+    assert done.problem == ""
+    assert done.kernel_s == [pytest.approx(100e-9), pytest.approx(110e-9)]
+    assert done.reference_s == [pytest.approx(30e-9), pytest.approx(31e-9)]
+
+
+@pytest.mark.parametrize(
+    ("spans", "problem"),
+    [
+        ([Span(1, 1, 2, 1)], "CUPTI recorded 1 of the 2 launches of a batch"),
+        ([Span(1, 1, 2, 1), None], "CUPTI recorded no GPU work for 1 of 2 launches"),
+    ],
+)
+def test_a_batch_cupti_did_not_see_whole_says_why(spans, problem):
+    done = _batch()
+    read_spans(done, spans, 1)
+    assert done.problem == problem
+    assert done.kernel_s == []
