@@ -64,9 +64,11 @@ def main() -> None:
             print(kernel, dtype, size, "not timed:", outcome.failure)
             continue
         rounds = len(outcome.timing.kernel_s)
+        clock = outcome.timing.timer + (f", {outcome.timing.timer_note}" if outcome.timing.timer_note else "")
         records = sum(CountingClock.kinds.values())
         print(
-            f"{kernel} {dtype} {size}^3: {rounds} rounds in {CountingClock.batches} batches, case {wall:.3f} s, "
+            f"{kernel} {dtype} {size}^3 (timer {clock}): {rounds} rounds in {CountingClock.batches} batches, "
+            f"case {wall:.3f} s, "
             f"timing {outcome.timing.elapsed_s:.3f} s; {records / max(rounds, 1):.2f} records a round "
             f"{dict(CountingClock.kinds)}; spans() {CountingClock.spans_s * 1e3:.1f} ms in all, "
             f"{CountingClock.spans_s / max(CountingClock.batches, 1) * 1e3:.2f} ms a batch, "

@@ -23,7 +23,7 @@ _spec.loader.exec_module(results_doc)
     ("run", "page"),
     [
         (RUN, "docs/results-h100-main-job.md"),
-        ("docs/data/h100-2026-11-22-quick-standard.json", "docs/results-h100-quick-standard.md"),
+        ("docs/data/h100-2026-11-23-quick-standard.json", "docs/results-h100-quick-standard.md"),
     ],
 )
 def test_the_committed_results_page_is_the_scripts_output_from_the_committed_run(run, page):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gemm.worker.cupti_clock import Span, build_spans
+from pytest_gemm.worker.cupti_clock import MARK_KERNEL, PREPARE_KERNEL, SPIN_KERNEL, Span, build_spans, role_of
 from pytest_gemm.worker.rounds import Batch, read_spans
 
 WORK, PREPARE, MARK = 0, 1, 2
@@ -33,6 +33,19 @@ def test_a_launch_without_gpu_work_is_a_missing_span():
     work = [(STREAM, 0, 10, PREPARE), (STREAM, 20, 30, PREPARE), (STREAM, 40, 50, WORK), (STREAM, 60, 61, MARK)]
     assert build_spans(work) == [None, Span(10, 40, 50, 1)]
     assert build_spans([(STREAM, 0, 10, WORK)]) == []
+
+
+def test_overlapping_records_count_once_and_gaps_not_at_all():
+    # a programmatic dependent launch may start before the kernel it follows has ended
+    work = [(STREAM, 0, 10, PREPARE), (STREAM, 20, 60, WORK), (STREAM, 50, 70, WORK), (STREAM, 80, 90, WORK)]
+    assert build_spans(work) == [Span(60, 20, 90, 3)]  # 20-70 and 80-90
+
+
+def test_only_the_harness_kernels_own_names_are_marks():
+    assert [role_of(name) for name in (PREPARE_KERNEL, MARK_KERNEL, SPIN_KERNEL)] == [PREPARE, MARK, MARK]
+    # a user's kernel that happens to share the prefix is a launch's work, as any other
+    assert role_of("pytest_gemm_prepare_tiles") == WORK
+    assert role_of("sgemm_naive") == WORK
 
 
 def _batch() -> Batch:

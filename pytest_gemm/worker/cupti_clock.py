@@ -6,7 +6,7 @@ the next. CUPTI's kernel records carry each kernel's own start and end on the GP
 Compute's ``gpu__time_duration`` and Nsight Systems report.
 
 Each timed launch follows a launch of the harness's prepare kernel, which restores C and flushes L2
-(:mod:`.timer`); a batch ends with a tiny mark kernel. Every kernel, memset and copy on that stream after a
+(:mod:`.rounds`); a batch ends with a tiny mark kernel. Every kernel, memset and copy on that stream after a
 prepare kernel and before the next harness kernel belongs to the launch (cuBLAS may run a split-K GEMM and a
 reduction), and its time is the sum of that work's own durations: the GPU's gaps between the kernels of one
 call are not counted, as Nsight Compute's per-kernel times, summed over a call, do not count them. (On an H100
@@ -24,19 +24,22 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "HARNESS_PREFIX",
+    "HARNESS_KERNELS",
     "MARK_KERNEL",
     "PREPARE_KERNEL",
+    "SPIN_KERNEL",
     "CuptiClock",
     "CuptiUnavailable",
     "Span",
     "build_spans",
+    "role_of",
 ]
 
 _BUFFER_BYTES = 1 << 20
-HARNESS_PREFIX = "pytest_gemm_"  # the harness's own kernels (prepare, mark, spin): never a timed launch's work
-PREPARE_KERNEL = HARNESS_PREFIX + "prepare"  # opens a timed launch's span; the timer launches it
-MARK_KERNEL = HARNESS_PREFIX + "mark"  # closes a batch's last span
+PREPARE_KERNEL = "pytest_gemm_prepare"  # opens a timed launch's span; the timer launches it
+MARK_KERNEL = "pytest_gemm_mark"  # closes a batch's last span
+SPIN_KERNEL = "pytest_gemm_spin"  # keeps the GPU busy ahead of an events-timed batch
+HARNESS_KERNELS = frozenset({PREPARE_KERNEL, MARK_KERNEL, SPIN_KERNEL})  # never a timed launch's work
 
 
 @dataclass(frozen=True)
@@ -44,14 +47,14 @@ class Span:
     """The GPU work of one timed launch: its records' summed durations and its first start and last end (CUPTI's
     ns), and how many records."""
 
-    busy_ns: int
+    busy_ns: int  # the time some of its work was running: the union of its records' intervals
     start_ns: int
     end_ns: int
     records: int
 
     @property
     def seconds(self) -> float:
-        """The launch's kernel-only time: its work's own durations, summed."""
+        """The launch's kernel-only time: its work's own durations, summed (overlaps counted once)."""
         return self.busy_ns / 1e9
 
 
@@ -86,9 +89,7 @@ class CuptiClock:
 
     def _completed(self, activities: list[Any]) -> None:
         for record in activities:
-            role = 0
-            if int(record.kind) == self._kernel and record.name.startswith(HARNESS_PREFIX):
-                role = 1 if record.name == PREPARE_KERNEL else 2
+            role = role_of(record.name) if int(record.kind) == self._kernel else 0
             self._work.append((record.stream_id, record.start, record.end, role))
 
     def start(self) -> None:
@@ -114,9 +115,19 @@ class CuptiClock:
         return build_spans(self._work)
 
 
+def role_of(kernel: str) -> int:
+    """A kernel record's role in a batch: 1 the prepare kernel (opens a launch's span), 2 another of the
+    harness's kernels (closes one), 0 a launch's work (any other name, ``pytest_gemm_`` prefix or not)."""
+    if kernel == PREPARE_KERNEL:
+        return 1
+    return 2 if kernel in HARNESS_KERNELS else 0
+
+
 def build_spans(work: list[tuple[int, int, int, int]]) -> list[Span | None]:
     """The spans of a batch from its records, (stream id, start ns, end ns, role): role 0 is a launch's work, 1 a
-    prepare kernel (opens a span), 2 another harness kernel (closes one). Only the prepare kernels' stream counts."""
+    prepare kernel (opens a span), 2 another harness kernel (closes one). Only the prepare kernels' stream counts.
+    A span's time is the union of its records' intervals: the gaps between them are left out, and records that
+    overlap (a programmatic dependent launch) are not counted twice."""
     opened = [w for w in work if w[3] == 1]
     if not opened:
         return []
@@ -129,7 +140,8 @@ def build_spans(work: list[tuple[int, int, int, int]]) -> list[Span | None]:
                 spans.append(Span(*current) if current[3] else None)
             current = [0, 0, 0, 0] if role == 1 else None
         else:
-            current[0] += end - start
+            covered = current[2] if current[3] else start  # the end of what is already counted
+            current[0] += max(0, end - max(start, covered))
             current[1] = min(current[1], start) if current[3] else start
             current[2] = max(current[2], end)
             current[3] += 1

@@ -301,6 +301,14 @@ class GpuRunner:
 
     def enqueue(self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix, dt: DType) -> None:
         """Launch the kernel on the current stream without waiting for it."""
+        self.launcher(case, ga, gb, gc, dt)()
+
+    def launcher(
+        self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix, dt: DType
+    ) -> Callable[[], None]:
+        """A function that launches the kernel on these operands on the current stream, without waiting: its
+        function, geometry and arguments (tensor maps included) are worked out once, here, not per launch.
+        The function's dynamic shared memory limit is set here too: use the launcher before another case's."""
         cp, spec = self.cp, case.spec
         out = get_dtype(spec.output_dtype(case.dtype))
         alpha, beta = case.ab.alpha, case.ab.beta
@@ -313,8 +321,8 @@ class GpuRunner:
                 raise RuntimeError(f"{spec.name}: the Python kernel was not loaded for this case (load() first)")
             _, fn, path = self._python
             cuda_errors = (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)
-            guarded_call(lambda: fn(*views, alpha, beta, **case.variant.as_dict()), path, spec.path, cuda_errors)
-            return
+            params = case.variant.as_dict()
+            return lambda: guarded_call(lambda: fn(*views, alpha, beta, **params), path, spec.path, cuda_errors)
         fn = self._function(case)
         geom = launch_geometry(spec, case.variant, case.shape)
         if geom.shared_mem > 48 * 1024:
@@ -336,7 +344,9 @@ class GpuRunner:
         for arg, (operand, g, gdt) in zip(MAP_ARGS, (("A", ga, dt), ("B", gb, dt), ("C", gc, out))):
             if arg in spec.args:
                 values[arg] = self._tensor_map(case, operand, g, gdt)
-        fn(geom.grid, geom.block, tuple(values[a] for a in spec.args), shared_mem=geom.shared_mem)
+        args = tuple(values[a] for a in spec.args)
+        grid, block, shared_mem = geom.grid, geom.block, geom.shared_mem
+        return lambda: fn(grid, block, args, shared_mem=shared_mem)
 
     def _tensor_map(self, case: Case, operand: str, g: GuardedMatrix, dt: DType) -> np.ndarray:
         """The 128-byte CUtensorMap of one operand's storage, as a one-element array CuPy passes by value."""

@@ -4,7 +4,7 @@ spin ahead of a batch lasts, and how a batch's CUPTI records become its times.
 The harness's kernels are all named with the ``pytest_gemm_`` prefix, so that CUPTI's records tell them from
 the timed work (:mod:`.cupti_clock`):
 
-- the prepare kernel, before every timed launch: restores C to its starting content, then flushes L2 by
+- the prepare kernel, before every timed launch: restores C to its starting content and flushes L2 by
   writing (or, for research only, reading) a buffer of twice its size. One kernel, one CUPTI record, and the
   opening of the launch's span;
 - the mark kernel, after a batch's last launch: closes its span;
@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .cupti_clock import MARK_KERNEL, Span
+from .cupti_clock import MARK_KERNEL, PREPARE_KERNEL, SPIN_KERNEL, Span
 
-SPIN_SOURCE = r"""
-extern "C" __global__ void pytest_gemm_spin(unsigned long long ns) {
+SPIN_SOURCE = (
+    'extern "C" __global__ void '
+    + SPIN_KERNEL
+    + r"""(unsigned long long ns) {
     unsigned long long start, now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
     do {
@@ -28,10 +30,16 @@ extern "C" __global__ void pytest_gemm_spin(unsigned long long ns) {
     } while (now - start < ns);
 }
 """
-PREPARE_SOURCE = r"""
+)
+# Each thread restores its share of C before it writes its share of the flush buffer, and the grid's threads
+# all run at once, so C is written in the first moments and the flush's 2 x L2 of writes that follow evict it.
+PREPARE_SOURCE = (
+    """
 typedef unsigned long long u64;
-extern "C" __global__ void pytest_gemm_prepare(const unsigned char* c_init, unsigned char* c, u64 c_bytes, uint4* flush,
-                                               u64 flush_words, int read_flush, unsigned int* sink) {
+extern "C" __global__ void """
+    + PREPARE_KERNEL
+    + r"""(const unsigned char* c_init, unsigned char* c, u64 c_bytes, uint4* flush, u64 flush_words,
+                                     int read_flush, unsigned int* sink) {
     const u64 first = blockIdx.x * (u64)blockDim.x + threadIdx.x;
     const u64 step = (u64)gridDim.x * blockDim.x;
     const u64 c_words = c_bytes / 16;
@@ -49,10 +57,11 @@ extern "C" __global__ void pytest_gemm_prepare(const unsigned char* c_init, unsi
     }
 }
 """
+)
 BATCH_DEVICE_S = 0.02  # aim for this much device time per batch of rounds
 MAX_BATCH = 64
-# With CUPTI each batch also pays the flush of its records (4-6 ms of host time on an H100), and the samples
-# are steadier, so its batches are larger.
+# With CUPTI each batch also pays the flush of its records (on an H100 about 3 ms, plus some 65 us a record, four
+# or five records a round), and the samples are steadier, so its batches are larger.
 CUPTI_BATCH_DEVICE_S = 0.05
 MAX_CUPTI_BATCH = 256
 FIRST_CUPTI_BATCH = 32  # then 64, 128... up to the batch that CUPTI_BATCH_DEVICE_S gives

@@ -14,9 +14,9 @@ With the events, a launch's time is the time between its two events. With CUPTI 
 ``--gemm-timer cupti``, the default) it is the summed durations of the GPU work between the prepare kernel and
 the next harness kernel, without the launch's latency on the device; the events are still read, and a CUPTI
 median longer than the events' around the same launches sends the case back to the events, saying why.
-Compiling, loading, allocating and creating handles all happen before. Rounds are queued in batches, with the
-events behind a short spin kernel so that the GPU never waits for Python between an event and its launch;
-batches repeat until the stopping rule holds.
+Compiling, loading, allocating and creating handles all happen before. Rounds are queued in batches (with the
+events, behind a short spin kernel when queuing is slow, so that the GPU never waits for Python between an
+event and its launch); batches repeat until the stopping rule holds.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ..records.outcome import TimingRun
 from ..records.request import TimingSettings
 from ..specs.cases import Case
 from .buffers import GuardedMatrix, case_inputs, uint_type, upload_bits
-from .cupti_clock import MARK_KERNEL, PREPARE_KERNEL, CuptiClock, CuptiUnavailable
+from .cupti_clock import MARK_KERNEL, PREPARE_KERNEL, SPIN_KERNEL, CuptiClock, CuptiUnavailable
 from .device import GpuRunner
 from .rounds import (
     BATCH_DEVICE_S,
@@ -83,7 +83,8 @@ def _plain(bits: Any, dt: DType) -> GuardedMatrix:
 
 
 class Timer:
-    """Times cases on one runner; owns the flush buffer, the events, the spin kernel and a cuBLAS handle."""
+    """Times cases on one runner; owns the flush buffer, the events, the harness's kernels (prepare, mark, spin)
+    and a cuBLAS handle."""
 
     def __init__(self, runner: GpuRunner) -> None:
         from cupy_backends.cuda.libs import cublas
@@ -99,7 +100,7 @@ class Timer:
         self._sink = self.cp.zeros(4, dtype=self.cp.uint32)  # also the flush buffer's stand-in when there is none
         self._events = [self.cp.cuda.Event() for _ in range(4 * MAX_CUPTI_BATCH)]
         self._mark = self.cp.RawKernel(MARK_SOURCE, MARK_KERNEL)
-        self._spin = self.cp.RawKernel(SPIN_SOURCE, "pytest_gemm_spin")
+        self._spin = self.cp.RawKernel(SPIN_SOURCE, SPIN_KERNEL)
         self._handle = cublas.create()
         self._cupti: CuptiClock | str | None = None  # created on first use; a str says why it cannot be
 
@@ -132,15 +133,16 @@ class Timer:
         cublas_sets = [_Operands(cp, uploaded, c_shape, dt, out) for _ in range(copies)]
         if settings.cold_cache and self._flush is None:
             self._flush = cp.zeros(self.flush_bytes, dtype=cp.uint8)
-        reference = self._cublas_gemm(case, dt, out)  # queues cuBLAS's GEMM on one set of operands
+        reference = self._cublas_gemm(case, dt, out)  # a function that queues cuBLAS's GEMM on one set
         runner.enqueue(case, kernel_sets[0].a, kernel_sets[0].b, kernel_sets[0].c, dt)  # loads the module
         runner.stream.synchronize()
+        launchers = {id(ops): runner.launcher(case, ops.a, ops.b, ops.c, dt) for ops in kernel_sets}
 
         def prepare(ops: _Operands) -> None:
             self.prepare(c_init, ops.c.flat, settings.cold_cache)
 
         def kernel(ops: _Operands) -> None:
-            runner.enqueue(case, ops.a, ops.b, ops.c, dt)
+            launchers[id(ops)]()
 
         start = time.perf_counter()
         # Warm-up, not part of the results: two rounds absorb first-call costs (cuBLAS's heuristics and
@@ -249,7 +251,8 @@ class Timer:
         """Queue ``rounds`` timed pairs (behind a spin of ``spin_s``), wait, and read the events (and CUPTI's
         records of each launch, when ``clock`` is given)."""
         cp, stream, ev = self.cp, self.runner.stream, self._events
-        rounds = min(rounds, MAX_CUPTI_BATCH)
+        if rounds > MAX_CUPTI_BATCH:  # the events are allocated for this many
+            raise ValueError(f"a batch of {rounds} rounds is over the {MAX_CUPTI_BATCH} the timer has events for")
         host0 = time.perf_counter()
         if clock is not None:
             clock.start()
@@ -295,14 +298,21 @@ class Timer:
         alpha, beta = np.array(case.ab.alpha, scalar), np.array(case.ab.beta, scalar)
         a_type, c_type, compute = _CUDA_TYPE[dt.name], _CUDA_TYPE[out.name], _COMPUTE[dt.name]
         col = case.spec.layout == "col"
+        prepared: dict[int, tuple] = {}  # each operand set's arguments, worked out on its first call
 
-        def gemm(ops: _Operands) -> None:
+        def arguments(ops: _Operands) -> tuple:
             a, b, c = ops.a.flat.data.ptr, ops.b.flat.data.ptr, ops.c.flat.data.ptr
             if col:  # column-major: C = A B as it stands
                 args = (m, n, k, alpha.ctypes.data, a, a_type, m, b, a_type, k, beta.ctypes.data, c, c_type, m)
             else:  # row-major C = A B is column-major C^T = B^T A^T
                 args = (n, m, k, alpha.ctypes.data, b, a_type, n, a, a_type, k, beta.ctypes.data, c, c_type, n)
+            return (handle, 0, 0, *args, compute, _GEMM_DEFAULT)
+
+        def gemm(ops: _Operands) -> None:
+            args = prepared.get(id(ops))
+            if args is None:
+                args = prepared[id(ops)] = arguments(ops)
             # CuPy binds the handle to its current stream, the harness's stream, on each call.
-            cublas.gemmEx(handle, 0, 0, *args, compute, _GEMM_DEFAULT)
+            cublas.gemmEx(*args)
 
         return gemm
