@@ -17,8 +17,10 @@ echo "== fresh baselines: $(grep -E '^baselines/' "$out/gate/record.log")"
 for kind in unchanged 10pct 3pct 3pct-threshold-2pct; do
     extra=()
     case $kind in
-        10pct) cp "$repo/tests/kernels_slow/naive_10pct_slower.cu" kernels/01_naive.cu ;;
-        3pct) cp "$repo/tests/kernels_slow/naive_3pct_slower.cu" kernels/01_naive.cu ;;
+        10pct) sed 's/^#define WASTE_PERCENT .*/#define WASTE_PERCENT 10/' "$repo/tests/kernels_slow/naive_slower.cu" \
+            >kernels/01_naive.cu ;;
+        3pct) sed 's/^#define WASTE_PERCENT .*/#define WASTE_PERCENT 3/' "$repo/tests/kernels_slow/naive_slower.cu" \
+            >kernels/01_naive.cu ;;
         3pct-threshold-2pct) extra=(--gemm-threshold 0.02) ;;
     esac
     for i in 1 2 3 4 5; do
