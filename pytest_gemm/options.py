@@ -186,7 +186,8 @@ OPTIONS = (
     Option(
         "noise",
         "0.005",
-        "timing: stop once each median's 95%% interval half-width is within this fraction",
+        "timing: stop once each median's 95%% interval half-width is within this fraction (or within one step "
+        "of the GPU's clock, where that is wider)",
         _number(float, 1e-4, 0.5),
     ),
     Option(

@@ -36,6 +36,7 @@ from typing import Any
 from pytest_gemm.records.request import Request, TimingSettings
 from pytest_gemm.worker import cupti_clock, timer
 from pytest_gemm.worker.backend import GpuBackend
+from pytest_gemm.worker.cupti_buffers import Row
 
 ROOT = Path(__file__).resolve().parent.parent
 NAIVE = ("kernels/01_naive.cu", "sgemm_naive")
@@ -46,14 +47,13 @@ CUBLAS: list[tuple[int, int, str]] = []  # (start ns, end ns, name) of every cuB
 class NamingClock(cupti_clock.CuptiClock):
     """The worker's CUPTI clock, also counting the names of the kernels it records."""
 
-    def _completed(self, activities: list[Any]) -> None:
-        for record in activities:
-            name = getattr(record, "name", None)
+    def _completed(self, rows: list[Row]) -> None:
+        for _kind, _stream, start, end, name in rows:
             if name:
-                SEEN[str(name)] += 1
-                if "cublas" in str(name):
-                    CUBLAS.append((record.start, record.end, str(name)))
-        super()._completed(activities)
+                SEEN[name] += 1
+                if "cublas" in name:
+                    CUBLAS.append((start, end, name))
+        super()._completed(rows)
 
 
 def measure(backend: GpuBackend, size: int) -> dict[str, Any]:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import collections
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pytest_gemm.records.request import Request, TimingSettings
 from pytest_gemm.worker import cupti_clock, timer
 from pytest_gemm.worker.backend import GpuBackend
+from pytest_gemm.worker.cupti_buffers import CONCURRENT_KERNEL, MEMCPY, MEMSET, Row
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = [
@@ -25,6 +26,7 @@ CASES = [
     ("kernels/01_naive.cu", "sgemm_naive", (), "fp32", 1024),
     ("kernels/10_mma_sync.cu", "hgemm_mma_fp16", (("BK", 32), ("STAGES", 4)), "fp16", 256),
 ]
+KIND_NAMES = {CONCURRENT_KERNEL: "KERNEL", MEMSET: "MEMSET", MEMCPY: "MEMCPY"}
 
 
 class CountingClock(cupti_clock.CuptiClock):
@@ -32,12 +34,11 @@ class CountingClock(cupti_clock.CuptiClock):
     batches = 0
     spans_s = 0.0
 
-    def _completed(self, activities: list[Any]) -> None:
-        for record in activities:
-            kind = str(record.kind).rsplit(".", 1)[-1]
-            name = getattr(record, "name", "") or ""
-            CountingClock.kinds[f"{kind}{' (harness)' if name.startswith('pytest_gemm_') else ''}"] += 1
-        super()._completed(activities)
+    def _completed(self, rows: list[Row]) -> None:
+        for kind, _stream, _start, _end, name in rows:
+            harness = " (harness)" if name.startswith("pytest_gemm_") else ""
+            CountingClock.kinds[f"{KIND_NAMES.get(kind, str(kind))}{harness}"] += 1
+        super()._completed(rows)
 
     def spans(self):  # type: ignore[override]
         start = time.perf_counter()

@@ -74,6 +74,9 @@ def test_flags_say_what_deserves_a_second_look():
         row, verdict=Sanity.WRONG, suspicious=("x",), throttle=("power cap",), stop="time cap", cache="hot"
     )
     assert row_flags(flagged) == "WRONG OUTPUT, SUSPICIOUS, throttled, time cap, hot L2"
+    # stopped where the clock's step was wider than --gemm-noise: said, not hidden as "converged"
+    assert row_flags(dataclasses.replace(row, stop="clock resolution")) == "clock resolution"
+    assert row_flags(dataclasses.replace(row, stop="converged")) == ""
     moved = GateResult(GateVerdict.SAME, "ratio", 0.05, 0.053, ("reference moved: the ratio changed +5.3%",))
     assert row_flags(row.with_gate(moved)) == "cuBLAS moved"
     regressed = GateResult(GateVerdict.REGRESSED, "ratio", 0.05, 0.101, ("kernel source changed since the baseline",))

@@ -16,9 +16,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Interval", "StopRule", "median_interval", "ratio_interval"]
+from ..records.verdicts import Stop
+
+__all__ = [
+    "Interval",
+    "StopRule",
+    "clock_step",
+    "median_interval",
+    "ratio_interval",
+    "step_floors",
+]
 
 Z95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
+STEP_JITTER_NS = 2  # how far a CUPTI duration may sit from a whole number of its clock's steps (1 ns seen on H100s)
 
 
 @dataclass(frozen=True)
@@ -73,26 +83,70 @@ def ratio_interval(numerator: Sequence[float] | np.ndarray, denominator: Sequenc
     return median_interval(num / den)
 
 
+def clock_step(samples: Sequence[float] | np.ndarray, most: float = 64e-9, jitter: int = STEP_JITTER_NS) -> float:
+    """The step of the clock that ``samples`` (seconds) were read with, 0 when it cannot be told.
+
+    CUPTI's kernel durations on an H100 are whole multiples of 32 ns, give or take 1 ns (its timestamps are
+    converted to the host's clock). The distinct values, in whole nanoseconds, then fall into narrow clusters
+    (none wider than ``2 * jitter``) whose modes lie whole steps apart; the step is the most common gap between
+    neighbouring clusters, seen at least twice. 0 for values that are not whole nanoseconds, fewer than three
+    clusters, a wide cluster (a finer clock), gaps that are not whole steps, or a step over ``most``."""
+    ns = np.asarray(samples, dtype=np.float64) * 1e9
+    whole = np.round(ns)
+    if ns.size < 3 or not np.all(np.isfinite(ns)) or np.any(np.abs(ns - whole) > 1e-3):
+        return 0.0
+    values, counts = np.unique(whole.astype(np.int64), return_counts=True)
+    starts = np.flatnonzero(np.diff(values) > jitter) + 1  # where a new cluster begins
+    clusters = list(zip(np.split(values, starts), np.split(counts, starts)))
+    if len(clusters) < 3 or any(v[-1] - v[0] > 2 * jitter for v, _ in clusters):
+        return 0.0
+    gaps = np.diff(np.asarray([v[np.argmax(c)] for v, c in clusters], dtype=np.float64))  # between the modes
+    single = gaps[gaps < 1.5 * gaps.min()]
+    step = float(np.round(np.median(single)))
+    if single.size < 2 or step <= 0 or step / 1e9 > most:
+        return 0.0
+    if np.any(np.abs(gaps - np.round(gaps / step) * step) > 2 * jitter):
+        return 0.0
+    return step / 1e9
+
+
+def step_floors(step: float, kernel_median: float, reference_median: float) -> list[float]:
+    """The relative half-widths that one clock step makes (with its jitter at both ends), for the kernel's median,
+    cuBLAS's and their ratio's (one step of either time, whichever moves the ratio more): the narrowest intervals
+    that more samples could be asked to reach."""
+    if step <= 0 or kernel_median <= 0 or reference_median <= 0:
+        return [0.0, 0.0, 0.0]
+    width = step + 2 * STEP_JITTER_NS / 1e9
+    k, r = width / kernel_median, width / reference_median
+    return [k / 2, r / 2, max(k, r) / 2]
+
+
 @dataclass(frozen=True)
 class StopRule:
     """When to stop timing a case.
 
     Stop as soon as there are at least ``min_samples`` pairs and every tracked median (the kernel's,
-    cuBLAS's and their per-pair ratio) has a relative half-width of at most ``target``; or, with the
-    floor of samples reached, once ``max_time`` seconds have gone by.
+    cuBLAS's and their per-pair ratio) has a relative half-width of at most ``target`` ("converged"), or
+    at most the width one step of the clock makes (``floors``, from :func:`step_floors`; "clock
+    resolution": a median of values on a grid whose interval spans one step of it stays there however
+    many samples follow); or, with the floor of samples reached, once ``max_time`` seconds have gone by.
     """
 
     target: float = 0.005
     min_samples: int = 10
     max_time: float = 1.0
 
-    def verdict(self, intervals: Sequence[Interval], elapsed: float) -> str | None:
-        """``"converged"`` or ``"time cap"`` when timing should stop, else None."""
+    def verdict(self, intervals: Sequence[Interval], elapsed: float, floors: Sequence[float] = ()) -> Stop | None:
+        """Why timing should stop now, or None to go on."""
         n = min((i.n for i in intervals), default=0)
         if n < self.min_samples:
             return None
-        if max(i.rel_half_width for i in intervals) <= self.target:
-            return "converged"
+        widths = [i.rel_half_width for i in intervals]
+        if max(widths) <= self.target:
+            return Stop.CONVERGED
+        floors = [*floors, *[0.0] * (len(widths) - len(floors))]
+        if all(w <= max(self.target, f) for w, f in zip(widths, floors)):
+            return Stop.CLOCK_RESOLUTION
         if elapsed >= self.max_time:
-            return "time cap"
+            return Stop.TIME_CAP
         return None

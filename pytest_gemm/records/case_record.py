@@ -69,7 +69,7 @@ class CaseRecord:
     pct_peak: float | None
     noise: float  # the widest relative 95% half-width of the kernel, cuBLAS and ratio medians
     samples: int
-    stop: str  # "converged" or "time cap"
+    stop: str  # why timing stopped: a records.verdicts.Stop word
     timing_s: float
     cache: str  # "cold" or "hot"
     input_copies: int

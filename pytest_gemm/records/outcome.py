@@ -144,7 +144,7 @@ class TimingRun:
     kernel_s: tuple[float, ...]
     reference_s: tuple[float, ...]
     elapsed_s: float  # wall time of the whole timing, warm-up included
-    stop_reason: str  # "converged" or "time cap"
+    stop_reason: str  # why timing stopped: a records.verdicts.Stop word
     cold_cache: bool
     input_copies: int  # sets of A, B, C rotated through
     flush_bytes: int  # size of the L2 flush buffer (0 when hot)

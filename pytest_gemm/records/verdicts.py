@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["REFERENCE_MOVED", "SOURCE_CHANGED", "TIMER_CHANGED", "ErrorCause", "FailureKind", "GateVerdict", "Sanity"]
+__all__ = [
+    "REFERENCE_MOVED",
+    "SOURCE_CHANGED",
+    "TIMER_CHANGED",
+    "ErrorCause",
+    "FailureKind",
+    "GateVerdict",
+    "Sanity",
+    "Stop",
+]
 
 #: notes the gate attaches to a verdict (tables and summaries look for them)
 SOURCE_CHANGED = "kernel source changed since the baseline"
@@ -15,6 +24,14 @@ TIMER_CHANGED = "timer changed"
 class _Word(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
+
+
+class Stop(_Word):
+    """Why a case's timing stopped (judge.stats.StopRule)."""
+
+    CONVERGED = "converged"  # every tracked median's interval within --gemm-noise
+    CLOCK_RESOLUTION = "clock resolution"  # wider than --gemm-noise, but no wider than one step of the GPU's clock
+    TIME_CAP = "time cap"  # --gemm-max-time passed first
 
 
 class Sanity(_Word):

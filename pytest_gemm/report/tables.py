@@ -8,7 +8,7 @@ from typing import Any
 
 from ..records.case_record import CaseRecord, CompileRecord, max_sm_clock, nvml_values
 from ..records.request import TIMERS
-from ..records.verdicts import REFERENCE_MOVED, SOURCE_CHANGED, GateVerdict
+from ..records.verdicts import REFERENCE_MOVED, SOURCE_CHANGED, GateVerdict, Stop
 
 __all__ = [
     "COLUMNS",
@@ -55,8 +55,8 @@ def row_flags(record: CaseRecord) -> str:
             flags.append("cuBLAS moved")
     if record.throttle:
         flags.append("throttled")
-    if record.stop == "time cap":
-        flags.append("time cap")
+    if record.stop in (Stop.TIME_CAP, Stop.CLOCK_RESOLUTION):
+        flags.append(record.stop)
     if record.cache == "hot":
         flags.append("hot L2")
     return ", ".join(flags)

@@ -1,4 +1,4 @@
-"""Kernel-only device times from CUPTI's activity records (NVIDIA's ``cupti-python``).
+"""Kernel-only device times from CUPTI's activity records (libcupti, as NVIDIA's ``cupti-python`` loads it).
 
 CUDA events time from the start event to the end event: that includes the launch's own latency on
 the device, about 3 us on an H100, which is 13% of a 24 us kernel, and it wanders from one process to
@@ -13,15 +13,18 @@ call are not counted, as Nsight Compute's per-kernel times, summed over a call, 
 the gap between cuBLAS's split-K GEMM and its reduction was 0.96 to 1.6 us, steady within a case and moving
 from one case to the next: 7% of the call at 256^3, while its kernels moved by under 3%;
 ``research/cublas_spread.py``.) Only the
-GPU work's records are collected, not the API calls': flushing CUPTI's buffers costs the host about 3 ms plus
-15 us a record on an H100, against 15 ms a batch of 64 pairs with the API records that correlation ids would
-need (``research/cupti_cost.py``).
+GPU work's records are collected, not the API calls': with those, which correlation ids would need, a flush cost
+15 ms a batch of 64 pairs (``research/cupti_cost.py``). The records are read raw from CUPTI's buffers, through
+ctypes and numpy (:mod:`.cupti_buffers`): cupti-python's record objects, whose every field read goes through
+numpy's ``recarray``, cost the host 65 to 120 us a record on an H100, and now 5 to 10 us with the flush
+(``research/cupti_records.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from .cupti_buffers import CONCURRENT_KERNEL, MEMCPY, MEMSET, Row, activity_buffers
 
 __all__ = [
     "HARNESS_KERNELS",
@@ -35,7 +38,7 @@ __all__ = [
     "role_of",
 ]
 
-_BUFFER_BYTES = 1 << 20
+_BUFFER_BYTES = 1 << 20  # CUPTI's activity buffers
 PREPARE_KERNEL = "pytest_gemm_prepare"  # opens a timed launch's span; the timer launches it
 MARK_KERNEL = "pytest_gemm_mark"  # closes a batch's last span
 SPIN_KERNEL = "pytest_gemm_spin"  # keeps the GPU busy ahead of an events-timed batch
@@ -71,47 +74,47 @@ class CuptiClock:
         except ImportError as exc:
             raise CuptiUnavailable(f"cupti-python is not installed ({exc}); pip install 'pytest-gemm[cu13]'") from None
         self.cupti = cupti
-        kind = cupti.ActivityKind
-        self._kernel = int(kind.CONCURRENT_KERNEL)
-        self._kinds = [kind.CONCURRENT_KERNEL, kind.MEMSET, kind.MEMCPY]
+        self._kinds = (CONCURRENT_KERNEL, MEMSET, MEMCPY)
         # (stream id, start ns, end ns, role): 0 the work of a launch, 1 a prepare kernel, 2 another harness kernel
         self._work: list[tuple[int, int, int, int]] = []
         try:
-            cupti.activity_register_callbacks(self._requested, self._completed)
+            self._buffers = activity_buffers(cupti, _BUFFER_BYTES)  # one a process, shared by every clock
             self.start()
             self.spans()
         except Exception as exc:  # another profiler holds CUPTI, a driver without it...
+            if getattr(self, "_buffers", None) is not None and self._buffers.sink == self._completed:
+                self._buffers.sink = None
             raise CuptiUnavailable(f"CUPTI cannot record activity: {type(exc).__name__}: {exc}") from None
 
-    @staticmethod
-    def _requested() -> tuple[int, int]:
-        return _BUFFER_BYTES, 0
-
-    def _completed(self, activities: list[Any]) -> None:
-        for record in activities:
-            role = role_of(record.name) if int(record.kind) == self._kernel else 0
-            self._work.append((record.stream_id, record.start, record.end, role))
+    def _completed(self, rows: list[Row]) -> None:
+        """One completed buffer's records, (kind, stream id, start ns, end ns, kernel name or ""), in its order."""
+        work = self._work
+        for kind, stream, start, end, name in rows:
+            work.append((stream, start, end, role_of(name) if kind == CONCURRENT_KERNEL else 0))
 
     def start(self) -> None:
         self._work.clear()
-        for kind in self._kinds:
-            self.cupti.activity_enable(kind)
+        self._buffers.sink = self._completed  # the clock that started last gets the records
+        self._buffers.error = None
+        self._buffers.enable(self._kinds)
 
     def abandon(self) -> None:
         """Stop collecting and drop what was collected (a launch failed mid-batch)."""
         try:
-            for kind in self._kinds:
-                self.cupti.activity_disable(kind)
-            self.cupti.activity_flush_all(1)
+            self._buffers.disable(self._kinds)
+            self._buffers.flush()
         finally:
             self._work.clear()
+            self._buffers.error = None
 
     def spans(self) -> list[Span | None]:
         """Flush the records (the stream must be synchronized) and stop collecting; then, in launch order, the work
         after each prepare kernel (None: no GPU work between it and the next harness kernel)."""
-        self.cupti.activity_flush_all(1)
-        for kind in self._kinds:
-            self.cupti.activity_disable(kind)
+        try:
+            self._buffers.flush()
+        finally:
+            self._buffers.disable(self._kinds)
+        self._buffers.raise_error()
         return build_spans(self._work)
 
 

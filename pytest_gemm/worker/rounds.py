@@ -60,8 +60,8 @@ extern "C" __global__ void """
 )
 BATCH_DEVICE_S = 0.02  # aim for this much device time per batch of rounds
 MAX_BATCH = 64
-# With CUPTI each batch also pays the flush of its records (on an H100 about 3 ms, plus 65 to 120 us a record, four
-# or five records a round), and the samples are steadier, so its batches are larger.
+# With CUPTI each batch also pays the flush of its records (on an H100 about 1 to 1.4 ms a batch, four or five
+# records a round, read raw by cupti_buffers), and the samples are steadier, so its batches are larger.
 CUPTI_BATCH_DEVICE_S = 0.05
 MAX_CUPTI_BATCH = 256
 FIRST_CUPTI_BATCH = 32  # then 64, 128... up to the batch that CUPTI_BATCH_DEVICE_S gives
