@@ -263,3 +263,38 @@ def test_the_headers_users_include_compile_without_extra_options(pytester, naive
     (kernels / "headers.cu").write_text(includes + "namespace cg = cooperative_groups;\n" + naive_source)
     result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile")
     result.assert_outcomes(passed=2)
+
+
+def test_compile_items_compiled_ahead_in_threads_fail_and_pass_as_one_by_one(pytester, naive_source, monkeypatch):
+    """On a host with cores to spare the compile items are compiled ahead in threads: the same outcomes, the same
+    messages and the same cache as one by one (CI's two cores compile them one by one)."""
+    from pytest_gemm.plugin import compile_ahead
+
+    kernels = pytester.mkdir("kernels")
+    (kernels / "good.cu").write_text(naive_source)
+    (kernels / "typo.cu").write_text(naive_source.replace("acc += A", "acc += Q"))
+    (kernels / "other.cu").write_text(naive_source.replace("sgemm_naive", "sgemm_other"))
+    started: list[int] = []
+    start = compile_ahead.CompileAhead.start
+
+    def spy(self, jobs, cores=None):
+        started.append(start(self, jobs, cores=8))
+        return started[-1]
+
+    monkeypatch.setattr(compile_ahead.CompileAhead, "start", spy)
+    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "-p", "no:randomly")
+    assert started == [6]  # six compile items, six threads of the eight cores' six
+    result.assert_outcomes(passed=4, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*kernels/typo.cu: sgemm_naive does not compile for sm_80:",
+            '*kernels/typo.cu(14): error: identifier "Q" is undefined*',
+            "*pytest-gemm compile report (ptxas)*",
+            "4 variant(s) compiled by NVRTC, 0 found in the compile cache*",
+            "*kernels/good.cu::sgemm_naive*sm_90*0/0*",
+            "*kernels/other.cu::sgemm_other*sm_90*0/0*",
+        ]
+    )
+    again = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "-p", "no:randomly")
+    again.assert_outcomes(passed=4, failed=2)
+    again.stdout.fnmatch_lines(["0 variant(s) compiled by NVRTC, 4 found in the compile cache*"])

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ..compiler.nvrtc import CompileError, NvrtcUnavailable, compile_kernel
+from ..compiler.nvrtc import CompileError, NvrtcUnavailable
 from ..isolation.sanitizer import find_sanitizer, run_tool
 from ..records.case_record import CompileRecord
 from ..report.regression import case_command
@@ -116,7 +116,7 @@ class GemmCompileItem(_TextFailure, pytest.Item):
     def runtest(self) -> None:
         spec, variant = self.spec, self.variant
         try:
-            result = compile_kernel(spec, variant, self.arch, _session(self.config).cubins)
+            result = _session(self.config).compile_ahead.result(self.nodeid, spec, variant, self.arch)
         except NvrtcUnavailable as exc:
             pytest.skip(str(exc))
         except CompileError as exc:

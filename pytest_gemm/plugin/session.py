@@ -25,8 +25,9 @@ from ..report.tables import compile_table, timer_names, timing_tables
 from ..worker.serve import DEFAULT_BACKEND
 from .ahead import Lookahead
 from .benchmark import record_device_times
+from .compile_ahead import CompileAhead, jobs_of
 from .gating import Gatekeeper
-from .items import GemmCaseItem, GemmFailure, GemmSanitizeItem
+from .items import GemmCaseItem, GemmCompileItem, GemmFailure, GemmSanitizeItem
 from .pictures import failed_case, html_extras, report_folder, run_data, write
 from .properties import CASE, COMPILE, DECLARED, ERROR_MAP, GPU, MARGIN, NO_DEVICE, RECORD, WHOLE_FILE, WORKER
 from .terminal import LONG_RUN, gpus_line, header_line, no_device_line, progress_note, summary_file_text, workers_line
@@ -47,6 +48,7 @@ class GemmSession:
         self.gatekeeper.check_files()
         cache = getattr(config, "cache", None)
         self.cubins = CubinCache(cache.mkdir("gemm-cubins")) if cache is not None else None
+        self.compile_ahead = CompileAhead(self.cubins)
         self._workers: GpuWorkers | None = None
         self.ahead = Lookahead(config, settings, lambda: self.workers)
         # what the controlling process gathers from reports
@@ -156,9 +158,12 @@ class GemmSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """When GPU cases are to run, ask for the device now, so that a missing one is said before they skip."""
+        """Start compiling the compile items ahead; when GPU cases are to run, ask for the device now, so that a
+        missing one is said before they skip."""
         if self.config.getoption("collectonly") or not self._controls_the_run():
             return
+        if self.config.getoption("dist", "no") == "no":
+            self.compile_ahead.start(jobs_of(session.items, GemmCompileItem))
         runnable = [i for i in session.items if isinstance(i, GemmCaseItem) and i.case.skip_reason is None]
         if not runnable:
             return
@@ -283,6 +288,7 @@ class GemmSession:
                     line.message = text.splitlines()[0] if text else ""
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.compile_ahead.close()
         if self._workers is not None:
             self._workers.close()
         if hasattr(session.config, "workerinput"):
