@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -281,9 +282,18 @@ def test_compile_items_compiled_ahead_in_threads_fail_and_pass_as_one_by_one(pyt
         started.append(start(self, jobs, cores=8))
         return started[-1]
 
+    threads: list[str] = []
+    compile_kernel = compile_ahead.compile_kernel
+
+    def compiled(*args):
+        threads.append(threading.current_thread().name)
+        return compile_kernel(*args)
+
     monkeypatch.setattr(compile_ahead.CompileAhead, "start", spy)
+    monkeypatch.setattr(compile_ahead, "compile_kernel", compiled)
     result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "-p", "no:randomly")
     assert started == [6]  # six compile items, six threads of the eight cores' six
+    assert len(threads) == 6 and all(name.startswith("gemm-compile") for name in threads)
     result.assert_outcomes(passed=4, failed=2)
     result.stdout.fnmatch_lines(
         [
@@ -298,3 +308,8 @@ def test_compile_items_compiled_ahead_in_threads_fail_and_pass_as_one_by_one(pyt
     again = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "-p", "no:randomly")
     again.assert_outcomes(passed=4, failed=2)
     again.stdout.fnmatch_lines(["0 variant(s) compiled by NVRTC, 4 found in the compile cache*"])
+    # --benchmark-only runs only the timed cases: the compile items are skipped, and nothing compiles ahead
+    started.clear()
+    only = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "--benchmark-only")
+    only.assert_outcomes(skipped=6)
+    assert started == []

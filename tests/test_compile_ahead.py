@@ -8,7 +8,7 @@ import pytest
 
 from pytest_gemm.compiler.nvrtc import CompileError
 from pytest_gemm.plugin import compile_ahead
-from pytest_gemm.plugin.compile_ahead import CompileAhead, threads_for
+from pytest_gemm.plugin.compile_ahead import CompileAhead, jobs_of, threads_for
 
 
 def test_threads_leave_two_cores_and_stop_at_sixteen():
@@ -21,7 +21,8 @@ def test_threads_leave_two_cores_and_stop_at_sixteen():
 
 @pytest.fixture
 def fake_compile(monkeypatch):
-    """compile_kernel stand-in: records the thread of each compile; 'bad' fails as NVRTC would."""
+    """compile_kernel stand-in: records the thread of each compile; 'bad' fails as NVRTC would, 'broken' with
+    another error, 'slow' waits for ``release``."""
     calls: list[tuple[str, str]] = []
     release = threading.Event()
 
@@ -29,11 +30,15 @@ def fake_compile(monkeypatch):
         calls.append((spec, threading.current_thread().name))
         if spec == "slow":
             release.wait(5)
+            calls.append(("slow done", threading.current_thread().name))
         if spec == "bad":
             raise CompileError("bad.cu", arch, 'bad.cu(3): error: identifier "Q" is undefined')
+        if spec == "broken":
+            raise RuntimeError("an internal error")
         return f"{spec}@{arch}"
 
     monkeypatch.setattr(compile_ahead, "compile_kernel", compile_kernel)
+    monkeypatch.setattr(compile_ahead, "_probe_nvrtc", lambda: True)
     return calls, release
 
 
@@ -41,7 +46,10 @@ def test_each_item_takes_its_own_result_or_error(fake_compile):
     calls, release = fake_compile
     ahead = CompileAhead(None)
     jobs = [("a", "slow", None, "sm_90"), ("b", "bad", None, "sm_90"), ("c", "good", None, "sm_80")]
-    assert ahead.start(jobs, cores=8) == 3
+    jobs.append(("e", "broken", None, "sm_90"))
+    assert ahead.start(jobs, cores=8) == 4
+    with pytest.raises(RuntimeError, match="an internal error"):  # any other error reaches its item as it was
+        ahead.result("e", "broken", None, "sm_90")
     assert ahead.result("c", "good", None, "sm_80") == "good@sm_80"  # ready before the slow one ahead of it
     with pytest.raises(CompileError, match='identifier "Q" is undefined'):
         ahead.result("b", "bad", None, "sm_90")
@@ -69,5 +77,29 @@ def test_close_drops_the_compiles_no_item_asked_for(fake_compile):
     assert ahead.start([("a", "slow", None, "sm_90"), ("b", "slow", None, "sm_90"), *waiting], cores=4) == 2
     threading.Timer(0.2, release.set).start()  # the two running compiles end only after close() has begun
     ahead.close()  # -x stopped the run: what had not started is cancelled, what runs is waited for
-    assert calls and all(spec == "slow" for spec, _ in calls)
+    assert calls and all(spec.startswith("slow") for spec, _ in calls)  # none of the waiting ones ran
+    started = [thread for spec, thread in calls if spec == "slow"]
+    assert sorted(thread for spec, thread in calls if spec == "slow done") == sorted(started)  # and were waited for
     assert ahead.pending == 0
+
+
+class _Item:
+    def __init__(self, nodeid: str, skip: bool = False) -> None:
+        self.nodeid, self.spec, self.variant, self.arch, self.skip = nodeid, "s", None, "sm_90", skip
+
+    def get_closest_marker(self, name: str):
+        return object() if name == "skip" and self.skip else None
+
+
+def test_items_marked_skip_are_not_compiled_ahead():
+    items = [_Item("a"), _Item("b", skip=True), "not a compile item", _Item("c")]
+    assert [job[0] for job in jobs_of(items, _Item)] == ["a", "c"]
+
+
+def test_nothing_starts_when_nvrtc_cannot_load(fake_compile, monkeypatch):
+    calls, _ = fake_compile
+    monkeypatch.setattr(compile_ahead, "_probe_nvrtc", lambda: False)
+    ahead = CompileAhead(None)
+    assert ahead.start([("a", "good", None, "sm_90"), ("b", "good", None, "sm_90")], cores=8) == 0
+    assert ahead.result("a", "good", None, "sm_90") == "good@sm_90"  # compiled (or refused) where it is run
+    assert calls == [("good", threading.current_thread().name)]

@@ -4,21 +4,27 @@ NVRTC compiles on the host's CPU, one program per call, and cuda-python lets go 
 so compiles of different programs in threads overlap: on a 2-core machine two threads compiled ten of the
 bundled kernels in 6.25 s against 11.14 s one after the other. On a fresh machine the main job's 84 compile
 items took 38 s of the pytest process's time on an H100, one at a time, while the GPU waited. Here they start
-when collection ends, in the items' order, on all but two of the host's cores (the GPU worker and the pytest
-process keep theirs), and each compile item takes its own result, or its compile error, when pytest reaches
-it. Every result lands in the compile cache, where the GPU workers find it too.
+when collection ends, in the items' order, on all but two of the cores this process may use (the GPU worker
+and the pytest process keep theirs), at a lower priority than the GPU worker's timing, and each compile item
+takes its own result, or its compile error, when pytest reaches it. With the compile cache on, every result
+lands there, where the GPU workers find it too.
 
 Not under pytest-xdist (each xdist worker runs only its share of the items, so compiling all of them in every
-worker would be wasted), and not for fewer than two compile items.
+worker would be wasted), not for items that will be skipped (a ``skip`` mark, ``--benchmark-only``, which runs
+only the timed cases, ``--setup-plan`` or ``--setup-only``), and not for fewer than two compile items. An
+interrupted run waits for the compiles already running (a second or two each) before it ends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from ..compiler import nvrtc
 from ..compiler.cache import CubinCache
 from ..compiler.nvrtc import CompileResult, compile_kernel
 from ..specs.spec import KernelSpec, Variant
@@ -34,6 +40,32 @@ def threads_for(jobs: int, cores: int | None) -> int:
     return max(0, min(jobs, (cores or 1) - 2, _MOST_THREADS))
 
 
+def usable_cores() -> int | None:
+    """The cores this process may run on (its CPU affinity, as a container or ``taskset`` limits it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+def _lower_priority() -> None:
+    """A compile thread yields to the GPU worker and the pytest process (Linux: a thread's own nice value)."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+
+
+def _probe_nvrtc() -> bool:
+    """Load NVRTC and run its one-time probes here, once, before threads race to them; False if it cannot load
+    (then every item compiles, and says why, where it is run)."""
+    try:
+        nvrtc.nvrtc_version()
+        nvrtc._include_dirs()
+        nvrtc._accepts_no_cache()
+    except Exception:
+        return False
+    return True
+
+
 class CompileAhead:
     """Compiles jobs in a thread pool and hands each item its result; an item never started ahead compiles
     in the calling thread, as it would without this."""
@@ -45,10 +77,10 @@ class CompileAhead:
 
     def start(self, jobs: Sequence[Job], cores: int | None = None) -> int:
         """Start compiling ``jobs`` in their order; how many threads (0: none, too few jobs or cores)."""
-        threads = threads_for(len(jobs), os.cpu_count() if cores is None else cores)
-        if len(jobs) < 2 or threads < 2 or self._pool is not None:
+        threads = threads_for(len(jobs), usable_cores() if cores is None else cores)
+        if len(jobs) < 2 or threads < 2 or self._pool is not None or not _probe_nvrtc():
             return 0
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gemm-compile")
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="gemm-compile", initializer=_lower_priority)
         for nodeid, spec, variant, arch in jobs:
             self._futures[nodeid] = self._pool.submit(compile_kernel, spec, variant, arch, self.cubins)
         return threads
@@ -74,5 +106,10 @@ class CompileAhead:
 
 
 def jobs_of(items: Sequence[Any], item_type: type) -> list[Job]:
-    """The compile jobs of the run's items of ``item_type`` (the compile items), in their order."""
-    return [(i.nodeid, i.spec, i.variant, i.arch) for i in items if isinstance(i, item_type)]
+    """The compile jobs of the run's items of ``item_type`` (the compile items), in their order; an item with a
+    ``skip`` mark will not compile, and is left out."""
+    return [
+        (i.nodeid, i.spec, i.variant, i.arch)
+        for i in items
+        if isinstance(i, item_type) and i.get_closest_marker("skip") is None
+    ]

@@ -162,7 +162,9 @@ class GemmSession:
         missing one is said before they skip."""
         if self.config.getoption("collectonly") or not self._controls_the_run():
             return
-        if self.config.getoption("dist", "no") == "no":
+        get = self.config.getoption
+        skipped = get("benchmark_only", False) or get("setupplan", False) or get("setuponly", False)
+        if get("dist", "no") == "no" and not skipped:
             self.compile_ahead.start(jobs_of(session.items, GemmCompileItem))
         runnable = [i for i in session.items if isinstance(i, GemmCaseItem) and i.case.skip_reason is None]
         if not runnable:
