@@ -38,7 +38,7 @@ def fake_compile(monkeypatch):
         return f"{spec}@{arch}"
 
     monkeypatch.setattr(compile_ahead, "compile_kernel", compile_kernel)
-    monkeypatch.setattr(compile_ahead, "_probe_nvrtc", lambda: True)
+    monkeypatch.setattr(compile_ahead, "load_nvrtc", lambda: True)
     return calls, release
 
 
@@ -98,7 +98,7 @@ def test_items_marked_skip_are_not_compiled_ahead():
 
 def test_nothing_starts_when_nvrtc_cannot_load(fake_compile, monkeypatch):
     calls, _ = fake_compile
-    monkeypatch.setattr(compile_ahead, "_probe_nvrtc", lambda: False)
+    monkeypatch.setattr(compile_ahead, "load_nvrtc", lambda: False)
     ahead = CompileAhead(None)
     assert ahead.start([("a", "good", None, "sm_90"), ("b", "good", None, "sm_90")], cores=8) == 0
     assert ahead.result("a", "good", None, "sm_90") == "good@sm_90"  # compiled (or refused) where it is run

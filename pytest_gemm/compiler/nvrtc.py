@@ -17,7 +17,15 @@ from pathlib import Path
 from ..specs.spec import KernelSpec, Variant
 from .cache import CubinCache, cache_key
 
-__all__ = ["CompileError", "CompileResult", "NvrtcUnavailable", "Resources", "compile_kernel", "nvrtc_version"]
+__all__ = [
+    "CompileError",
+    "CompileResult",
+    "NvrtcUnavailable",
+    "Resources",
+    "compile_kernel",
+    "load_nvrtc",
+    "nvrtc_version",
+]
 
 
 class NvrtcUnavailable(RuntimeError):
@@ -96,6 +104,18 @@ def _include_dirs() -> tuple[str, ...]:
         if (Path(d) / "cccl" / "cuda" / "std").is_dir():
             with_cccl.append(str(Path(d) / "cccl"))
     return tuple(dict.fromkeys(with_cccl))
+
+
+def load_nvrtc() -> bool:
+    """Load NVRTC and run its one-time probes (version, headers, ``--no-cache``) now, in this thread, so that
+    threads compiling at once do not each run them; False when NVRTC cannot be loaded."""
+    try:
+        nvrtc_version()
+    except NvrtcUnavailable:
+        return False
+    _include_dirs()
+    _accepts_no_cache()
+    return True
 
 
 def compile_options(spec: KernelSpec, arch: str, *, no_cache: bool = False) -> list[str]:

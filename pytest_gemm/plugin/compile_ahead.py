@@ -24,9 +24,8 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from ..compiler import nvrtc
 from ..compiler.cache import CubinCache
-from ..compiler.nvrtc import CompileResult, compile_kernel
+from ..compiler.nvrtc import CompileResult, compile_kernel, load_nvrtc
 from ..specs.spec import KernelSpec, Variant
 
 __all__ = ["CompileAhead", "Job", "jobs_of", "threads_for"]
@@ -54,18 +53,6 @@ def _lower_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
 
 
-def _probe_nvrtc() -> bool:
-    """Load NVRTC and run its one-time probes here, once, before threads race to them; False if it cannot load
-    (then every item compiles, and says why, where it is run)."""
-    try:
-        nvrtc.nvrtc_version()
-        nvrtc._include_dirs()
-        nvrtc._accepts_no_cache()
-    except Exception:
-        return False
-    return True
-
-
 class CompileAhead:
     """Compiles jobs in a thread pool and hands each item its result; an item never started ahead compiles
     in the calling thread, as it would without this."""
@@ -78,7 +65,9 @@ class CompileAhead:
     def start(self, jobs: Sequence[Job], cores: int | None = None) -> int:
         """Start compiling ``jobs`` in their order; how many threads (0: none, too few jobs or cores)."""
         threads = threads_for(len(jobs), usable_cores() if cores is None else cores)
-        if len(jobs) < 2 or threads < 2 or self._pool is not None or not _probe_nvrtc():
+        # NVRTC's one-time probes run here, before the threads race to them; without NVRTC every item compiles
+        # where it is run, and says why
+        if len(jobs) < 2 or threads < 2 or self._pool is not None or not load_nvrtc():
             return 0
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="gemm-compile", initializer=_lower_priority)
         for nodeid, spec, variant, arch in jobs:

@@ -73,17 +73,17 @@ class CuptiClock:
             from cupti import cupti
         except ImportError as exc:
             raise CuptiUnavailable(f"cupti-python is not installed ({exc}); pip install 'pytest-gemm[cu13]'") from None
-        self.cupti = cupti
         self._kinds = (CONCURRENT_KERNEL, MEMSET, MEMCPY)
         # (stream id, start ns, end ns, role): 0 the work of a launch, 1 a prepare kernel, 2 another harness kernel
         self._work: list[tuple[int, int, int, int]] = []
+        buffers = None
         try:
-            self._buffers = activity_buffers(cupti, _BUFFER_BYTES)  # one a process, shared by every clock
+            buffers = self._buffers = activity_buffers(cupti, _BUFFER_BYTES)  # one a process, shared by every clock
             self.start()
             self.spans()
         except Exception as exc:  # another profiler holds CUPTI, a driver without it...
-            if getattr(self, "_buffers", None) is not None and self._buffers.sink == self._completed:
-                self._buffers.sink = None
+            if buffers is not None and buffers.sink == self._completed:
+                buffers.sink = None
             raise CuptiUnavailable(f"CUPTI cannot record activity: {type(exc).__name__}: {exc}") from None
 
     def _completed(self, rows: list[Row]) -> None:
