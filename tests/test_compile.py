@@ -130,20 +130,21 @@ def test_a_kernel_found_in_the_cache_costs_no_nvrtc_probe(tmp_path, naive_source
     assert again.from_cache and again.cubin == first.cubin
 
 
-def test_compile_report_shows_dynamic_shared_memory_per_variant(pytester, naive_source):
-    header = 'params = { S = [2, 4] }\nshared_mem = "S * 1024"\n*/'
+def test_compile_report_shows_dynamic_shared_memory_and_occupancy_per_variant(pytester, naive_source):
+    header = 'params = { S = [2, 4, 150] }\nshared_mem = "S * 1024"\n*/'
     by_shape = 'shared_mem = "N * 4"\n*/'
     kernels = pytester.mkdir("kernels")
     (kernels / "smem.cu").write_text(naive_source.replace("*/", header, 1))
     (kernels / "shape.cu").write_text(naive_source.replace("*/", by_shape, 1))
     result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "--gemm-archs", "sm_90")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(
         [
-            "*kernel*static smem B  dynamic smem B",
-            "*kernels/shape.cu::sgemm_naive *sm_90*0/0*0*by shape",
-            "*kernels/smem.cu::sgemm_naive[[]S2[]]*sm_90*0/0*0*2048",
-            "*kernels/smem.cu::sgemm_naive[[]S4[]]*sm_90*0/0*0*4096",
+            "*kernel*static smem B  dynamic smem B  threads  occupancy (blocks/SM, warps, bound by)",
+            "*kernels/shape.cu::sgemm_naive *sm_90*0/0*0*by shape*1024  -",
+            "*kernels/smem.cu::sgemm_naive[[]S150[]]*sm_90*0/0*0*153600*1024  1, 50%, shared memory",
+            "*kernels/smem.cu::sgemm_naive[[]S2[]]*sm_90*0/0*0*2048*1024  *, *%, *",
+            "*kernels/smem.cu::sgemm_naive[[]S4[]]*sm_90*0/0*0*4096*1024  *, *%, *",
         ]
     )
 

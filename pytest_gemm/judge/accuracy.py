@@ -12,6 +12,9 @@ Two tests, both must pass (constants and reasoning in the README, "How results a
 * normwise, on the harness's zero-mean data: ``||C - C*||_F / ||C*||_F <= NORM_C *
   (u_in + sqrt(K) * u_acc) + u_out``; catches a quietly lower precision (fp16-rounded
   operands, TF32 products) that a per-element bound of the sqrt(K) form lets through at large K.
+  It needs ``NORM_MIN_ELEMENTS`` elements of C: with fewer, ``||C*||_F`` is a handful of zero-mean
+  sums, any of which may cancel to near zero by chance, and a correct kernel would fail (a
+  sequential fp32 sum at 1 x 1 x 1000 did on 7 of 400 seeds, up to 18x the tolerance).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ..records.outcome import ErrorStats
 __all__ = [
     "LAMBDA",
     "NORM_C",
+    "NORM_MIN_ELEMENTS",
     "TILE",
     "count_changed",
     "element_bound",
@@ -35,6 +39,7 @@ __all__ = [
 
 LAMBDA = 10.0
 NORM_C = 4.0
+NORM_MIN_ELEMENTS = 16  # the normwise test judges outputs of at least this many elements
 TILE = 32
 WORST = 5
 MAX_TILES_LISTED = 8
@@ -107,7 +112,7 @@ def error_stats(
         nonfinite=nonfinite,
         unwritten=unwritten,
         norm_error=norm_error,
-        norm_tol=norm_tolerance(k, dtype, out),
+        norm_tol=norm_tolerance(k, dtype, out) if got.size >= NORM_MIN_ELEMENTS else math.inf,
         worst=worst,
         bad_tiles=tiles,
         n_bad_tiles=n_bad_tiles,

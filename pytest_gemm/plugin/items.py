@@ -25,7 +25,7 @@ from ..specs.cases import (
     variant_threads,
 )
 from ..specs.files import load_specs, shown_path, source_hash
-from ..specs.limits import KernelResources, launch_problems, limits_for_arch
+from ..specs.limits import KernelResources, launch_problems, limits_for_arch, occupancy
 from ..specs.spec import KernelFileError, KernelSpec, Variant
 from .benchmark import DeviceClock
 from .properties import CASE, COMPILE
@@ -123,6 +123,11 @@ class GemmCompileItem(_TextFailure, pytest.Item):
             raise GemmFailure(f"{spec.path}: {spec.name} does not compile for {self.arch}:\n{exc.log}") from None
         r = result.resources
         dynamic = variant_shared_mem(spec, variant)
+        major, minor, _ = parse_arch(self.arch)
+        limits, threads = limits_for_arch(self.arch, (major, minor)), variant_threads(spec, variant)
+        occ = None
+        if r is not None and threads is not None and isinstance(dynamic, int):
+            occ = occupancy(threads, r.registers, r.static_smem + dynamic, (major, minor))
         record = CompileRecord(
             file=spec.path,
             kernel=spec.label(variant),
@@ -134,10 +139,12 @@ class GemmCompileItem(_TextFailure, pytest.Item):
             static_smem=r.static_smem if r else None,
             dynamic_smem=dynamic,
             from_cache=result.from_cache,
+            threads=threads,
+            blocks_per_sm=occ.blocks if occ else None,
+            occupancy_percent=round(occ.warps_percent, 1) if occ else None,
+            occupancy_limit=occ.limit if occ else None,
         )
         self.user_properties.append((COMPILE, record.to_dict()))
-        major, minor, _ = parse_arch(self.arch)
-        limits, threads = limits_for_arch(self.arch, (major, minor)), variant_threads(spec, variant)
         if r is None or limits is None or threads is None:
             return
         problems = launch_problems(

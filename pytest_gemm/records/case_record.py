@@ -131,6 +131,10 @@ class CompileRecord:
     static_smem: int | None
     dynamic_smem: int | str  # bytes, or "by shape"
     from_cache: bool = False  # found in the compile cache: NVRTC did not run
+    threads: int | None = None  # per block (None: it depends on the shape)
+    blocks_per_sm: int | None = None  # resident at once on one SM of this arch (None: not known)
+    occupancy_percent: float | None = None  # their warps, as a share of the most an SM holds
+    occupancy_limit: str | None = None  # what bounds blocks_per_sm ("registers", "shared memory"...)
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)

@@ -53,7 +53,8 @@ class ErrorStats:
 
     @property
     def norm_ratio(self) -> float:
-        return self.norm_error / self.norm_tol
+        """The normwise error as a multiple of its tolerance (0 where the output is too small to judge)."""
+        return 0.0 if math.isinf(self.norm_tol) else self.norm_error / self.norm_tol
 
     @property
     def passed(self) -> bool:

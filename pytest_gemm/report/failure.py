@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+from ..judge.accuracy import NORM_MIN_ELEMENTS
 from ..records.outcome import PHASES, ErrorSource, ErrorStats, Failure, Verification
 from ..records.verdicts import ErrorCause, FailureKind
 
@@ -20,10 +22,11 @@ def _x(ratio: float) -> str:
 
 
 def stats_line(stats: ErrorStats) -> str:
-    return (
-        f"max {_x(stats.max_ratio)}, median {_x(stats.median_ratio)} of the per-element bound; "
-        f"normwise {stats.norm_error:.3g} = {_x(stats.norm_ratio)} of the tolerance {stats.norm_tol:.3g}"
-    )
+    normwise = f"normwise {stats.norm_error:.3g} = {_x(stats.norm_ratio)} of the tolerance {stats.norm_tol:.3g}"
+    if math.isinf(stats.norm_tol):
+        small = f"C has {stats.total} element{'s' if stats.total != 1 else ''}, under {NORM_MIN_ELEMENTS}"
+        normwise = f"normwise {stats.norm_error:.3g}, not judged ({small})"
+    return f"max {_x(stats.max_ratio)}, median {_x(stats.median_ratio)} of the per-element bound; {normwise}"
 
 
 def _where(source: ErrorSource) -> str:

@@ -163,20 +163,24 @@ def timer_names(rows: Iterable[CaseRecord]) -> str:
 
 
 def compile_table(rows: list[CompileRecord]) -> list[str]:
-    """What ptxas said about each compiled kernel variant, one line each, spills flagged."""
+    """What ptxas said about each compiled kernel variant, and how many blocks fit on an SM, one line each."""
     width = max(len(r.file + "::" + r.kernel) for r in rows) + 2
     cached = sum(r.from_cache for r in rows)
     lines = [
         f"{len(rows) - cached} variant(s) compiled by NVRTC, {cached} found in the compile cache "
         "(pytest's cache directory; --cache-clear empties it)",
         f"{'kernel':<{width}} {'arch':<8} {'regs':>5} {'spill st/ld B':>14} {'stack B':>8} {'static smem B':>14}"
-        f" {'dynamic smem B':>15}",
+        f" {'dynamic smem B':>15} {'threads':>8}  occupancy (blocks/SM, warps, bound by)",
     ]
     for row in sorted(rows, key=lambda r: (r.file, r.kernel, r.arch)):
         spills = f"{row.spill_stores}/{row.spill_loads}"
         flag = "  SPILLS" if (row.spill_stores or row.spill_loads) else ""
+        occ = "-"
+        if row.blocks_per_sm is not None:
+            occ = f"{row.blocks_per_sm}, {row.occupancy_percent:g}%, {row.occupancy_limit}"
         lines.append(
             f"{row.file + '::' + row.kernel:<{width}} {row.arch:<8} {row.registers!s:>5} "
-            f"{spills:>14} {row.stack_bytes!s:>8} {row.static_smem!s:>14} {row.dynamic_smem!s:>15}{flag}"
+            f"{spills:>14} {row.stack_bytes!s:>8} {row.static_smem!s:>14} {row.dynamic_smem!s:>15}"
+            f" {row.threads if row.threads is not None else 'by shape'!s:>8}  {occ}{flag}"
         )
     return lines

@@ -15,9 +15,11 @@ __all__ = [
     "MAX_THREADS_PER_BLOCK",
     "DeviceLimits",
     "KernelResources",
+    "Occupancy",
     "block_registers",
     "launch_problems",
     "limits_for_arch",
+    "occupancy",
 ]
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -25,6 +27,7 @@ MAX_BLOCK = (1024, 1024, 64)
 MAX_GRID = (2**31 - 1, 65535, 65535)
 REGISTERS_PER_BLOCK = 65536  # every architecture from sm_50 to sm_120
 REGISTER_UNIT = 256  # registers are allocated per warp, in units of 256
+REGISTER_QUARTERS = 4  # an SM's registers are four banks, one per scheduler; each warp's lie in one of them
 #: the most shared memory (static + dynamic) one block may opt in to, in bytes, by compute capability
 ARCH_SHARED_OPTIN = {
     (7, 0): 98304,
@@ -39,6 +42,21 @@ ARCH_SHARED_OPTIN = {
     (12, 0): 101376,
 }
 MAX_SHARED_PER_BLOCK = max(ARCH_SHARED_OPTIN.values())
+#: per SM, by compute capability (CUDA C++ Programming Guide, "Compute Capabilities", and the occupancy
+#: calculator's cuda_occupancy.h): resident threads, resident blocks, shared memory in bytes, the shared
+#: memory the system reserves for each block, and the unit a block's shared memory is allocated in
+SM_LIMITS = {
+    (7, 0): (2048, 32, 98304, 0, 256),
+    (7, 5): (1024, 16, 65536, 0, 256),
+    (8, 0): (2048, 32, 167936, 1024, 128),
+    (8, 6): (1536, 16, 102400, 1024, 128),
+    (8, 7): (1536, 16, 167936, 1024, 128),
+    (8, 9): (1536, 24, 102400, 1024, 128),
+    (9, 0): (2048, 32, 233472, 1024, 128),
+    (10, 0): (2048, 32, 233472, 1024, 128),
+    (10, 3): (2048, 32, 233472, 1024, 128),
+    (12, 0): (1536, 24, 102400, 1024, 128),
+}
 
 
 @dataclass(frozen=True)
@@ -71,9 +89,10 @@ def block_registers(registers: int, threads: int) -> int:
     return math.ceil(threads / 32) * per_warp
 
 
-def _most_threads(registers: int, limit: int) -> int:
+def _most_warps(registers: int, limit: int) -> int:
+    """Warps of ``registers`` registers each that fit in ``limit`` registers split in four quarters."""
     per_warp = math.ceil(max(registers, 1) * 32 / REGISTER_UNIT) * REGISTER_UNIT
-    return min(MAX_THREADS_PER_BLOCK, limit // per_warp * 32)
+    return REGISTER_QUARTERS * (limit // REGISTER_QUARTERS // per_warp)
 
 
 def launch_problems(threads: int, dynamic_smem: int, kernel: KernelResources, limits: DeviceLimits) -> list[str]:
@@ -82,14 +101,20 @@ def launch_problems(threads: int, dynamic_smem: int, kernel: KernelResources, li
     if threads > MAX_THREADS_PER_BLOCK:
         problems.append(f"{threads} threads per block; CUDA allows {MAX_THREADS_PER_BLOCK}")
     needed = block_registers(kernel.registers, threads)
-    if needed > limits.registers_per_block:
-        most = _most_threads(kernel.registers, limits.registers_per_block)
+    fit = _most_warps(kernel.registers, limits.registers_per_block) * 32
+    if threads > fit:
+        most = min(MAX_THREADS_PER_BLOCK, fit)
         product = kernel.registers * threads
         allocated = "" if needed == product else f" ({needed} as allocated, per warp in units of {REGISTER_UNIT})"
+        where = f"but a block on {limits.name} has {limits.registers_per_block}"
+        if needed <= limits.registers_per_block:
+            quarter = limits.registers_per_block // REGISTER_QUARTERS
+            where = (
+                f"and a warp's must fit in one quarter ({quarter}) of the {limits.registers_per_block} on {limits.name}"
+            )
         problems.append(
             f"{kernel.registers} registers per thread x {threads} threads per block = {product} registers"
-            f"{allocated}, but a block on {limits.name} has {limits.registers_per_block}: at "
-            f"{kernel.registers} registers, at most {most} threads per block fit"
+            f"{allocated}, {where}: at {kernel.registers} registers, at most {most} threads per block fit"
         )
     elif kernel.max_threads is not None and threads > kernel.max_threads:
         problems.append(
@@ -103,3 +128,32 @@ def launch_problems(threads: int, dynamic_smem: int, kernel: KernelResources, li
             f"bytes per block, but {limits.name} allows at most {limits.shared_per_block}"
         )
     return problems
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """How many blocks of a kernel one SM holds at once, and what stops it holding more."""
+
+    blocks: int
+    warps_percent: float  # resident warps, as a share of the most the SM holds
+    limit: str  # what bounds it: "threads", "blocks", "registers" or "shared memory"; several: "threads and registers"
+
+
+def occupancy(threads: int, registers: int, shared_bytes: int, capability: tuple[int, int]) -> Occupancy | None:
+    """Blocks per SM for blocks of ``threads`` threads using ``registers`` each and ``shared_bytes`` per block
+    (static and dynamic); None for a capability not in :data:`SM_LIMITS`."""
+    if capability not in SM_LIMITS:
+        return None
+    sm_threads, sm_blocks, sm_shared, reserved, unit = SM_LIMITS[capability]
+    warps = math.ceil(threads / 32)
+    shared = math.ceil((shared_bytes + reserved) / unit) * unit
+    bounds = {
+        "threads": sm_threads // (warps * 32),
+        "blocks": sm_blocks,
+        "registers": _most_warps(registers, REGISTERS_PER_BLOCK) // warps,
+        "shared memory": sm_shared // shared if shared else sm_blocks + 1,
+    }
+    blocks = min(bounds.values())
+    names = [name for name, bound in bounds.items() if bound == blocks]
+    limit = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    return Occupancy(blocks, 100.0 * blocks * warps * 32 / sm_threads, limit)
