@@ -83,16 +83,19 @@ def limits_for_arch(arch: str, capability: tuple[int, int]) -> DeviceLimits | No
     return None if shared is None else DeviceLimits(arch, shared_per_block=shared)
 
 
+def _warp_registers(registers: int) -> int:
+    """Registers one warp takes: 32 threads' worth, rounded up to the allocation unit."""
+    return math.ceil(max(registers, 1) * 32 / REGISTER_UNIT) * REGISTER_UNIT
+
+
 def block_registers(registers: int, threads: int) -> int:
     """Registers a block of ``threads`` takes: per warp, rounded up to the allocation unit."""
-    per_warp = math.ceil(registers * 32 / REGISTER_UNIT) * REGISTER_UNIT
-    return math.ceil(threads / 32) * per_warp
+    return math.ceil(threads / 32) * _warp_registers(registers)
 
 
 def _most_warps(registers: int, limit: int) -> int:
     """Warps of ``registers`` registers each that fit in ``limit`` registers split in four quarters."""
-    per_warp = math.ceil(max(registers, 1) * 32 / REGISTER_UNIT) * REGISTER_UNIT
-    return REGISTER_QUARTERS * (limit // REGISTER_QUARTERS // per_warp)
+    return REGISTER_QUARTERS * (limit // REGISTER_QUARTERS // _warp_registers(registers))
 
 
 def launch_problems(threads: int, dynamic_smem: int, kernel: KernelResources, limits: DeviceLimits) -> list[str]:
