@@ -4,7 +4,8 @@
                                               [--layouts 3]
 
 Runs the worker's own backend in this process (no pytest): for each mode, a flush (``Timer.flush_mode``) and a
-timer (``--gemm-timer``),
+timer (``--gemm-timer``; the flushes ``write`` and ``read`` also sweep the SMs' instruction caches, ``write-l2``
+and ``read-l2`` are the same without that sweep, as before it),
 the naive kernel and step 8's default variant at each size, alpha = 1, beta = 0, timed with the default
 stopping rule. Also times an empty kernel after the same flush (what the events add around a launch),
 and, with ``--layouts``, the naive kernel at the two smallest sizes again with a buffer of random size
@@ -93,7 +94,10 @@ def main() -> None:
     records = []
     for mode in args.modes.split(","):
         flush, _, timer = mode.partition(":")
-        backend.timer.flush_mode = flush
+        if flush.removesuffix("-l2") not in ("write", "read"):
+            raise SystemExit(f"unknown flush {flush!r}: write, read, write-l2 or read-l2")
+        backend.timer.flush_mode = flush.removesuffix("-l2")
+        backend.timer.sweep_code = not flush.endswith("-l2")
         settings = TimingSettings(timer=timer or "events", **capped)
         if args.max_time is None and settings.timer == "events":  # not under ncu
             records.append({"run": run, "mode": mode, "what": "empty", "seconds": empty_launch(backend)})

@@ -20,7 +20,10 @@ these modes:
 - ``reused``, ``reused2``: the operand sets kept from one case to the next (the n-th set of a case is the same
   memory in every case of a shape), twice;
 - ``carve0``, ``carve100``: the prepare kernel launched with a preferred shared memory carveout of 0% (all L1)
-  or 100% (all shared memory) instead of none.
+  or 100% (all shared memory) instead of none;
+- ``l2only``, ``l2only2``: the prepare kernel's sweep of the SMs' instruction caches turned off (L2 flushed
+  only, as before the sweep), twice. Without it, what a kernel left in the SMs' instruction caches, which the
+  L2 flush does not reach, carries over to the next launch.
 
 Groups: ``bf16-1024`` and ``bf16-256`` (steps 9 to 11), ``fp32-256`` (steps 2, 4, 6, 7 and 8). Every 33rd prepare
 kernel follows a probe kernel (one thread, 20 us) that reads the SM clock (clock64 cycles over globaltimer ns);
@@ -63,7 +66,20 @@ GROUPS = {
         256,
     ),
 }
-MODES = ["base", "again", "reverse", "gap", "read", "solo", "reused", "reused2", "carve0", "carve100"]
+MODES = [
+    "base",
+    "again",
+    "reverse",
+    "gap",
+    "read",
+    "solo",
+    "reused",
+    "reused2",
+    "carve0",
+    "carve100",
+    "l2only",
+    "l2only2",
+]
 # Every 33rd prepare kernel (the kernel's and cuBLAS's in turn) follows a probe (one thread, 20 us) that measures
 # the SM clock: clock64 cycles over globaltimer ns. It bears the spin kernel's name so that CUPTI's spans treat it
 # as the harness's own.
@@ -148,6 +164,7 @@ def patch(backend: GpuBackend, mode: str) -> None:
         t._prepare.preferred_shared_memory_carveout = carve
         t.carve = carve
     ReusedOperands.on = mode.startswith("reused")
+    t.sweep_code = not mode.startswith("l2only")
 
 
 def install(backend: GpuBackend) -> None:

@@ -4,9 +4,9 @@ spin ahead of a batch lasts, and how a batch's CUPTI records become its times.
 The harness's kernels are all named with the ``pytest_gemm_`` prefix, so that CUPTI's records tell them from
 the timed work (:mod:`.cupti_clock`):
 
-- the prepare kernel, before every timed launch: restores C to its starting content and flushes L2 by
-  writing (or, for research only, reading) a buffer of twice its size. One kernel, one CUPTI record, and the
-  opening of the launch's span;
+- the prepare kernel, before every timed launch: restores C to its starting content, flushes L2 by
+  writing (or, for research only, reading) a buffer of twice its size, and pushes earlier kernels' code out of
+  every SM's instruction caches. One kernel, one CUPTI record, and the opening of the launch's span;
 - the mark kernel, after a batch's last launch: closes its span;
 - the spin kernel, ahead of an events-timed batch: keeps the GPU busy while Python queues the batch.
 """
@@ -31,20 +31,71 @@ SPIN_SOURCE = (
 }
 """
 )
-# Each thread restores its share of C before it writes its share of the flush buffer, and the grid's threads
-# all run at once, so C is written in the first moments and the flush's 2 x L2 of writes that follow evict it.
-PREPARE_SOURCE = (
+# The sweep: more code than an SM's instruction caches hold, as straight-line FFMAs (16 bytes each on sm_70 and
+# later) in four independent chains, so that a warp issues one a cycle. ptxas schedules each basic block as a
+# whole, so the code is cut into blocks of SWEEP_CHUNK: 16384 in one block took 20 s to compile, in blocks of 256
+# 2.4 s. Each of the sweeping block's SWEEP_WARPS warps runs its own part, so that the SM fetches them at once.
+SWEEP_INSTRUCTIONS = 16384
+SWEEP_CHUNK = 256
+SWEEP_WARPS = 8
+PREPARE_THREADS = 32 * SWEEP_WARPS  # the prepare kernel's block: one warp per part of the sweep
+SM_EPOCH_SLOTS = 1024  # one per %smid value; an SM whose id is past them sweeps in every block
+_SWEEP_STEP = "".join(f'asm volatile("fma.rn.f32 %0, %0, 0f3F800001, 0f3C23D70A;" : "+f"(x{i}));' for i in range(4))
+_CHUNK = (
+    "                if (x0 != -1.0f) {\n#pragma unroll\n"
+    f"                    for (int i = 0; i < {SWEEP_CHUNK // 4}; ++i) {{ {_SWEEP_STEP} }}\n"
+    "                }\n"
+)
+
+
+def prepare_source(sweep_instructions: int = SWEEP_INSTRUCTIONS) -> str:
+    """The prepare kernel's source, with a sweep of ``sweep_instructions`` (rounded down to a multiple of
+    ``SWEEP_CHUNK * SWEEP_WARPS``, at least one chunk per warp).
+
+    Each thread restores its share of C before it writes its share of the flush buffer, and the grid's threads
+    all run at once, so C is written in the first moments and the flush's 2 x L2 of writes that follow evict it.
+    The flush evicts code from L2 as well, but each SM keeps recent code in its own instruction caches, which
+    survive it: a kernel then starts faster when the one before it left its code there (cuBLAS after a kernel of
+    little code) than after one that pushed it out. So, when ``epoch`` is not 0, the first block to reach each
+    SM (the one that finds an older epoch in ``sm_epochs``) also runs the sweep, between its share of C and its
+    share of the flush, and counts itself in ``sink[1]``: every launch then finds only the prepare kernel's code
+    in the SM, as under Nsight Compute's ``--cache-control all``. That every SM gets one of the grid's 4 blocks
+    per SM is how GPUs schedule an idle device, not a CUDA promise; tests/test_prepare_kernel.py checks it.
     """
+    per_warp = max(1, sweep_instructions // SWEEP_CHUNK // SWEEP_WARPS)
+    sweep = "".join(f"            if (warp == {w}) {{\n{_CHUNK * per_warp}            }}\n" for w in range(SWEEP_WARPS))
+    return (
+        """
 typedef unsigned long long u64;
 extern "C" __global__ void """
-    + PREPARE_KERNEL
-    + r"""(const unsigned char* c_init, unsigned char* c, u64 c_bytes, uint4* flush, u64 flush_words,
-                                     int read_flush, unsigned int* sink) {
+        + PREPARE_KERNEL
+        + r"""(const unsigned char* c_init, unsigned char* c, u64 c_bytes, uint4* flush, u64 flush_words,
+                                     int read_flush, unsigned int* sink, unsigned int* sm_epochs,
+                                     unsigned int epoch) {
     const u64 first = blockIdx.x * (u64)blockDim.x + threadIdx.x;
     const u64 step = (u64)gridDim.x * blockDim.x;
     const u64 c_words = c_bytes / 16;
     for (u64 i = first; i < c_words; i += step) ((uint4*)c)[i] = ((const uint4*)c_init)[i];
     for (u64 i = 16 * c_words + first; i < c_bytes; i += step) c[i] = c_init[i];
+    if (epoch != 0) {
+        __shared__ int sweeper;
+        if (threadIdx.x == 0) {
+            unsigned int sm;
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+            sweeper = sm >= """
+        + str(SM_EPOCH_SLOTS)
+        + r""" || atomicExch(&sm_epochs[sm], epoch) != epoch;
+        }
+        __syncthreads();
+        if (sweeper) {
+            const int warp = threadIdx.x / 32;
+            float x0 = threadIdx.x, x1 = x0 + 1.0f, x2 = x0 + 2.0f, x3 = x0 + 3.0f;
+"""
+        + sweep
+        + r"""            if (x0 + x1 + x2 + x3 == -1.0f) *sink = 1u;  // never true; keeps the chains
+            if (threadIdx.x == 0) atomicAdd(&sink[1], 1u);
+        }
+    }
     if (read_flush) {
         unsigned int acc = 0;
         for (u64 i = first; i < flush_words; i += step) {
@@ -57,7 +108,10 @@ extern "C" __global__ void """
     }
 }
 """
-)
+    )
+
+
+PREPARE_SOURCE = prepare_source()
 BATCH_DEVICE_S = 0.02  # aim for this much device time per batch of rounds
 MAX_BATCH = 64
 # With CUPTI each batch also pays the flush of its records (on an H100 about 1 to 1.4 ms a batch, four or five

@@ -7,7 +7,7 @@ One round is a pair of timed launches, the kernel then cuBLAS, each prepared the
 
 1. the prepare kernel (:mod:`.rounds`) restores C to its starting content (the NaN poison, or the prior C
    when beta != 0), so every launch does the same work and the last one can be verified again, then, for
-   cold-cache timing, flushes L2 by writing a buffer of twice its size;
+   cold-cache timing, sweeps every SM's instruction caches and flushes L2 by writing a buffer of twice its size;
 2. a CUDA event, the launch, a CUDA event, all on the harness's stream.
 
 With the events, a launch's time is the time between its two events. With CUPTI (:mod:`.cupti_clock`,
@@ -46,6 +46,8 @@ from .rounds import (
     MAX_CUPTI_BATCH,
     MAX_SPIN_S,
     PREPARE_SOURCE,
+    PREPARE_THREADS,
+    SM_EPOCH_SLOTS,
     SPIN_SOURCE,
     Batch,
     Measured,
@@ -97,10 +99,16 @@ class Timer:
         self._flush: Any = None
         # How L2 is flushed before a cold-cache launch: "write" fills a buffer of twice its size (L2 is then full
         # of dirty lines); "read" reads it (clean lines, as after Nsight Compute's flush and invalidate). Reading
-        # moved no time closer to Nsight Compute's (docs/timing.md), so only research/flush_compare.py sets it.
+        # moved no time closer to Nsight Compute's (docs/timing.md), so only research scripts set it.
         self.flush_mode = "write"
+        # With the flush, the prepare kernel also sweeps every SM's instruction caches (``rounds.prepare_source``);
+        # research/pairing.py (``l2only``) and research/flush_compare.py (``write-l2``) turn it off.
+        self.sweep_code = True
         self._prepare = self.cp.RawKernel(PREPARE_SOURCE, PREPARE_KERNEL)
+        self._prepare.compile()  # 1-3 s on a cold CuPy cache: paid as the worker starts, not in a case's time
         self._sink = self.cp.zeros(4, dtype=self.cp.uint32)  # also the flush buffer's stand-in when there is none
+        self._sm_epochs = self.cp.zeros(SM_EPOCH_SLOTS, dtype=self.cp.uint32)
+        self._epoch = 0
         self._events = [self.cp.cuda.Event() for _ in range(4 * MAX_CUPTI_BATCH)]
         self._mark = self.cp.RawKernel(MARK_SOURCE, MARK_KERNEL)
         self._spin = self.cp.RawKernel(SPIN_SOURCE, SPIN_KERNEL)
@@ -197,11 +205,19 @@ class Timer:
 
     def prepare(self, c_init: Any, c: Any, flush: bool) -> None:
         """Queue the prepare kernel on the current stream: C restored from ``c_init``, then (when ``flush``) L2
-        flushed the ``flush_mode`` way. One kernel, so one CUPTI record, that also opens the next launch's span."""
+        flushed the ``flush_mode`` way and, with ``sweep_code``, the SMs' instruction caches swept. One kernel, so
+        one CUPTI record, that also opens the next launch's span."""
         flush_words = self.flush_bytes // 16 if flush else 0
         args = (c_init, c, np.uint64(c_init.nbytes), self._flush if flush else self._sink, np.uint64(flush_words))
+        epoch = 0  # no sweep
+        if flush and self.sweep_code:
+            self._epoch = epoch = self._epoch % 0xFFFFFFFF + 1
         blocks = 4 * self.runner.sm_count
-        self._prepare((blocks,), (256,), (*args, np.int32(self.flush_mode == "read"), self._sink))
+        self._prepare(
+            (blocks,),
+            (PREPARE_THREADS,),
+            (*args, np.int32(self.flush_mode == "read"), self._sink, self._sm_epochs, np.uint32(epoch)),
+        )
 
     def _measure(self, clock, run, cost, settings, progress, start, first) -> Measured:
         """Timed batches until the stopping rule holds, by CUPTI's clock when ``clock`` is given (stopping at the
