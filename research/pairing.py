@@ -21,6 +21,9 @@ these modes:
   memory in every case of a shape), twice;
 - ``carve0``, ``carve100``: the prepare kernel launched with a preferred shared memory carveout of 0% (all L1)
   or 100% (all shared memory) instead of none;
+- ``flushB``, ``flushC``, ``flushB2``: the L2 flush writes another buffer of the same size, allocated anew
+  (after a spacer of random size, so that it lands elsewhere in memory) for ``flushB`` and ``flushC``, and
+  ``flushB``'s again for ``flushB2`` (does a case's level follow where the flush buffer lies?);
 - ``l2only``, ``l2only2``: the prepare kernel's sweep of the SMs' instruction caches turned off (L2 flushed
   only, as before the sweep), twice. Without it, what a kernel left in the SMs' instruction caches, which the
   L2 flush does not reach, carries over to the next launch.
@@ -40,6 +43,7 @@ import argparse
 import collections
 import json
 import os
+import random
 import statistics
 import time
 from pathlib import Path
@@ -79,7 +83,12 @@ MODES = [
     "carve100",
     "l2only",
     "l2only2",
+    "flushB",
+    "flushC",
+    "flushB2",
 ]
+FLUSHES: dict[str, Any] = {}  # flush buffers by mode (``base``: the timer's own), and spacers held
+HELD: list[Any] = []
 # Every 33rd prepare kernel (the kernel's and cuBLAS's in turn) follows a probe (one thread, 20 us) that measures
 # the SM clock: clock64 cycles over globaltimer ns. It bears the spin kernel's name so that CUPTI's spans treat it
 # as the harness's own.
@@ -165,6 +174,13 @@ def patch(backend: GpuBackend, mode: str) -> None:
         t.carve = carve
     ReusedOperands.on = mode.startswith("reused")
     t.sweep_code = not mode.startswith("l2only")
+    if t._flush is not None:
+        FLUSHES.setdefault("base", t._flush)
+        key = mode.rstrip("2") if mode.startswith("flush") else "base"
+        if key not in FLUSHES:
+            HELD.append(backend.cp.empty(random.randrange(1, 64) << 20, dtype=np.uint8))
+            FLUSHES[key] = backend.cp.zeros(t.flush_bytes, dtype=np.uint8)
+        t._flush = FLUSHES[key]
 
 
 def install(backend: GpuBackend) -> None:
