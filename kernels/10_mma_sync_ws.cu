@@ -14,7 +14,7 @@
 //   bytes spilled without setmaxnreg). The copy warpgroup gives its registers back
 //   (setmaxnreg 24) and the mma warps take them (240): no spill. (With nine warps, one copy
 //   warp, ptxas also stops at 168 and spilled 112 bytes.)
-// - Persistent grid (132 blocks, tiles in bands of 16 tile rows), as in step 12: the copy
+// - Persistent grid (one block per SM, tiles in bands of 16 tile rows), as in step 12: the copy
 //   thread fills the next tile's stages while the mma warps write C.
 // - Epilogue through TMA: each warp owns one 64 x 64 box of a 64 KB buffer in the 128-byte
 //   swizzle (conflict-free stores), and its lane 0 hands that box to TMA. No barrier between
@@ -40,7 +40,7 @@ args = ["M", "N", "K", "alpha", "A_map", "B_map", "beta", "C", "C_map"]
 dtypes = ["bf16"]
 arch = "sm_90a"
 block = [384]
-grid = ["min(cdiv(M, 128) * cdiv(N, 256), 132)"]
+grid = ["min(cdiv(M, 128) * cdiv(N, 256), SM_COUNT)"]
 shared_mem = "3 * (128 * 64 + 64 * 256) * 2 + 128 * 256 * 2 + 1024"
 tensor_maps = { A = { box = [64, 128], swizzle = 128 }, B = { box = [64, 64], swizzle = 128 }, C = { box = [64, 64], swizzle = 128 } }
 requires = ["K % 8 == 0", "N % 8 == 0"]
@@ -54,7 +54,7 @@ args = ["M", "N", "K", "alpha", "A_map", "B_map", "beta", "C", "C_map"]
 dtypes = ["fp16"]
 arch = "sm_90a"
 block = [384]
-grid = ["min(cdiv(M, 128) * cdiv(N, 256), 132)"]
+grid = ["min(cdiv(M, 128) * cdiv(N, 256), SM_COUNT)"]
 shared_mem = "3 * (128 * 64 + 64 * 256) * 2 + 128 * 256 * 2 + 1024"
 tensor_maps = { A = { box = [64, 128], swizzle = 128 }, B = { box = [64, 64], swizzle = 128 }, C = { box = [64, 64], swizzle = 128 } }
 requires = ["K % 8 == 0", "N % 8 == 0"]

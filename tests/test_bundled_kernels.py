@@ -70,7 +70,8 @@ def test_launch_geometry_is_valid_for_every_accepted_shape(path):
             for shape in sorted(shapes):
                 names = {"M": shape.M, "N": shape.N, "K": shape.K, **variant.as_dict()}
                 if all(rule(names) for rule in spec.requires):
-                    geometry = launch_geometry(spec, variant, shape)  # raises on a CUDA limit
-                    assert geometry.shared_mem <= 227 * 1024
+                    for sm_count in (16, 114, 132, 148):  # SM_COUNT, for the persistent grids
+                        geometry = launch_geometry(spec, variant, shape, sm_count)  # raises on a CUDA limit
+                        assert geometry.shared_mem <= 227 * 1024
                     accepted += 1
             assert accepted >= len(SHAPE_SETS["standard"]), (spec.name, variant)

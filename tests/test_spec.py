@@ -56,6 +56,39 @@ def test_expressions_use_params_and_shape():
     assert geom.grid == (4, 16) and geom.block == (128,) and geom.shared_mem == (64 + 32) * 32
 
 
+PERSISTENT = HEADER.replace('"cdiv(N, BN)", "cdiv(M, BM)"', '"min(cdiv(N, BN) * cdiv(M, BM), SM_COUNT)"')
+
+
+def test_a_persistent_grid_follows_the_gpus_sm_count():
+    (spec,) = parse_cu_source("k.cu", PERSISTENT)
+    variant = spec.variants()[0]  # BM 64, BN 32: 2048 tiles at 1024 x 1024
+    assert launch_geometry(spec, variant, Shape(1024, 1024, 64), sm_count=132).grid == (132,)
+    assert launch_geometry(spec, variant, Shape(1024, 1024, 64), sm_count=114).grid == (114,)
+    assert launch_geometry(spec, variant, Shape(128, 64, 64), sm_count=132).grid == (4,)
+    # on the CPU the count is unknown: the dimension is taken as 1 and left to the worker to check
+    assert launch_geometry(spec, variant, Shape(1024, 1024, 64)).grid == (1,)
+
+
+def test_a_grid_that_the_sm_count_makes_invalid_names_it():
+    (spec,) = parse_cu_source("k.cu", HEADER.replace('"cdiv(N, BN)", "cdiv(M, BM)"', '"SM_COUNT - 200"'))
+    with pytest.raises(KernelFileError, match=r"grid dimension x 'SM_COUNT - 200' is -68 for .*SM_COUNT=132"):
+        launch_geometry(spec, spec.variants()[0], Shape(128, 64, 64), sm_count=132)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        HEADER.replace('block = ["BM * BN / 16"]', 'block = ["SM_COUNT"]'),
+        HEADER.replace('requires = ["K % 8 == 0", "M >= BM"]', 'requires = ["SM_COUNT > 100"]'),
+        HEADER.replace("BN = [32] }", "BN = [32], SM_COUNT = [1] }"),
+    ],
+    ids=["block", "requires", "param"],
+)
+def test_sm_count_is_a_name_of_grid_only(header):
+    with pytest.raises(KernelFileError, match="SM_COUNT"):
+        parse_cu_source("k.cu", header)
+
+
 def test_requires_gives_skip_reasons_never_failures():
     (spec,) = parse_cu_source("k.cu", HEADER)
     cases = expand(spec, [Shape(128, 128, 12), Shape(100, 100, 64)], ["fp16"])

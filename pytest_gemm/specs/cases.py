@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..records.request import Request, TimingSettings
 from ..records.shapes import Shape
 from .expr import Expression, ExpressionError
-from .header_keys import SHAPE_NAMES
+from .header_keys import DEVICE_NAMES, SHAPE_NAMES
 from .limits import MAX_BLOCK, MAX_GRID, MAX_SHARED_PER_BLOCK, MAX_THREADS_PER_BLOCK
 from .spec import KernelFileError, KernelSpec, Variant
 from .tensor_maps import TensorMapSpec
@@ -190,11 +190,17 @@ def _threads_check(spec: KernelSpec, block: tuple[int, ...], env: dict[str, int]
         )
 
 
-def launch_geometry(spec: KernelSpec, variant: Variant, shape: Shape) -> LaunchGeometry:
-    """Evaluate ``grid``, ``block`` and ``shared_mem`` for one shape, checking CUDA's limits."""
+def launch_geometry(spec: KernelSpec, variant: Variant, shape: Shape, sm_count: int | None = None) -> LaunchGeometry:
+    """Evaluate ``grid``, ``block`` and ``shared_mem`` for one shape, checking CUDA's limits. ``sm_count`` is the
+    GPU's (``SM_COUNT`` in ``grid``); without it, as on the CPU, a grid dimension that names it is taken as 1,
+    unchecked: the worker checks it with the device's count."""
     env = _names(shape, variant)
     block = tuple(_launch_value(spec, "block", i, e, env, lim) for i, (e, lim) in enumerate(zip(spec.block, MAX_BLOCK)))
-    grid = tuple(_launch_value(spec, "grid", i, e, env, lim) for i, (e, lim) in enumerate(zip(spec.grid, MAX_GRID)))
+    device = {} if sm_count is None else {"SM_COUNT": sm_count}
+    grid = tuple(
+        1 if e.names & DEVICE_NAMES and sm_count is None else _launch_value(spec, "grid", i, e, env | device, lim)
+        for i, (e, lim) in enumerate(zip(spec.grid, MAX_GRID))
+    )
     _threads_check(spec, block, env)
     smem = 0
     if spec.shared_mem is not None:
@@ -223,7 +229,7 @@ def check_launch(spec: KernelSpec) -> None:
         env = variant.as_dict()
         variant_threads(spec, variant)
         for i, (expr, limit) in enumerate(zip(spec.grid, MAX_GRID)):
-            if not expr.names & SHAPE_NAMES:
+            if not expr.names & (SHAPE_NAMES | DEVICE_NAMES):
                 _launch_value(spec, "grid", i, expr, env, limit)
         if spec.shared_mem is not None and not spec.shared_mem.names & SHAPE_NAMES:
             _launch_value(spec, "shared_mem", 0, spec.shared_mem, env, MAX_SHARED_PER_BLOCK)

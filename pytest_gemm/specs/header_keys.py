@@ -17,10 +17,11 @@ from .errors import KernelFileError
 from .expr import Expression, ExpressionError
 from .tensor_maps import MAP_ARGS, SWIZZLES, TensorMapSpec
 
-__all__ = ["ARG_NAMES", "ENTRY", "SHAPE_NAMES", "HeaderChecker"]
+__all__ = ["ARG_NAMES", "DEVICE_NAMES", "ENTRY", "SHAPE_NAMES", "HeaderChecker"]
 
 ARG_NAMES = ("M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc", *MAP_ARGS)
 SHAPE_NAMES = frozenset({"M", "N", "K"})
+DEVICE_NAMES = frozenset({"SM_COUNT"})  # the GPU's, known only in the worker: allowed in ``grid`` (persistent grids)
 ENTRY = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<.*>)?\s*$", re.DOTALL)
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 _ARCH_FLAGS = re.compile(r"^(-arch|--gpu-architecture|-gencode|--generate-code|-code)\b")
@@ -146,8 +147,10 @@ class HeaderChecker:
             self.fail("params", "expected a table of name = [values], e.g. params = { TILE = [16, 32] }")
         out = []
         for name, values in value.items():
-            if not _IDENT.match(name) or name in SHAPE_NAMES or name in ARG_NAMES or name.startswith("_"):
-                self.fail("params", f"{name!r} cannot be a param name (identifiers other than {', '.join(ARG_NAMES)})")
+            reserved = name in SHAPE_NAMES or name in DEVICE_NAMES or name in ARG_NAMES
+            if not _IDENT.match(name) or reserved or name.startswith("_"):
+                reserved_names = ", ".join((*ARG_NAMES, *sorted(DEVICE_NAMES)))
+                self.fail("params", f"{name!r} cannot be a param name (identifiers other than {reserved_names})")
             if isinstance(values, int) and not isinstance(values, bool):
                 values = [values]
             if (

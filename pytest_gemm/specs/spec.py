@@ -18,7 +18,7 @@ from typing import Any
 from ..records.dtypes import DTYPES
 from .errors import KernelFileError
 from .expr import Expression
-from .header_keys import ARG_NAMES, ENTRY, SHAPE_NAMES, HeaderChecker
+from .header_keys import ARG_NAMES, DEVICE_NAMES, ENTRY, SHAPE_NAMES, HeaderChecker
 from .tensor_maps import TensorMapSpec
 
 if sys.version_info >= (3, 11):
@@ -259,7 +259,7 @@ def spec_from_mapping(
         args=args,
         dtypes=check.dtypes(data["dtypes"]),
         block=check.dims("block", data["block"], names) if kind == "cu" else (),
-        grid=check.dims("grid", data["grid"], names) if kind == "cu" else (),
+        grid=check.dims("grid", data["grid"], names | DEVICE_NAMES) if kind == "cu" else (),
         shared_mem=check.expression("shared_mem", data["shared_mem"], names) if "shared_mem" in data else None,
         requires=check.requires(data.get("requires", []), names),
         layout=check.choice("layout", data.get("layout", "row"), ("row", "col")),

@@ -155,7 +155,7 @@ class GpuRunner:
         if case.spec.kind != "cu":
             return
         fn = self._function(case)
-        geom = launch_geometry(case.spec, case.variant, case.shape)
+        geom = launch_geometry(case.spec, case.variant, case.shape, self.sm_count)
         problems = launch_problems(geom.threads, geom.shared_mem, self.resources(fn), self.limits)
         if problems:
             raise LaunchRefused("it needs more than this GPU has (checked before launching)", problems)
@@ -174,7 +174,10 @@ class GpuRunner:
         device's limits as :meth:`prepare` checks them, or it would have refused the launch itself)."""
         if case.spec.kind != "cu":
             return []
-        res, geom = self.resources(self._function(case)), launch_geometry(case.spec, case.variant, case.shape)
+        res, geom = (
+            self.resources(self._function(case)),
+            launch_geometry(case.spec, case.variant, case.shape, self.sm_count),
+        )
         return [
             f"the kernel uses {res.registers} registers per thread and {res.static_smem} bytes of static shared "
             f"memory, launches at most {res.max_threads} threads per block; this launch: grid {geom.grid}, block "
@@ -324,7 +327,7 @@ class GpuRunner:
             params = case.variant.as_dict()
             return lambda: guarded_call(lambda: fn(*views, alpha, beta, **params), path, spec.path, cuda_errors)
         fn = self._function(case)
-        geom = launch_geometry(spec, case.variant, case.shape)
+        geom = launch_geometry(spec, case.variant, case.shape, self.sm_count)
         if geom.shared_mem > 48 * 1024:
             cp.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SMEM_ATTR, geom.shared_mem)
         scalar = np.dtype(dt.scalar).type

@@ -99,7 +99,7 @@ def trace(
                 rerun, _, _ = _rerun(runner, case, data, finite_c, nan_regions=(region,))
                 evidence.guard[region] = unexplained & cp.isfinite(clean) & ~cp.isfinite(rerun)
     codes = causes_of(cp, ratio, unwritten, evidence)
-    return error_sources(cp, codes, evidence), error_map(cp, ratio, codes, _tile(case))
+    return error_sources(cp, codes, evidence), error_map(cp, ratio, codes, _tile(case, runner.sm_count))
 
 
 def _finite_prior(case: Case) -> np.ndarray:
@@ -131,14 +131,14 @@ def _rerun(
     return data.logical(gc.as_float64(cp, out)), untouched, list(regions)
 
 
-def _tile(case: Case) -> tuple[int, int] | None:
+def _tile(case: Case, sm_count: int) -> tuple[int, int] | None:
     """The output tile of one thread block: the grid at a large power-of-two shape, assuming grid.x spans
     C's contiguous dimension (columns, or rows for a column-major kernel); None when that does not divide."""
     if case.spec.kind != "cu":
         return None
     probe = 1 << 16
     try:
-        grid = launch_geometry(case.spec, case.variant, Shape(probe, probe, case.shape.K)).grid
+        grid = launch_geometry(case.spec, case.variant, Shape(probe, probe, case.shape.K), sm_count).grid
     except KernelFileError:  # an expression that cannot take the probe shape: no outlines
         return None
     if len(grid) < 2 or grid[0] < 1 or grid[1] < 1 or probe % grid[0] or probe % grid[1] or grid[0] * grid[1] == 1:
