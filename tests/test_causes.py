@@ -31,6 +31,7 @@ class NumpyRunner:
     """Runs a NumPy 'kernel' on guarded host buffers, the way GpuRunner runs a CUDA kernel on device ones."""
 
     cp = np
+    sm_count = 132  # an H100's, for grids that name SM_COUNT
 
     def __init__(self, kernel):
         self.kernel = kernel
@@ -328,9 +329,11 @@ def test_a_box_of_writes_outside_c_never_covers_c_where_a_cell_straddles_its_edg
 def test_tile_outlines_come_from_a_2d_grid_only():
     from pytest_gemm.worker.diagnose import _tile
 
-    assert _tile(_case()) == (16, 16)
+    assert _tile(_case(), 132) == (16, 16)
     one_d = _case(grid=["cdiv(M * N, 256)"], block=[256])
-    assert _tile(one_d) is None
+    assert _tile(one_d, 132) is None
+    persistent = _case(grid=["min(cdiv(M, 16) * cdiv(N, 16), SM_COUNT)"])  # a block walks many tiles
+    assert _tile(persistent, 132) is None
 
 
 def test_the_workers_warm_up_takes_every_re_run_of_a_diagnosis(tmp_path):
