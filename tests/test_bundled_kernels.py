@@ -70,8 +70,11 @@ def test_launch_geometry_is_valid_for_every_accepted_shape(path):
             for shape in sorted(shapes):
                 names = {"M": shape.M, "N": shape.N, "K": shape.K, **variant.as_dict()}
                 if all(rule(names) for rule in spec.requires):
-                    for sm_count in (16, 114, 132, 148):  # SM_COUNT, for the persistent grids
-                        geometry = launch_geometry(spec, variant, shape, sm_count)  # raises on a CUDA limit
-                        assert geometry.shared_mem <= 227 * 1024
+                    geometry = launch_geometry(spec, variant, shape, sm_count=None)  # raises on a CUDA limit
+                    assert geometry.shared_mem <= 227 * 1024
+                    for sm_count in (16, 114, 132, 148):  # the persistent grids: at most one block per SM
+                        grid = launch_geometry(spec, variant, shape, sm_count=sm_count).grid
+                        if any("SM_COUNT" in e.text for e in spec.grid):
+                            assert grid[0] <= sm_count and grid[0] % variant.as_dict().get("CLUSTER", 1) == 0
                     accepted += 1
             assert accepted >= len(SHAPE_SETS["standard"]), (spec.name, variant)

@@ -332,8 +332,9 @@ def test_tile_outlines_come_from_a_2d_grid_only():
     assert _tile(_case(), 132) == (16, 16)
     one_d = _case(grid=["cdiv(M * N, 256)"], block=[256])
     assert _tile(one_d, 132) is None
-    persistent = _case(grid=["min(cdiv(M, 16) * cdiv(N, 16), SM_COUNT)"])  # a block walks many tiles
-    assert _tile(persistent, 132) is None
+    # a persistent grid's blocks walk many tiles: its size says nothing of a tile (at 128 SMs it divides the probe)
+    persistent = _case(grid=["min(cdiv(N, 16), SM_COUNT)", "cdiv(M, 16)"])
+    assert _tile(persistent, 128) is None
 
 
 def test_the_workers_warm_up_takes_every_re_run_of_a_diagnosis(tmp_path):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_gemm.records.shapes import Shape
-from pytest_gemm.specs.cases import AB_CASES, case_seed, expand, launch_geometry, tensor_map_box
+from pytest_gemm.specs.cases import AB_CASES, case_seed, check_launch, expand, launch_geometry, tensor_map_box
 from pytest_gemm.specs.pyfile import parse_py_source
 from pytest_gemm.specs.spec import KernelFileError, parse_cu_source
 
@@ -52,7 +52,7 @@ def test_expect_fast_gives_the_reason(naive_source):
 
 def test_expressions_use_params_and_shape():
     (spec,) = parse_cu_source("k.cu", HEADER)
-    geom = launch_geometry(spec, spec.variants()[0], Shape(1000, 100, 64))
+    geom = launch_geometry(spec, spec.variants()[0], Shape(1000, 100, 64), sm_count=None)
     assert geom.grid == (4, 16) and geom.block == (128,) and geom.shared_mem == (64 + 32) * 32
 
 
@@ -66,7 +66,15 @@ def test_a_persistent_grid_follows_the_gpus_sm_count():
     assert launch_geometry(spec, variant, Shape(1024, 1024, 64), sm_count=114).grid == (114,)
     assert launch_geometry(spec, variant, Shape(128, 64, 64), sm_count=132).grid == (4,)
     # on the CPU the count is unknown: the dimension is taken as 1 and left to the worker to check
-    assert launch_geometry(spec, variant, Shape(1024, 1024, 64)).grid == (1,)
+    assert launch_geometry(spec, variant, Shape(1024, 1024, 64), sm_count=None).grid == (1,)
+
+
+def test_a_grid_of_the_sm_count_alone_is_collected_and_sized_in_the_worker():
+    (spec,) = parse_cu_source("k.cu", HEADER.replace('"cdiv(N, BN)", "cdiv(M, BM)"', '"SM_COUNT"'))
+    check_launch(spec)  # nothing to check without the GPU
+    variant = spec.variants()[0]
+    assert launch_geometry(spec, variant, Shape(128, 64, 64), sm_count=None).grid == (1,)
+    assert launch_geometry(spec, variant, Shape(128, 64, 64), sm_count=132).grid == (132,)
 
 
 def test_a_grid_that_the_sm_count_makes_invalid_names_it():
@@ -85,7 +93,7 @@ def test_a_grid_that_the_sm_count_makes_invalid_names_it():
     ids=["block", "requires", "param"],
 )
 def test_sm_count_is_a_name_of_grid_only(header):
-    with pytest.raises(KernelFileError, match="SM_COUNT"):
+    with pytest.raises(KernelFileError, match=r"SM_COUNT.*(known only in grid|cannot be a param name)"):
         parse_cu_source("k.cu", header)
 
 

@@ -52,7 +52,7 @@ class Lookahead:
         """The case's request; raises GemmFailure for a launch CUDA would refuse (it never leaves here)."""
         case = item.case
         try:
-            launch_geometry(case.spec, case.variant, case.shape)
+            launch_geometry(case.spec, case.variant, case.shape, sm_count=None)  # the worker checks SM_COUNT
         except KernelFileError as exc:
             raise GemmFailure(str(exc)) from None
         return to_request(case, str(item.path), item.gemm_seed, self.settings.timing if timed else None)

@@ -190,7 +190,7 @@ def _threads_check(spec: KernelSpec, block: tuple[int, ...], env: dict[str, int]
         )
 
 
-def launch_geometry(spec: KernelSpec, variant: Variant, shape: Shape, sm_count: int | None = None) -> LaunchGeometry:
+def launch_geometry(spec: KernelSpec, variant: Variant, shape: Shape, *, sm_count: int | None) -> LaunchGeometry:
     """Evaluate ``grid``, ``block`` and ``shared_mem`` for one shape, checking CUDA's limits. ``sm_count`` is the
     GPU's (``SM_COUNT`` in ``grid``); without it, as on the CPU, a grid dimension that names it is taken as 1,
     unchecked: the worker checks it with the device's count."""

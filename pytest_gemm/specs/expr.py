@@ -44,7 +44,7 @@ _COMPARE: dict[type, Callable[[int, int], bool]] = {
 }
 _ALLOWED = (
     "integers, + - * / // % and parentheses, comparisons, and/or/not, "
-    "cdiv(a, b), min(...), max(...) and the names M, N, K and the kernel's params"
+    "cdiv(a, b), min(...), max(...) and the names M, N, K, the kernel's params and, in grid, SM_COUNT"
 )
 
 

@@ -70,7 +70,10 @@ class HeaderChecker:
         try:
             return Expression(value, names)
         except ExpressionError as exc:
-            self.fail(key, str(exc))
+            hint = ""
+            if not names >= DEVICE_NAMES and any(name in str(value) for name in DEVICE_NAMES):
+                hint = " (SM_COUNT, the GPU's SM count, is known only in grid)"
+            self.fail(key, f"{exc}{hint}")
             raise  # unreachable
 
     def dims(self, key: str, value: Any, names: frozenset[str]) -> tuple[Expression, ...]:

@@ -155,7 +155,7 @@ class GpuRunner:
         if case.spec.kind != "cu":
             return
         fn = self._function(case)
-        geom = launch_geometry(case.spec, case.variant, case.shape, self.sm_count)
+        geom = launch_geometry(case.spec, case.variant, case.shape, sm_count=self.sm_count)
         problems = launch_problems(geom.threads, geom.shared_mem, self.resources(fn), self.limits)
         if problems:
             raise LaunchRefused("it needs more than this GPU has (checked before launching)", problems)
@@ -176,7 +176,7 @@ class GpuRunner:
             return []
         res, geom = (
             self.resources(self._function(case)),
-            launch_geometry(case.spec, case.variant, case.shape, self.sm_count),
+            launch_geometry(case.spec, case.variant, case.shape, sm_count=self.sm_count),
         )
         return [
             f"the kernel uses {res.registers} registers per thread and {res.static_smem} bytes of static shared "
@@ -327,7 +327,7 @@ class GpuRunner:
             params = case.variant.as_dict()
             return lambda: guarded_call(lambda: fn(*views, alpha, beta, **params), path, spec.path, cuda_errors)
         fn = self._function(case)
-        geom = launch_geometry(spec, case.variant, case.shape, self.sm_count)
+        geom = launch_geometry(spec, case.variant, case.shape, sm_count=self.sm_count)
         if geom.shared_mem > 48 * 1024:
             cp.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SMEM_ATTR, geom.shared_mem)
         scalar = np.dtype(dt.scalar).type

@@ -19,6 +19,7 @@ from ..records.outcome import ErrorMap, ErrorSource, Fault
 from ..records.shapes import Shape
 from ..specs.cases import Case, launch_geometry
 from ..specs.errors import KernelFileError
+from ..specs.header_keys import DEVICE_NAMES
 from .buffers import CaseInputs, GuardedMatrix, np_dtype, random_matrix, uint_type, upload_bits
 
 
@@ -26,6 +27,7 @@ class GpuRunner(Protocol):
     """What the re-runs need of :class:`~pytest_gemm.worker.device.GpuRunner`."""
 
     cp: Any
+    sm_count: int
 
     def guarded_input(self, case: Case, name: str, data: CaseInputs) -> GuardedMatrix: ...
     def guarded_output(self, case: Case, data: CaseInputs, fill: np.ndarray | None) -> GuardedMatrix: ...
@@ -133,12 +135,13 @@ def _rerun(
 
 def _tile(case: Case, sm_count: int) -> tuple[int, int] | None:
     """The output tile of one thread block: the grid at a large power-of-two shape, assuming grid.x spans
-    C's contiguous dimension (columns, or rows for a column-major kernel); None when that does not divide."""
-    if case.spec.kind != "cu":
+    C's contiguous dimension (columns, or rows for a column-major kernel); None when that does not divide, or
+    when the grid names the GPU's SM count (a persistent block walks many tiles)."""
+    if case.spec.kind != "cu" or any(e.names & DEVICE_NAMES for e in case.spec.grid):
         return None
     probe = 1 << 16
     try:
-        grid = launch_geometry(case.spec, case.variant, Shape(probe, probe, case.shape.K), sm_count).grid
+        grid = launch_geometry(case.spec, case.variant, Shape(probe, probe, case.shape.K), sm_count=sm_count).grid
     except KernelFileError:  # an expression that cannot take the probe shape: no outlines
         return None
     if len(grid) < 2 or grid[0] < 1 or grid[1] < 1 or probe % grid[0] or probe % grid[1] or grid[0] * grid[1] == 1:
