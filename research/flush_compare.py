@@ -64,8 +64,6 @@ def time_case(backend: GpuBackend, name: str, size: int, settings: TimingSetting
 def empty_launch(backend: GpuBackend, rounds: int = 300) -> float:
     """The median time between two events around an empty kernel, each launch after a flush."""
     cp, timer = backend.cp, backend.timer
-    if timer._flush is None:
-        timer._flush = cp.zeros(timer.flush_bytes, dtype=cp.uint8)
     c = cp.zeros(4, dtype=cp.uint32)
     empty = cp.RawKernel(_EMPTY, "pytest_gemm_empty")
     events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(rounds)]

@@ -24,7 +24,6 @@ from pytest_gemm.worker.rounds import PREPARE_KERNEL, prepare_source
 def main() -> None:
     backend = GpuBackend()
     cp, timer = backend.cp, backend.timer
-    timer._flush = cp.zeros(timer.flush_bytes, dtype=cp.uint8)
     c = cp.zeros(1 << 20, dtype=cp.uint8)
     settings = TimingSettings(timer="cupti")
     for n in [int(x) for x in sys.argv[1].split(",")]:

@@ -54,7 +54,6 @@ def test_every_sm_is_swept_once_per_launch_and_not_without_a_flush():
         from pytest_gemm.worker.backend import GpuBackend
         timer = GpuBackend().timer
         sms = timer.runner.sm_count
-        timer._flush = cp.zeros(timer.flush_bytes, dtype=cp.uint8)
         c = cp.zeros(4096, dtype=cp.uint8)
         seen, first = [], timer._epoch
         for flush in (True, True, False):

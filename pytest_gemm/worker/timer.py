@@ -142,8 +142,6 @@ class Timer:
         uploaded = [cp.asarray(np.ascontiguousarray(x).view(f"u{dt.itemsize}")) for x in stored]
         kernel_sets = [_Operands(cp, uploaded, c_shape, dt, out) for _ in range(copies)]
         cublas_sets = [_Operands(cp, uploaded, c_shape, dt, out) for _ in range(copies)]
-        if settings.cold_cache and self._flush is None:
-            self._flush = cp.zeros(self.flush_bytes, dtype=cp.uint8)
         reference = self._cublas_gemm(case, dt, out)  # a function that queues cuBLAS's GEMM on one set
         for ops in kernel_sets:
             ops.launch = runner.launcher(case, ops.a, ops.b, ops.c, dt)
@@ -207,6 +205,8 @@ class Timer:
         """Queue the prepare kernel on the current stream: C restored from ``c_init``, then (when ``flush``) L2
         flushed the ``flush_mode`` way and, with ``sweep_code``, the SMs' instruction caches swept. One kernel, so
         one CUPTI record, that also opens the next launch's span."""
+        if flush and self._flush is None:  # allocated on the first flush, then kept
+            self._flush = self.cp.zeros(self.flush_bytes, dtype=self.cp.uint8)
         flush_words = self.flush_bytes // 16 if flush else 0
         args = (c_init, c, np.uint64(c_init.nbytes), self._flush if flush else self._sink, np.uint64(flush_words))
         epoch = 0  # no sweep
