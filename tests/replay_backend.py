@@ -70,6 +70,8 @@ class ReplayBackend:
         self._facts = dict(data["facts"])
         if os.environ.get("REPLAY_GPU"):
             self._facts["name"] = os.environ["REPLAY_GPU"]
+        if os.environ.get("REPLAY_UUID"):  # another GPU of the same model
+            self._facts["uuid"] = os.environ["REPLAY_UUID"]
         lost = os.environ.get("REPLAY_LOST_FILE")
         if lost and Path(lost).exists():
             raise DeviceUnavailable("the NVIDIA driver finds no GPU")

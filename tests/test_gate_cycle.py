@@ -95,6 +95,38 @@ def test_update_compare_regress_accept_pass(replay):
     _run(replay, scale=1.10).assert_outcomes(passed=6)
 
 
+def test_each_gpu_is_compared_with_its_own_record_or_with_the_range_of_the_others(replay):
+    """GPUs of one model differ (H100s: cuBLAS at half precision 1024^3 4% apart with the same code): a GPU that
+    recorded an entry is held to its own record; another one to the range of those recorded."""
+    _run(replay, "--gemm-update-baselines", REPLAY_UUID="GPU-a").assert_outcomes(passed=6)
+    second = _run(replay, "--gemm-update-baselines", scale=1.08, REPLAY_UUID="GPU-b")
+    second.stdout.fnmatch_lines([f"{H100_FILE}: 0 added, 6 changed, 0 removed"])
+    assert all(len(entry["gpus"]) == 2 for entry in _entries(replay).values())
+
+    other = _run(replay, scale=1.10, REPLAY_UUID="GPU-c")  # 10% over GPU a, 1.9% over GPU b
+    other.assert_outcomes(passed=6)
+    other.stdout.fnmatch_lines(
+        [
+            "*: 0 regressed, 0 improved, 6 same, 0 new, 0 unstable",
+            "6 case(s) compared with the range of the other GPUs' records (this GPU has none of its own): a "
+            "regression is slower than the slowest of them; --gemm-update-baselines adds this GPU's records",
+        ]
+    )
+    own = _run(replay, scale=1.10, REPLAY_UUID="GPU-a")
+    own.assert_outcomes(failed=6)
+    own.stdout.fnmatch_lines(["*kernel/cuBLAS time ratio is +10.0% against its baseline*"])
+    assert "compared with the range" not in own.stdout.str()
+    far = _run(replay, scale=1.20, REPLAY_UUID="GPU-c")
+    far.assert_outcomes(failed=6)
+    far.stdout.fnmatch_lines(
+        [
+            "*kernel/cuBLAS time ratio is +11.1% against its baseline*",
+            "*note: other GPUs: this GPU has no record of its own; the 2 GPU(s) recorded span * to *, and it was "
+            "compared with the slowest",
+        ]
+    )
+
+
 @pytest.fixture
 def recorded(replay):
     _run(replay, "--gemm-update-baselines").assert_outcomes(passed=6)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records.case_record import CaseRecord, nvml_values
+from .gpus import gpu_record, gpus_problem, numbers_problem, with_other_gpus
 
 __all__ = [
     "SCHEMA",
@@ -215,14 +216,7 @@ def _entry_problem(entry: Any) -> str | None:
     missing = sorted(_ENTRY_KEYS - entry.keys())
     if missing:
         return f"missing {', '.join(missing)}"
-    for key in ("ratio", "median_s"):
-        if not isinstance(entry[key], (int, float)) or isinstance(entry[key], bool) or entry[key] <= 0:
-            return f"{key} must be a positive number"
-    for key in ("ratio_ci", "ci_s"):
-        ci = entry[key]
-        if not (isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci)):
-            return f"{key} must be a list of two numbers"
-    return None
+    return numbers_problem(entry) or gpus_problem(entry)
 
 
 def baseline_paths(folder: Path) -> list[Path]:
@@ -262,8 +256,8 @@ def set_aside(path: Path) -> Path:
 
 
 def entry_from_record(record: CaseRecord, recorded: Mapping[str, Any]) -> dict[str, Any]:
-    """A baseline entry from a timed case's record."""
-    return {
+    """A baseline entry from a timed case's record (with the record of its GPU, when that GPU is known)."""
+    entry = {
         "file": record.file,
         "kernel": record.kernel,
         "dtype": record.dtype,
@@ -278,6 +272,9 @@ def entry_from_record(record: CaseRecord, recorded: Mapping[str, Any]) -> dict[s
         "source_sha256": record.source_sha256,
         "recorded": {**recorded, "timer": record.timer},  # the clock, per entry: a run may fall back case by case
     }
+    if record.gpu_id:
+        entry["gpus"] = {record.gpu_id: gpu_record(entry)}
+    return entry
 
 
 def recorded_info(gpu: Mapping[str, Any], records: Iterable[CaseRecord], plugin_version: str) -> dict[str, Any]:
@@ -309,14 +306,19 @@ class Changes:
 
 
 def merge(baseline: BaselineFile, new: Mapping[str, dict[str, Any]], remove: Iterable[str] = ()) -> Changes:
-    """Put ``new`` entries into ``baseline`` and drop the keys in ``remove``; report what changed."""
+    """Put ``new`` entries into ``baseline`` and drop the keys in ``remove``; report what changed.
+
+    A new entry keeps the other GPUs' records of the old one when both were recorded alike (``same_recording``).
+    """
     changes = Changes()
     for key, entry in sorted(new.items()):
         old = baseline.entries.get(key)
         if old is None:
             changes.added.append(key)
-        elif _measured(old) != _measured(entry):
-            changes.changed.append(key)
+        else:
+            entry = with_other_gpus(entry, old)
+            if _measured(old) != _measured(entry):
+                changes.changed.append(key)
         baseline.entries[key] = entry
     for key in sorted(set(remove) - set(new)):
         if baseline.entries.pop(key, None) is not None:
@@ -325,4 +327,6 @@ def merge(baseline: BaselineFile, new: Mapping[str, dict[str, Any]], remove: Ite
 
 
 def _measured(entry: Mapping[str, Any]) -> tuple:
-    return (entry["ratio"], tuple(entry["ratio_ci"]), entry["median_s"], entry["source_sha256"])
+    gpus = entry.get("gpus") or {}
+    records = tuple(sorted((gpu, r["ratio"], r["median_s"]) for gpu, r in gpus.items()))
+    return (entry["ratio"], tuple(entry["ratio_ci"]), entry["median_s"], entry["source_sha256"], records)

@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import __version__
 from ..baselines.store import BaselineAccessError, BaselineFile, baseline_path
 from ..baselines.update import record
-from ..judge.gate import judge
+from ..judge.gate import compared_record, judge
 from ..records.case_record import METRICS, CaseRecord, GateResult
 from ..records.verdicts import GateVerdict, Sanity
 from ..report.regression import aligned, interval_cell
@@ -74,10 +74,11 @@ def gate_table(
         result = judge(row, entry, metric=metric, threshold=threshold)
         results[row.test] = dataclasses.replace(result, baseline_file=str(path), baseline_file_missing=baseline is None)
         counts[result.verdict] += 1
+        before = compared_record(entry, row, result) if entry and result.change is not None else entry
         table.append(
             [
                 result.verdict.mark,
-                interval_cell(metric, entry[value], entry[interval]) if entry else "-",
+                interval_cell(metric, before[value], before[interval]) if before else "-",
                 interval_cell(metric, getattr(row, value), getattr(row, interval)),
                 f"{100 * result.change:+.1f}%" if result.change is not None else "",
                 row.test + ("  (source changed)" if any("source" in n for n in result.notes) else ""),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..records.case_record import CaseRecord, max_sm_clock
+from ..records.case_record import CaseRecord, gpu_identity, max_sm_clock
 from ..records.outcome import Outcome
 from ..records.verdicts import Sanity
 from ..report.failure import diagnosis, failure_message, fault_message, stats_line
@@ -139,6 +139,7 @@ def _timed(case: CaseFacts, outcome: Outcome, gpu: dict[str, Any], margin: float
         kernel=case.kernel,
         variant=case.variant,
         gpu=str(gpu.get("name", "")),
+        gpu_id=gpu_identity(gpu),
         source_sha256=case.source_sha256,
         regression_threshold=case.regression_threshold,
         dtype=case.dtype,

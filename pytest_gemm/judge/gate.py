@@ -12,18 +12,41 @@ small shapes cuBLAS's time can move by several percent from one process to the n
 kernel's does not. So with the ratio gated, a verdict also needs the kernel's own device time
 to have moved the same way by at least half the threshold; otherwise the case is the same, with
 a note that the reference moved.
+
+GPUs of one model differ: on H100s, cuBLAS at half precision and 1024^3 ran 4% faster on some than
+on others, and a cluster kernel 8% slower. So an entry keeps one record per GPU that recorded it
+(``gpus``, keyed by ``gpu_identity``). A case is compared with its own GPU's record when there is
+one; otherwise with the range of the others: a regression must be worse than the slowest of them,
+an improvement better than the fastest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..records.case_record import METRICS, CaseRecord, GateResult
 from ..records.request import TIMERS
-from ..records.verdicts import REFERENCE_MOVED, SOURCE_CHANGED, TIMER_CHANGED, GateVerdict
+from ..records.verdicts import OTHER_GPUS, REFERENCE_MOVED, SOURCE_CHANGED, TIMER_CHANGED, GateVerdict
 
-__all__ = ["judge"]
+__all__ = ["compared_record", "judge", "references"]
+
+
+def references(entry: Mapping[str, Any], gpu_id: str, metric: str) -> tuple[Mapping[str, Any], Mapping[str, Any], str]:
+    """The records a case on GPU ``gpu_id`` is compared with: (for a regression, for an improvement, how chosen).
+
+    Each record holds the metrics and intervals (``ratio``, ``ratio_ci``, ``median_s``, ``ci_s``).
+    """
+    gpus = entry.get("gpus") or {}
+    if gpu_id and gpu_id in gpus:
+        return gpus[gpu_id], gpus[gpu_id], "own"
+    if not gpus or (len(gpus) == 1 and not gpu_id):
+        return entry, entry, "single"
+    value = METRICS[metric][0]
+    slowest = max(gpus.values(), key=lambda r: r[value])
+    fastest = min(gpus.values(), key=lambda r: r[value])
+    return slowest, fastest, "others"
 
 
 def judge(
@@ -46,31 +69,53 @@ def judge(
         )
         return GateResult(GateVerdict.NEW, metric, threshold, notes=(note,))
     value, interval, _ = METRICS[metric]
+    slow, fast, compared_with = references(entry, record.gpu_id, metric)
     now, (now_low, now_high) = getattr(record, value), getattr(record, interval)
-    base, (base_low, base_high) = entry[value], entry[interval]
-    change = now / base - 1
     notes = []
     if entry.get("source_sha256") and record.source_sha256 and entry["source_sha256"] != record.source_sha256:
         notes.append(SOURCE_CHANGED)
+    if now > slow[value] or slow is fast:  # from the one record, or how far outside the range of the others'
+        change = now / slow[value] - 1
+    else:
+        change = now / fast[value] - 1 if now < fast[value] else 0.0
+    result = GateResult(GateVerdict.SAME, metric, threshold, change, compared_with=compared_with)
     if record.throttle:
         notes.append("measured while throttled (" + ", ".join(record.throttle) + ")")
-        return GateResult(GateVerdict.UNSTABLE, metric, threshold, change, tuple(notes))
-    if change > threshold and now_low > base_high:
-        verdict = GateVerdict.REGRESSED
-    elif base / now - 1 > threshold and now_high < base_low:
-        verdict = GateVerdict.IMPROVED
+        return replace(result, verdict=GateVerdict.UNSTABLE, notes=tuple(notes))
+    if now / slow[value] - 1 > threshold and now_low > slow[interval][1]:
+        verdict, base = GateVerdict.REGRESSED, slow
+    elif fast[value] / now - 1 > threshold and now_high < fast[interval][0]:
+        verdict, base = GateVerdict.IMPROVED, fast
     else:
-        verdict = GateVerdict.SAME
+        verdict, base = GateVerdict.SAME, slow
     if verdict != GateVerdict.SAME and metric == "ratio":
-        own = record.median_s / entry["median_s"] - 1
+        # the kernel's own time against the same record, or against the range of the others' times
+        times = [r["median_s"] for r in entry["gpus"].values()] if compared_with == "others" else [base["median_s"]]
         if verdict == GateVerdict.REGRESSED:
+            own = record.median_s / max(times) - 1
             confirmed = own > threshold / 2
         else:
-            confirmed = entry["median_s"] / record.median_s - 1 > threshold / 2
+            own = record.median_s / min(times) - 1
+            confirmed = min(times) / record.median_s - 1 > threshold / 2
         if not confirmed:
             notes.append(
                 f"{REFERENCE_MOVED}: the ratio changed {100 * change:+.1f}% but the kernel's own device time "
                 f"{100 * own:+.1f}% (cuBLAS changed, not the kernel)"
             )
             verdict = GateVerdict.SAME
-    return GateResult(verdict, metric, threshold, change, tuple(notes))
+    if compared_with == "others" and verdict != GateVerdict.SAME:
+        low, high = fast[value], slow[value]
+        count = len(entry["gpus"])
+        which = "slowest" if base is slow else "fastest"
+        notes.append(
+            f"{OTHER_GPUS}: this GPU has no record of its own; the {count} GPU(s) recorded span {low:.4g} to "
+            f"{high:.4g}, and it was compared with the {which}"
+        )
+    return replace(result, verdict=verdict, notes=tuple(notes))
+
+
+def compared_record(entry: Mapping[str, Any], record: CaseRecord, result: GateResult) -> dict[str, Any]:
+    """The baseline a verdict was reached against, to show: the entry with the numbers of the record compared."""
+    slow, fast, _ = references(entry, record.gpu_id, result.metric)
+    chosen = fast if (result.change or 0.0) < 0 else slow  # the side of the range the change was measured from
+    return {**entry, **{k: chosen[k] for k in ("ratio", "ratio_ci", "median_s", "ci_s", "date") if k in chosen}}

@@ -29,9 +29,9 @@ from ..baselines.store import (
     load,
 )
 from ..baselines.update import record
-from ..judge.gate import judge
+from ..judge.gate import compared_record, judge
 from ..options import GateSettings, label
-from ..records.case_record import METRICS, CaseRecord
+from ..records.case_record import COMPARED_WITH, METRICS, CaseRecord
 from ..records.verdicts import GateVerdict, Sanity
 from ..report.regression import accept_command, regression_text
 from ..specs.files import shown_path
@@ -52,6 +52,7 @@ class Gatekeeper:
         self.to_record: list[CaseRecord] = []
         self.whole_files: dict[str, bool] = {}
         self.verdicts: Counter[GateVerdict] = Counter()
+        self.compared_with: Counter[str] = Counter()  # how compared cases were: COMPARED_WITH keys
         self.missing: set[str] = set()
         self.written: list[tuple[Path, Changes, list[str]]] = []
         self.update_errors: list[str] = []
@@ -95,7 +96,7 @@ class Gatekeeper:
         accept = accept_command(rec, self.shown(s.folder))
         text = None
         if result.verdict == GateVerdict.REGRESSED and entry is not None:
-            text = regression_text(rec, entry, result, accept)
+            text = regression_text(rec, compared_record(entry, rec, result), result, accept)
         elif result.verdict == GateVerdict.NEW and s.fail_new:
             where = f"{self.shown(path)} ({label('fail-new')})"
             text = f"no baseline entry for {rec.test} in {where}; record it with: {accept}"
@@ -112,6 +113,7 @@ class Gatekeeper:
                 self.to_record.append(rec)
         elif rec.gate is not None:
             self.verdicts[rec.gate.verdict] += 1
+            self.compared_with[rec.gate.compared_with] += 1
             if rec.gate.baseline_file_missing:
                 self.missing.add(f"{rec.gpu} ({rec.gate.baseline_file})")
 
@@ -189,4 +191,10 @@ class Gatekeeper:
             f"no baselines for {missing}: every timed case is new; record them with --gemm-update-baselines"
             for missing in sorted(self.missing)
         ]
+        others = self.compared_with["others"]
+        if others:
+            lines.append(
+                f"{others} case(s) compared with {COMPARED_WITH['others']}: a regression is slower than the "
+                "slowest of them; --gemm-update-baselines adds this GPU's records"
+            )
         return "pytest-gemm gate", lines

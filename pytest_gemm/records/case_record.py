@@ -10,17 +10,35 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from hashlib import sha256
 from typing import Any
 
 from .plain import from_plain, to_plain
 from .verdicts import GateVerdict, Sanity
 
-__all__ = ["METRICS", "CaseRecord", "CompileRecord", "GateResult", "max_sm_clock", "nvml_values"]
+__all__ = [
+    "COMPARED_WITH",
+    "METRICS",
+    "CaseRecord",
+    "CompileRecord",
+    "GateResult",
+    "gpu_identity",
+    "max_sm_clock",
+    "nvml_values",
+]
 
 #: what the gate may compare: metric -> (record field of the value, field of its 95% interval, label)
 METRICS = {
     "ratio": ("ratio", "ratio_ci", "kernel/cuBLAS time ratio"),
     "time": ("median_s", "ci_s", "median device time"),
+}
+
+
+#: what a timed case is compared with, when its baseline entry holds records of several GPUs of its model
+COMPARED_WITH = {
+    "own": "this GPU's own record",
+    "others": "the range of the other GPUs' records (this GPU has none of its own)",
+    "single": "the one record of the entry",
 }
 
 
@@ -35,6 +53,7 @@ class GateResult:
     notes: tuple[str, ...] = ()
     baseline_file: str = ""
     baseline_file_missing: bool = False
+    compared_with: str = ""  # which recorded GPUs the case was compared with: a key of COMPARED_WITH ('' for new)
 
 
 @dataclass(frozen=True)
@@ -75,6 +94,7 @@ class CaseRecord:
     input_copies: int
     timer: str = "events"  # what the times were measured with: a key of TIMERS (runs saved before CUPTI: events)
     timer_note: str = ""  # why CUPTI was asked for and not used
+    gpu_id: str = ""  # which GPU of its model timed it (gpu_identity; '' when NVML gave no UUID, or saved before)
     events_median_s: float | None = None  # the CUDA events' medians around the same launches, as a cross-check
     events_cublas_median_s: float | None = None
     # judgement
@@ -105,6 +125,15 @@ class CaseRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CaseRecord:
         return from_plain(cls, data)
+
+
+def gpu_identity(gpu: Mapping[str, Any]) -> str:
+    """A short, stable name for one physical GPU: 12 hex digits of the SHA-256 of NVML's UUID ('' without one).
+
+    Baselines keep one record per GPU under it; the UUID itself is not written into files kept in version control.
+    """
+    uuid = gpu.get("uuid")
+    return sha256(uuid.encode()).hexdigest()[:12] if isinstance(uuid, str) and uuid else ""
 
 
 def max_sm_clock(gpu: Mapping[str, Any]) -> float | None:

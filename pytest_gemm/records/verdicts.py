@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 
 __all__ = [
+    "OTHER_GPUS",
     "REFERENCE_MOVED",
     "SOURCE_CHANGED",
     "TIMER_CHANGED",
@@ -19,6 +20,7 @@ __all__ = [
 SOURCE_CHANGED = "kernel source changed since the baseline"
 REFERENCE_MOVED = "reference moved"
 TIMER_CHANGED = "timer changed"
+OTHER_GPUS = "other GPUs"
 
 
 class _Word(str, enum.Enum):

@@ -66,9 +66,9 @@ def regression_text(record: CaseRecord, entry: Mapping[str, Any], result: GateRe
         )
     lines += ["  " + line for line in aligned(table, {1, 2, 3})]
     rec = entry.get("recorded") or {}
-    clocks = rec.get("sm_clock_mhz")
+    clocks, date = rec.get("sm_clock_mhz"), entry.get("date") or rec.get("date", "?")
     lines.append(
-        f"  baseline recorded {rec.get('date', '?')} with pytest-gemm {rec.get('pytest_gemm', '?')}, "
+        f"  baseline recorded {date} with pytest-gemm {rec.get('pytest_gemm', '?')}, "
         f"CuPy {rec.get('cupy', '?')}, cuBLAS {rec.get('cublas', '?')}, driver {rec.get('driver', '?')}"
         + (f", SM clock {clocks[0]}-{clocks[1]} MHz" if clocks else "")
     )

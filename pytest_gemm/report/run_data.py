@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from ..records.case_record import CaseRecord
+from ..records.case_record import CaseRecord, gpu_identity
 from ..records.outcome import ErrorMap
 from ..records.plain import PlainError, from_plain, to_plain
 from .run_check import WrongValue, check, check_settings, key, shown
@@ -320,6 +320,11 @@ def read_run(path: Path) -> RunData:
         raise RunFileError(f"{path}: {exc}") from None
     if not records and not failures and not merged["tests"] and merged["shard"] is None:
         raise RunFileError(f"{path}: holds no pytest-gemm cases (was it written by a pytest --gemm-kernels run?)")
+    # Records saved before they carried their GPU's identity get it from the facts, when only one GPU can have run them.
+    alone = not gpus and len(gpu.get("visible_devices") or [gpu]) == 1
+    identity = gpu_identity(gpu) if alone else ""
+    if identity:
+        records = [r if r.gpu_id or r.gpu != gpu.get("name") else replace(r, gpu_id=identity) for r in records]
     return RunData(
         gpu=dict(gpu),
         records=records,

@@ -1,0 +1,80 @@
+"""The records of several GPUs of one model in a baseline entry: GPUs of one model differ.
+
+On H100s, cuBLAS at half precision and 1024^3 ran 4% faster on some than on others, with the same
+code (docs/baselines.md). So an entry keeps, besides its latest numbers, one record per GPU that
+recorded it (``gpus``, keyed by :func:`~pytest_gemm.records.case_record.gpu_identity`), as long as
+they were recorded alike; the gate compares a case with its own GPU's record, or with the range of
+the others (:func:`pytest_gemm.judge.gate.references`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "GPU_RECORD_KEYS",
+    "MAX_GPUS",
+    "gpu_record",
+    "gpus_problem",
+    "numbers_problem",
+    "same_recording",
+    "with_other_gpus",
+]
+
+#: what an entry keeps of each GPU that recorded it
+GPU_RECORD_KEYS = ("ratio", "ratio_ci", "median_s", "ci_s", "date")
+MAX_GPUS = 8  # GPU records kept per entry: the most recent ones
+
+
+def gpu_record(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One GPU's record: the gated numbers of a fresh entry, and its date."""
+    return {**{k: entry[k] for k in GPU_RECORD_KEYS if k != "date"}, "date": (entry.get("recorded") or {}).get("date")}
+
+
+def numbers_problem(entry: Mapping[str, Any]) -> str | None:
+    """What is wrong with the gated numbers of an entry, or of one GPU's record in it (None: nothing)."""
+    for key in ("ratio", "median_s"):
+        value = entry.get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            return f"{key} must be a positive number"
+    for key in ("ratio_ci", "ci_s"):
+        ci = entry.get(key)
+        if not (isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci)):
+            return f"{key} must be a list of two numbers"
+    return None
+
+
+def gpus_problem(entry: Mapping[str, Any]) -> str | None:
+    """What is wrong with an entry's ``gpus`` map (None: nothing, or no map)."""
+    if "gpus" not in entry:
+        return None
+    gpus = entry["gpus"]
+    if not isinstance(gpus, dict) or not all(isinstance(r, dict) for r in gpus.values()):
+        return "'gpus' must be an object of per-GPU objects"
+    for gpu, record in gpus.items():
+        problem = numbers_problem(record)
+        if problem:
+            return f"gpus[{gpu!r}]: {problem}"
+    return None
+
+
+def same_recording(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two entries' numbers compare: the same kernel source, timer, pytest-gemm and cuBLAS."""
+    ra, rb = a.get("recorded") or {}, b.get("recorded") or {}
+    return a.get("source_sha256") == b.get("source_sha256") and all(
+        ra.get(k) == rb.get(k) for k in ("timer", "pytest_gemm", "cublas")
+    )
+
+
+def with_other_gpus(entry: dict[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
+    """``entry`` with the records of the other GPUs ``old`` holds, when they compare (the newest MAX_GPUS)."""
+    mine = entry.get("gpus") or {}
+    if not mine or not old.get("gpus") or not same_recording(entry, old):
+        return entry
+    others = sorted(
+        ((gpu, rec) for gpu, rec in old["gpus"].items() if gpu not in mine),
+        key=lambda item: str(item[1].get("date") or ""),
+        reverse=True,
+    )
+    return {**entry, "gpus": {**dict(others[: MAX_GPUS - len(mine)]), **mine}}
