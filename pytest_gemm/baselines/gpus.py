@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..records.case_record import GPU_RECORD_KEYS
+
 __all__ = [
-    "GPU_RECORD_KEYS",
     "MAX_GPUS",
     "gpu_record",
     "gpus_problem",
@@ -22,8 +23,6 @@ __all__ = [
     "with_other_gpus",
 ]
 
-#: what an entry keeps of each GPU that recorded it
-GPU_RECORD_KEYS = ("ratio", "ratio_ci", "median_s", "ci_s", "date")
 MAX_GPUS = 8  # GPU records kept per entry: the most recent ones
 
 

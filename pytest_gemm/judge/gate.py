@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..records.case_record import METRICS, CaseRecord, GateResult
+from ..records.case_record import GPU_RECORD_KEYS, METRICS, CaseRecord, GateResult
 from ..records.request import TIMERS
 from ..records.verdicts import OTHER_GPUS, REFERENCE_MOVED, SOURCE_CHANGED, TIMER_CHANGED, GateVerdict
 
@@ -36,7 +36,7 @@ __all__ = ["compared_record", "judge", "references"]
 def references(entry: Mapping[str, Any], gpu_id: str, metric: str) -> tuple[Mapping[str, Any], Mapping[str, Any], str]:
     """The records a case on GPU ``gpu_id`` is compared with: (for a regression, for an improvement, how chosen).
 
-    Each record holds the metrics and intervals (``ratio``, ``ratio_ci``, ``median_s``, ``ci_s``).
+    Each record holds GPU_RECORD_KEYS (an entry holds them too, but for its date).
     """
     gpus = entry.get("gpus") or {}
     if gpu_id and gpu_id in gpus:
@@ -118,4 +118,4 @@ def compared_record(entry: Mapping[str, Any], record: CaseRecord, result: GateRe
     """The baseline a verdict was reached against, to show: the entry with the numbers of the record compared."""
     slow, fast, _ = references(entry, record.gpu_id, result.metric)
     chosen = fast if (result.change or 0.0) < 0 else slow  # the side of the range the change was measured from
-    return {**entry, **{k: chosen[k] for k in ("ratio", "ratio_ci", "median_s", "ci_s", "date") if k in chosen}}
+    return {**entry, **{k: chosen[k] for k in GPU_RECORD_KEYS if k in chosen}}

@@ -18,6 +18,7 @@ from .verdicts import GateVerdict, Sanity
 
 __all__ = [
     "COMPARED_WITH",
+    "GPU_RECORD_KEYS",
     "METRICS",
     "CaseRecord",
     "CompileRecord",
@@ -33,6 +34,9 @@ METRICS = {
     "time": ("median_s", "ci_s", "median device time"),
 }
 
+
+#: what a baseline entry keeps of each GPU that recorded it (its ``gpus`` map), and what the gate reads of one
+GPU_RECORD_KEYS = ("ratio", "ratio_ci", "median_s", "ci_s", "date")
 
 #: what a timed case is compared with, when its baseline entry holds records of several GPUs of its model
 COMPARED_WITH = {
