@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_gemm.judge.accuracy import count_changed, error_stats, norm_tolerance
+from pytest_gemm.judge.accuracy import count_changed, element_ratios, error_stats, norm_tolerance, tile_summary
 from pytest_gemm.records.dtypes import get_dtype
 from pytest_gemm.report.failure import stats_line
 
@@ -144,3 +144,34 @@ def test_a_tiny_output_is_still_judged_element_by_element():
     stats = _judge(got, a, b)
     assert not stats.passed and stats.bad == 1
     assert "not judged (C has 1 element, under 16)" in stats_line(stats)
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 10])
+def test_the_median_is_numpys_for_odd_and_even_counts_and_infinities(size):
+    rng = np.random.default_rng(size)
+    a, b, _ = _data(size, 3, 8)
+    got = _sequential(a, b) * np.float32(1 + 1e-6 * rng.standard_normal((size, 3)))
+    got[0, 0] = np.inf
+    stats = _judge(got, a, b)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ratio = element_ratios(np, got.astype(np.float64), a64 @ b64, np.abs(a64) @ np.abs(b64), 8, FP32, FP32)
+    assert stats.median_ratio == np.median(ratio)  # from a sort on the GPU (no JIT-compiled selection)
+
+
+def test_the_worst_element_of_a_passing_output_is_the_first_largest():
+    a, b, _ = _data(40, 30, 16)
+    got = _sequential(a, b)
+    stats = _judge(got, a, b)
+    assert stats.passed and len(stats.worst) == 1
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ratio = element_ratios(np, got.astype(np.float64), a64 @ b64, np.abs(a64) @ np.abs(b64), 16, FP32, FP32)
+    row, col, *_, worst = stats.worst[0]
+    assert (row, col) == np.unravel_index(np.argmax(ratio), ratio.shape) and worst == ratio.max()
+
+
+def test_bad_tiles_are_listed_in_row_order_and_counted():
+    mask = np.zeros((100, 130), bool)
+    for r, c in [(99, 129), (0, 40), (33, 0), (5, 5), (70, 100)]:
+        mask[r, c] = True
+    tiles, n_bad, n_tiles = tile_summary(np, mask)
+    assert tiles == ((0, 0), (0, 1), (1, 0), (2, 3), (3, 4)) and n_bad == 5 and n_tiles == 4 * 5

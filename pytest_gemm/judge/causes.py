@@ -16,13 +16,19 @@ from ..records.outcome import ErrorMap, ErrorSource
 from ..records.verdicts import ErrorCause
 from .accuracy import TILE, tile_summary
 
-__all__ = ["MAX_CELLS", "Evidence", "causes_of", "error_map", "error_sources", "guard_cause", "outside_cells"]
+__all__ = ["MAX_CELLS", "Evidence", "causes_of", "error_map", "error_sources", "guard_cause", "outside_cells", "some"]
 
 MAX_CELLS = 128  # an error map has at most this many cells along each side
 MAX_OUTSIDE = 2048  # an error map keeps at most this many rectangles of writes outside C
 
 _CODES = {cause: i + 1 for i, cause in enumerate(ErrorCause)}  # 0: within the bound
 _NONE = len(_CODES) + 1
+
+
+def some(mask: Any) -> bool:
+    """Whether any element of a boolean array is set, by a count: verification has compiled CuPy's count of a
+    boolean array already, and its ``any`` over a whole array is one more kernel to JIT-compile."""
+    return int(mask.sum()) > 0
 
 
 @dataclass
@@ -69,12 +75,12 @@ def error_sources(xp: Any, codes: Any, evidence: Evidence) -> tuple[ErrorSource,
     sources = []
     for cause in ErrorCause:
         mask = codes == _CODES[cause]
-        if not bool(mask.any()):
+        if not some(mask):
             continue
         if cause in _GUARDS.values():
             for region, region_mask in evidence.guard.items():
                 mine = mask & region_mask
-                if guard_cause(region) is cause and bool(mine.any()):
+                if guard_cause(region) is cause and some(mine):
                     sources.append(_source(xp, mine, cause, region))
                     mask = mask & ~region_mask  # an element is counted under its first region only
         else:

@@ -69,8 +69,9 @@ class GpuBackend:
         # which GPU this is, and which others this process sees (the pytest process plans its GPUs from them)
         seen = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "visible_devices": self.list_devices()}
         self._facts = {"available": True, **self.runner.facts(), **self.monitor.facts(), **seen}
-        self.timer = Timer(self.runner)
+        self.timer = Timer(self.runner)  # compiles its kernels in a thread, while the warm-up verifies
         self._warm_up()
+        self.timer.ready()
 
     def _warm_up(self) -> None:
         """Pay the first-use costs of verification (CuPy's JIT-compiled elementwise kernels, cuBLAS's handle)

@@ -7,7 +7,6 @@ imports CuPy; it runs in worker processes only.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -39,6 +38,7 @@ from .buffers import (
     widen,
 )
 from .diagnose import determinism_fault, trace
+from .environment import cupy_environment
 from .errors import DeviceUnavailable, LaunchRefused, guarded_call
 from .tma import encode_tensor_map
 
@@ -57,8 +57,7 @@ def device_name(props: dict[str, Any]) -> str:
 
 def open_device(index: int = 0, cubins: CubinCache | None = None, python_kernel=None) -> GpuRunner:
     """Open the GPU, or raise :class:`DeviceUnavailable` with the reason."""
-    os.environ["NVIDIA_TF32_OVERRIDE"] = "0"  # cuBLAS fp32 must be real fp32
-    os.environ["CUPY_TF32"] = "0"
+    cupy_environment()
     try:
         import cupy
     except ImportError:

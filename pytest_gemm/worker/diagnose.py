@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..judge.causes import Evidence, causes_of, error_map, error_sources
+from ..judge.causes import Evidence, causes_of, error_map, error_sources, some
 from ..records.dtypes import get_dtype
 from ..records.outcome import ErrorMap, ErrorSource, Fault
 from ..records.shapes import Shape
@@ -82,7 +82,7 @@ def trace(
     cp = runner.cp
     nonfinite = ~cp.isfinite(ratio)
     evidence = Evidence()
-    if bool((nonfinite & ~unwritten).any()) or (data.c0 is None and bool(unwritten.any())):
+    if some(nonfinite & ~unwritten) or (data.c0 is None and some(unwritten)):
         finite_c = data.c0 if data.c0 is not None else _finite_prior(case)
         if data.c0 is None:
             # C held the NaN poison (beta = 0). Give C finite data (0 * finite = 0), every guard still NaN:
@@ -95,7 +95,7 @@ def trace(
         unexplained = nonfinite & ~unwritten
         if evidence.read_c is not None:
             unexplained &= ~evidence.read_c
-        if bool(unexplained.any()):
+        if some(unexplained):
             clean, _, regions = _rerun(runner, case, data, finite_c, nan_regions=())
             for region in regions:
                 rerun, _, _ = _rerun(runner, case, data, finite_c, nan_regions=(region,))

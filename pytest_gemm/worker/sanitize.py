@@ -26,6 +26,9 @@ LAUNCHED, NOT_LAUNCHED = 0, 3
 def main() -> int:
     request = from_plain(Request, json.loads(sys.stdin.read()))
     try:
+        from .environment import cupy_environment
+
+        cupy_environment()
         import cupy
 
         cupy.cuda.set_allocator(None)  # every buffer its own cudaMalloc: nothing around it is allocated

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -87,6 +89,20 @@ def _plain(bits: Any, dt: DType) -> GuardedMatrix:
     return GuardedMatrix(bits.reshape(-1), 0, rows, cols, cols, dt.guard_bits)
 
 
+def in_background(work: Callable[[], None], name: str) -> Future[None]:
+    """Run ``work`` in a daemon thread; the future holds what it returned or raised."""
+    future: Future[None] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as exc:  # handed to whoever waits on the future
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
+
+
 class Timer:
     """Times cases on one runner; owns the flush buffer, the events, the harness's kernels (prepare, mark, spin)
     and a cuBLAS handle."""
@@ -105,21 +121,34 @@ class Timer:
         # research/pairing.py (``l2only``) and research/flush_compare.py (``write-l2``) turn it off.
         self.sweep_code = True
         self._prepare = self.cp.RawKernel(PREPARE_SOURCE, PREPARE_KERNEL)
-        self._prepare.compile()  # 1-3 s on a cold CuPy cache: paid as the worker starts, not in a case's time
         self._sink = self.cp.zeros(4, dtype=self.cp.uint32)  # also the flush buffer's stand-in when there is none
         self._sm_epochs = self.cp.zeros(SM_EPOCH_SLOTS, dtype=self.cp.uint32)
         self._epoch = 0
         self._events = [self.cp.cuda.Event() for _ in range(4 * MAX_CUPTI_BATCH)]
         self._mark = self.cp.RawKernel(MARK_SOURCE, MARK_KERNEL)
         self._spin = self.cp.RawKernel(SPIN_SOURCE, SPIN_KERNEL)
+        # NVRTC compiles the timer's own kernels (5.6 s on a fresh H100, most of it the prepare kernel's code
+        # sweep) in a thread, while the worker's warm-up verifies: CuPy lets go of the GIL while NVRTC runs.
+        # The backend waits for them after its warm-up, so no case's time limit pays for them.
+        self._compiled = in_background(self._compile, "pytest-gemm timer kernels")
         self._handle = cublas.create()
         self._cupti: CuptiClock | str | None = None  # created on first use; a str says why it cannot be
+
+    def _compile(self) -> None:
+        with self.cp.cuda.Device(self.runner.index):
+            for kernel in (self._prepare, self._mark, self._spin):
+                kernel.compile()
+
+    def ready(self) -> None:
+        """Wait until the timer's kernels are compiled (raises what compiling them raised)."""
+        self._compiled.result()
 
     # -- one case --------------------------------------------------------------------------------
     def time_case(
         self, case: Case, seed: int, settings: TimingSettings, progress: Callable[[], None] = lambda: None
     ) -> TimingRun:
         """Time one case; ``progress`` is called after every batch (the parent's time limit restarts on it)."""
+        self.ready()
         with self.runner.stream:
             return self._time(case, seed, settings, progress)
 
@@ -205,6 +234,7 @@ class Timer:
         """Queue the prepare kernel on the current stream: C restored from ``c_init``, then (when ``flush``) L2
         flushed the ``flush_mode`` way and, with ``sweep_code``, the SMs' instruction caches swept. One kernel, so
         one CUPTI record, that also opens the next launch's span."""
+        self.ready()
         if flush and self._flush is None:  # allocated on the first flush, then kept
             self._flush = self.cp.zeros(self.flush_bytes, dtype=self.cp.uint8)
         flush_words = self.flush_bytes // 16 if flush else 0
