@@ -37,6 +37,8 @@ __all__ = [
     "element_ratios",
     "error_stats",
     "norm_tolerance",
+    "tile_summary",
+    "to_host",
 ]
 
 LAMBDA = 10.0
@@ -103,7 +105,7 @@ def error_stats(
     n_cols = got.shape[1]
     worst = tuple(
         (int(i) // n_cols, int(i) % n_cols, float(got.ravel()[i]), float(truth.ravel()[i]), float(flat[i]))
-        for i in _to_host(order)
+        for i in to_host(order)
     )
     tiles, n_bad_tiles, n_tiles = tile_summary(xp, bad_mask)
     return ErrorStats(
@@ -131,7 +133,7 @@ def tile_summary(xp: Any, bad_mask: Any, tile: int = TILE) -> tuple[tuple[tuple[
     padded[:m, :n] = bad_mask
     # one flag a tile (1/1024 of C) goes to the host, where NumPy lists and counts them: on the GPU that was five
     # more kernels for CuPy to JIT-compile on a fresh machine (scans, a count: with CUB, 11 s on an H100)
-    per_tile = _to_host(padded.reshape(tm, tile, tn, tile).any(axis=(1, 3)))
+    per_tile = to_host(padded.reshape(tm, tile, tn, tile).any(axis=(1, 3)))
     where = np.argwhere(per_tile)[:MAX_TILES_LISTED]
     return tuple((int(r), int(c)) for r, c in where), int(np.count_nonzero(per_tile)), tm * tn
 
@@ -153,5 +155,6 @@ def _median(xp: Any, flat: Any) -> float:
     return middle if n % 2 else (float(ordered[n // 2 - 1]) + middle) / 2
 
 
-def _to_host(a: Any) -> Any:
-    return a.get() if hasattr(a, "get") else a
+def to_host(a: Any) -> np.ndarray:
+    """An array on the host: a CuPy array copied there, a NumPy one as it is."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)

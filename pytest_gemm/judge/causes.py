@@ -14,7 +14,7 @@ from typing import Any
 
 from ..records.outcome import ErrorMap, ErrorSource
 from ..records.verdicts import ErrorCause
-from .accuracy import TILE, tile_summary
+from .accuracy import TILE, tile_summary, to_host
 
 __all__ = ["MAX_CELLS", "Evidence", "causes_of", "error_map", "error_sources", "guard_cause", "outside_cells", "some"]
 
@@ -89,8 +89,8 @@ def error_sources(xp: Any, codes: Any, evidence: Evidence) -> tuple[ErrorSource,
 
 
 def _source(xp: Any, mask: Any, cause: ErrorCause, region: str) -> ErrorSource:
-    rows = _to_host(xp.nonzero(mask.any(axis=1))[0])
-    cols = _to_host(xp.nonzero(mask.any(axis=0))[0])
+    rows = to_host(xp.nonzero(mask.any(axis=1))[0])
+    cols = to_host(xp.nonzero(mask.any(axis=0))[0])
     _, n_tiles, _ = tile_summary(xp, mask, TILE)
     return ErrorSource(
         cause=cause.value,
@@ -114,8 +114,8 @@ def error_map(
     ranked = xp.where(codes > 0, codes, _NONE).astype(xp.int8)
     best = _pool(xp, ranked, cell, (gm, gn), _NONE, "min")
     words = [""] + [cause.value for cause in ErrorCause] + [""]
-    ratio_rows = _to_host(worst).tolist()
-    code_rows = _to_host(best).tolist()
+    ratio_rows = to_host(worst).tolist()
+    code_rows = to_host(best).tolist()
     return ErrorMap(
         rows=m,
         cols=n,
@@ -132,10 +132,6 @@ def _pool(xp: Any, a: Any, cell: tuple[int, int], grid: tuple[int, int], fill: A
     padded[: a.shape[0], : a.shape[1]] = a
     blocks = padded.reshape(grid[0], cell[0], grid[1], cell[1])
     return blocks.max(axis=(1, 3)) if how == "max" else blocks.min(axis=(1, 3))
-
-
-def _to_host(a: Any) -> Any:
-    return a.get() if hasattr(a, "get") else a
 
 
 def outside_cells(

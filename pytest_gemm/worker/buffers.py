@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..judge.accuracy import to_host
 from ..records.dtypes import DType, get_dtype
 from ..records.outcome import Fault
 from ..specs.cases import Case
@@ -18,7 +19,6 @@ __all__ = [
     "case_inputs",
     "guarded",
     "np_dtype",
-    "on_host",
     "random_matrix",
     "round_tf32",
     "uint_type",
@@ -68,36 +68,32 @@ class GuardedMatrix:
     def stray_writes(self, xp: Any) -> np.ndarray:
         """Where the guard around the matrix was written: (row, column) in storage order, as if its rows and
         ld went on past its ends (rows < 0 before it, >= ``rows`` after it, columns >= ``cols`` in the row
-        padding). Only the guard is looked at, not the matrix, on the host (see :func:`on_host`). An (n, 2)
-        host array of int64."""
+        padding). Only the guard is looked at, not the matrix, and on the host (see :meth:`guard_faults`). An
+        (n, 2) host array of int64."""
         end = self.start + self.rows * self.ld
         found = []
         for offset, region in ((-self.start, self.flat[: self.start]), (end - self.start, self.flat[end:])):
-            p = np.nonzero(on_host(region) != self.guard_bits)[0].astype(np.int64) + offset
+            p = np.nonzero(to_host(region) != self.guard_bits)[0].astype(np.int64) + offset
             found.append(np.stack([p // self.ld, p % self.ld], axis=1))
         if self.ld > self.cols:
             padding = self.flat[self.start : end].reshape(self.rows, self.ld)[:, self.cols :]
-            row, col = np.nonzero(on_host(padding) != self.guard_bits)
+            row, col = np.nonzero(to_host(padding) != self.guard_bits)
             found.append(np.stack([row.astype(np.int64), col.astype(np.int64) + self.cols], axis=1))
         return np.concatenate(found)
 
     def guard_faults(self, xp: Any, name: str) -> list[Fault]:
+        """The writes into the guard, per region. Each region is compared on the host, where it costs no CuPy
+        kernel (on the GPU a comparison and a count per width and shape of region, each JIT-compiled on a fresh
+        machine). The guards are 64 KiB before the matrix, 16 elements a row, and after it 64 KiB or its next
+        256 rows if more: 8 MB for an 8192-wide fp32 matrix, a few ms to copy and compare."""
         faults = []
         for where, region in self.regions(name).items():
-            changed = int(np.count_nonzero(on_host(region) != self.guard_bits)) if region.size else 0
+            changed = int(np.count_nonzero(to_host(region) != self.guard_bits)) if region.size else 0
             if changed:
                 if where.startswith("the row padding"):
                     where += " (between the row's end and ld)"
                 faults.append(Fault("out-of-bounds write", where, changed))
         return faults
-
-
-def on_host(region: Any) -> np.ndarray:
-    """A guard region copied to the host, where comparing it costs no CuPy kernel (on the GPU, a comparison and a
-    count per width and shape of region, each compiled on a fresh machine; with CUB, 6 s on an H100). The
-    guards are 64 KiB before the matrix, 16 elements a row, and after it 64 KiB or its next 256 rows if more:
-    8 MB for an 8192-wide fp32 matrix, a few ms to copy and compare."""
-    return region.get() if hasattr(region, "get") else np.asarray(region)
 
 
 def where_landed(faults: list[Fault], strays: np.ndarray, rows: int, cols: int, col: bool) -> list[Fault]:

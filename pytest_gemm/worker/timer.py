@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -89,20 +88,6 @@ def _plain(bits: Any, dt: DType) -> GuardedMatrix:
     return GuardedMatrix(bits.reshape(-1), 0, rows, cols, cols, dt.guard_bits)
 
 
-def in_background(work: Callable[[], None], name: str) -> Future[None]:
-    """Run ``work`` in a daemon thread; the future holds what it returned or raised."""
-    future: Future[None] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(work())
-        except BaseException as exc:  # handed to whoever waits on the future
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return future
-
-
 class Timer:
     """Times cases on one runner; owns the flush buffer, the events, the harness's kernels (prepare, mark, spin)
     and a cuBLAS handle."""
@@ -130,7 +115,9 @@ class Timer:
         # NVRTC compiles the timer's own kernels (5.6 s on a fresh H100, most of it the prepare kernel's code
         # sweep) in a thread, while the worker's warm-up verifies: CuPy lets go of the GIL while NVRTC runs.
         # The backend waits for them after its warm-up, so no case's time limit pays for them.
-        self._compiled = in_background(self._compile, "pytest-gemm timer kernels")
+        pool = ThreadPoolExecutor(1, thread_name_prefix="pytest-gemm timer kernels")
+        self._compiled = pool.submit(self._compile)
+        pool.shutdown(wait=False)  # its thread ends with the compile
         self._handle = cublas.create()
         self._cupti: CuptiClock | str | None = None  # created on first use; a str says why it cannot be
 
@@ -234,7 +221,6 @@ class Timer:
         """Queue the prepare kernel on the current stream: C restored from ``c_init``, then (when ``flush``) L2
         flushed the ``flush_mode`` way and, with ``sweep_code``, the SMs' instruction caches swept. One kernel, so
         one CUPTI record, that also opens the next launch's span."""
-        self.ready()
         if flush and self._flush is None:  # allocated on the first flush, then kept
             self._flush = self.cp.zeros(self.flush_bytes, dtype=self.cp.uint8)
         flush_words = self.flush_bytes // 16 if flush else 0
