@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import math
 import os
 import time
 from dataclasses import replace
@@ -72,6 +71,7 @@ CONFIGS = [
     "handle1",
     "handle2",
 ]
+FLUSH_BYTES: dict[str, int] = {}  # the timer's own flush size, read before any config changes it
 HELD: list[Any] = []  # modules and cuBLAS handles replaced by the module and handle configs, kept alive
 _OPERANDS = timer._Operands
 
@@ -109,19 +109,17 @@ def case_of(name: str) -> tuple[str, Any]:
 
 
 def copies_for(backend: GpuBackend, case: Any) -> int:
-    """The number of operand sets the timer makes for ``case`` (its own rule, timer._time)."""
+    """The number of operand sets the timer makes for ``case``."""
     m, n, k = case.shape.M, case.shape.N, case.shape.K
     item = get_dtype(case.dtype).itemsize
     out = get_dtype(case.spec.output_dtype(case.dtype)).itemsize
-    set_bytes = (m * k + k * n) * item + m * n * out
-    l2 = backend.runner.l2_bytes
-    return min(timer._MAX_COPIES, math.ceil(2 * l2 / set_bytes)) if set_bytes < l2 else 1
+    return timer.input_copies((m * k + k * n) * item + m * n * out, backend.runner.l2_bytes, cold_cache=True)
 
 
 def configure(backend: GpuBackend, config: str, flushes: dict[int, Any]) -> TimingSettings:
     t = backend.timer
-    factor = {"flush4": 4, "flush8": 8}.get(config, 2)
-    size = max(factor * backend.runner.l2_bytes, 8 << 20)
+    default = FLUSH_BYTES.setdefault("timer", t.flush_bytes)  # the timer's own size: twice L2
+    size = default * {"flush4": 2, "flush8": 4}.get(config, 1)
     if t._flush is not None:
         flushes.setdefault(t.flush_bytes, t._flush)
     t.flush_bytes = size

@@ -7,6 +7,7 @@ import pytest
 
 from pytest_gemm.worker.cupti_clock import MARK_KERNEL, PREPARE_KERNEL, SPIN_KERNEL, Span, build_spans, role_of
 from pytest_gemm.worker.rounds import Batch, read_spans
+from pytest_gemm.worker.timer import input_copies
 
 WORK, PREPARE, MARK = 0, 1, 2
 STREAM, OTHER = 7, 8
@@ -72,3 +73,16 @@ def test_a_batch_cupti_did_not_see_whole_says_why(spans, problem):
     read_spans(done, spans, 1)
     assert done.problem == problem
     assert done.kernel_s == []
+
+
+@pytest.mark.parametrize(
+    ("set_bytes", "cold", "copies"),
+    [
+        (768 << 10, True, 32),  # fp32 256^3 on an H100 (50 MiB of L2): 134 sets would fill twice L2, capped
+        (8 << 20, True, 13),  # a set of 8 MiB: ceil(100 / 8)
+        (50 << 20, True, 1),  # a set as large as L2 flushes itself
+        (768 << 10, False, 1),  # a hot cache reuses one set
+    ],
+)
+def test_small_operand_sets_are_rotated_through_enough_copies_for_twice_l2(set_bytes, cold, copies):
+    assert input_copies(set_bytes, 50 << 20, cold) == copies

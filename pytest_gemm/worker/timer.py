@@ -56,13 +56,21 @@ from .rounds import (
     read_spans,
 )
 
-__all__ = ["Timer"]
+__all__ = ["Timer", "input_copies"]
 
 _MAX_COPIES = 32  # input sets rotated through when one set fits in L2
 # cudaDataType and cublasComputeType_t values
 _CUDA_TYPE = {"fp32": 0, "tf32": 0, "fp64": 1, "fp16": 2, "bf16": 14}
 _COMPUTE = {"fp32": 68, "tf32": 77, "fp64": 70, "fp16": 68, "bf16": 68}  # 32F, 32F_FAST_TF32, 64F
 _GEMM_DEFAULT = -1
+
+
+def input_copies(set_bytes: int, l2_bytes: int, cold_cache: bool) -> int:
+    """How many sets of A, B and C the kernel (and cuBLAS) rotate through: with a cold cache, enough for twice L2
+    (at most ``_MAX_COPIES``) when one set of ``set_bytes`` fits in L2, else one."""
+    if not cold_cache or set_bytes >= l2_bytes:
+        return 1
+    return min(_MAX_COPIES, math.ceil(2 * l2_bytes / set_bytes))
 
 
 class _Operands:
@@ -151,10 +159,7 @@ class Timer:
         else:
             c_init = upload_bits(cp, data.stored(data.c0)).reshape(-1)
 
-        set_bytes = sum(x.nbytes for x in stored) + c_init.nbytes
-        copies = 1
-        if settings.cold_cache and set_bytes < runner.l2_bytes:
-            copies = min(_MAX_COPIES, math.ceil(2 * runner.l2_bytes / set_bytes))
+        copies = input_copies(sum(x.nbytes for x in stored) + c_init.nbytes, runner.l2_bytes, settings.cold_cache)
         uploaded = [cp.asarray(np.ascontiguousarray(x).view(f"u{dt.itemsize}")) for x in stored]
         kernel_sets = [_Operands(cp, uploaded, c_shape, dt, out) for _ in range(copies)]
         cublas_sets = [_Operands(cp, uploaded, c_shape, dt, out) for _ in range(copies)]
