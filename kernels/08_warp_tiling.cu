@@ -10,13 +10,21 @@
 // quarter; a warp's reads stay conflict-free (4 or 8 consecutive float4s, broadcast to the
 // other lanes) and each warp's data is a compact 64 x 64 patch. The bigger block tile also
 // halves the global loads per flop along N. The kernel keeps step 7's two shared-memory
-// stages with register prefetch (the stages are dynamic shared memory: 49.7 KB for
-// BN 256, BK 16).
+// stages with register prefetch (the stages are dynamic shared memory: 99.3 KB for BN 256,
+// BK 32).
+// Slices of 32, staged 16 at a time: a stage holds BK = 32 slices of k, so the block meets
+// at a barrier half as often as with 16, but the next stage is fetched and stored in two
+// chunks of 16 (fetch chunk q, compute 16 slices, store chunk q), so the prefetch still
+// takes the registers of 16 slices (247 registers, no spill; a whole 32-slice prefetch
+// would not fit). The chunk loop is unrolled: rolled, it lost more than it saved, and 64
+// slices unrolled overflow the instruction cache (35% of cuBLAS).
 // It also accepts every shape: when K or N is not a multiple of 4 the same kernel body is
 // instantiated with element-by-element bounds-checked loads and stores instead of float4s.
-// Measured on the H100 at 4096^3: 46.3 TFLOP/s, 89.8% of cuBLAS fp32, 1.06x step 7. The
-// fastest fp32 kernel here. Other variants: BN 128 / BK 16 86.3%, BN 256 / BK 8 85.4%,
-// BN 128 / BK 8 82.8%.
+// Measured on the H100 (6 separate runs, alpha 1, beta 0): 47.0 TFLOP/s, 91.0-91.2% of cuBLAS
+// fp32 at 4096^3 and 48.2 TFLOP/s, 93.4% at 8192^3, against 89.7-89.9% and 90.7-90.8% for
+// slices of 16 in the same runs. The fastest fp32 kernel here. Tried without a gain: a
+// cp.async ring (A transposed by 4-byte copies: 82-84%; A kept row-major and read along k:
+// 79-85%), three stages with mbarriers instead of the block barrier (89.7%).
 
 /* pytest-gemm
 name = "sgemm_warp_tile"
@@ -24,7 +32,7 @@ description = "step 7 with an explicit warp tile: each warp owns a 64 x 64 patch
 entry = "sgemm_warp_tile"
 args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
 dtypes = ["fp32"]
-params = { BN = [256, 128], BK = [16, 8] }
+params = { BN = [256, 128], BK = [32, 16] }
 block = ["(128 / 64) * (BN / 64) * 32"]
 grid = ["cdiv(N, BN)", "cdiv(M, 128)"]
 shared_mem = "2 * BK * (128 + 4 + BN) * 4"
@@ -38,8 +46,9 @@ shared_mem = "2 * BK * (128 + 4 + BN) * 4"
 #define WN 64
 #define PAD 4
 #define THREADS ((BM / WM) * (BN / WN) * 32)
-#define A_LOADS (BM * BK / 4 / THREADS)  // float4-sized pieces of A per thread per slice
-#define B_LOADS (BK * BN / 4 / THREADS)
+#define CK 16  // slices per chunk: BK is loaded and stored CK slices at a time
+#define A_LOADS (BM * CK / 4 / THREADS)  // float4-sized pieces of A per thread per chunk
+#define B_LOADS (CK * BN / 4 / THREADS)
 #define SUB_M 16  // a warp's sub-tile: 4 lanes x 4 rows ...
 #define SUB_N 32  // ... by 8 lanes x 4 columns
 #define WMITER (WM / SUB_M)
@@ -67,10 +76,10 @@ __device__ __forceinline__ void gemm_body(int M, int N, int K, float alpha, cons
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     float4 ra[A_LOADS], rb[B_LOADS];
 
-    auto fetch = [&](int k0) {
+    auto fetch = [&](int k0) {  // the chunk of CK slices from k0
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
-            const int i = tid + l * THREADS, r = i / (BK / 4), c = (i % (BK / 4)) * 4;
+            const int i = tid + l * THREADS, r = i / (CK / 4), c = (i % (CK / 4)) * 4;
             ra[l] = load4<VEC>(A, row0 + r, k0 + c, M, K);
         }
 #pragma unroll
@@ -79,10 +88,10 @@ __device__ __forceinline__ void gemm_body(int M, int N, int K, float alpha, cons
             rb[l] = load4<VEC>(B, k0 + r, col0 + c, K, N);
         }
     };
-    auto stash = [&](int s) {
+    auto stash = [&](int s, int q) {  // chunk q of stage s
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
-            const int i = tid + l * THREADS, r = i / (BK / 4), c = (i % (BK / 4)) * 4;
+            const int i = tid + l * THREADS, r = i / (CK / 4), c = q * CK + (i % (CK / 4)) * 4;
             As[s][c + 0][r] = ra[l].x;
             As[s][c + 1][r] = ra[l].y;
             As[s][c + 2][r] = ra[l].z;
@@ -90,38 +99,44 @@ __device__ __forceinline__ void gemm_body(int M, int N, int K, float alpha, cons
         }
 #pragma unroll
         for (int l = 0; l < B_LOADS; ++l) {
-            const int i = tid + l * THREADS, r = i / (BN / 4), c = (i % (BN / 4)) * 4;
+            const int i = tid + l * THREADS, r = q * CK + i / (BN / 4), c = (i % (BN / 4)) * 4;
             *reinterpret_cast<float4*>(&Bs[s][r][c]) = rb[l];
         }
     };
 
     float acc[WMITER * 4][WNITER * 4] = {};
     float a[WMITER * 4], b[WNITER * 4];
-    fetch(0);
-    stash(0);
+#pragma unroll
+    for (int q = 0; q < BK / CK; ++q) {
+        fetch(q * CK);
+        stash(0, q);
+    }
     __syncthreads();
     int s = 0;
     for (int k0 = 0; k0 < K; k0 += BK, s ^= 1) {
         const bool more = k0 + BK < K;
-        if (more) fetch(k0 + BK);  // in flight while we compute
 #pragma unroll
-        for (int k = 0; k < BK; ++k) {
+        for (int q = 0; q < BK / CK; ++q) {
+            if (more) fetch(k0 + BK + q * CK);  // in flight while we compute chunk q
 #pragma unroll
-            for (int mi = 0; mi < WMITER; ++mi) {
-                const float4 v = *reinterpret_cast<const float4*>(&As[s][k][wr * WM + mi * SUB_M + lr * 4]);
-                a[mi * 4 + 0] = v.x, a[mi * 4 + 1] = v.y, a[mi * 4 + 2] = v.z, a[mi * 4 + 3] = v.w;
+            for (int k = q * CK; k < q * CK + CK; ++k) {
+#pragma unroll
+                for (int mi = 0; mi < WMITER; ++mi) {
+                    const float4 v = *reinterpret_cast<const float4*>(&As[s][k][wr * WM + mi * SUB_M + lr * 4]);
+                    a[mi * 4 + 0] = v.x, a[mi * 4 + 1] = v.y, a[mi * 4 + 2] = v.z, a[mi * 4 + 3] = v.w;
+                }
+#pragma unroll
+                for (int ni = 0; ni < WNITER; ++ni) {
+                    const float4 v = *reinterpret_cast<const float4*>(&Bs[s][k][wc * WN + ni * SUB_N + lc * 4]);
+                    b[ni * 4 + 0] = v.x, b[ni * 4 + 1] = v.y, b[ni * 4 + 2] = v.z, b[ni * 4 + 3] = v.w;
+                }
+#pragma unroll
+                for (int i = 0; i < WMITER * 4; ++i)
+#pragma unroll
+                    for (int j = 0; j < WNITER * 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
             }
-#pragma unroll
-            for (int ni = 0; ni < WNITER; ++ni) {
-                const float4 v = *reinterpret_cast<const float4*>(&Bs[s][k][wc * WN + ni * SUB_N + lc * 4]);
-                b[ni * 4 + 0] = v.x, b[ni * 4 + 1] = v.y, b[ni * 4 + 2] = v.z, b[ni * 4 + 3] = v.w;
-            }
-#pragma unroll
-            for (int i = 0; i < WMITER * 4; ++i)
-#pragma unroll
-                for (int j = 0; j < WNITER * 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+            if (more) stash(s ^ 1, q);  // stage s ^ 1 was last read before the previous barrier
         }
-        if (more) stash(s ^ 1);  // stage s ^ 1 was last read before the previous barrier
         __syncthreads();
     }
 

@@ -9,7 +9,7 @@ out=${1:?usage: research/kernel-speed.sh OUT [RUNS] [LLM_RUNS]}
 runs=${2:-3}
 llm_runs=${3:-1}
 mkdir -p "$out"
-defaults="(sgemm_warp_tile and BN256-BK16) or (hgemm_mma_fp16 and BK32-STAGES4) or (hgemm_mma_bf16 and BK32-STAGES3)"
+defaults="(sgemm_warp_tile and BN256-BK32) or (hgemm_mma_fp16 and BK32-STAGES4) or (hgemm_mma_bf16 and BK32-STAGES3)"
 defaults+=" or (hgemm_mma_tma and TILE_N128) or hgemm_mma_ws or (hgemm_wgmma_bf16 and STAGES4) or (hgemm_wgmma_ws and CLUSTER1-EPI1)"
 files=(kernels/08_warp_tiling.cu kernels/10_mma_sync.cu kernels/10_mma_sync_ws.cu kernels/11_wgmma_tma.cu kernels/12_wgmma_ws.cu)
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv >"$out/gpu.txt" 2>&1
