@@ -6,7 +6,7 @@
 Runs the worker's own backend in this process (no pytest): for each mode, a flush (``Timer.flush_mode``) and a
 timer (``--gemm-timer``; the flushes ``write`` and ``read`` also sweep the SMs' instruction caches, ``write-l2``
 and ``read-l2`` are the same without that sweep, as before it),
-the naive kernel and step 8's default variant at each size, alpha = 1, beta = 0, timed with the default
+the naive kernel and step 8's BN256-BK16 variant at each size, alpha = 1, beta = 0, timed with the default
 stopping rule. Also times an empty kernel after the same flush (what the events add around a launch),
 and, with ``--layouts``, the naive kernel at the two smallest sizes again with a buffer of random size
 held first, so that the case's operands land elsewhere in memory (does cuBLAS's time move with where
