@@ -2,6 +2,8 @@
 
     python research/kernel_speed.py RUN.json [RUN.json ...]            one row per kernel, dtype and shape
     python research/kernel_speed.py --square RUN.json [RUN.json ...]   one row per kernel and dtype, 4096^3 and 8192^3
+    python research/kernel_speed.py --cases RUN.json [RUN.json ...]    one row per case of each run: the kernel's
+                                                                      and cuBLAS's TFLOP/s, and NVML's throttle reasons
 
 Each cell: % of cuBLAS in the same run and TFLOP/s, the median and range over the runs that timed it, and
 how many runs that was. The GPU is named from the runs.
@@ -45,7 +47,28 @@ def cell(values: list[tuple[float, float]]) -> tuple[str, str]:
     )
 
 
+def cases(paths: list[str]) -> None:
+    """Every timed case of each run as it is: no medians."""
+    print("| run | dtype | shape | kernel | TFLOP/s | cuBLAS TFLOP/s | % of cuBLAS | throttle reasons |")
+    print("|---|---|---|---|---:|---:|---:|---|")
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        for bench in data["benchmarks"]:
+            g = bench["extra_info"]["gemm"]
+            if g.get("tflops") is None or g.get("pct_cublas") is None:
+                continue
+            kernel = f"{g['file'].split('/')[-1]}::{g['kernel']}"
+            print(
+                f"| {path.split('/')[-1]} | {g['dtype']} | {g['shape']} | `{kernel}` | {g['tflops']:.1f} | "
+                f"{g['cublas_tflops']:.1f} | {g['pct_cublas']:.1f}% | {', '.join(g.get('throttle') or ()) or '-'} |"
+            )
+
+
 def main(args: list[str]) -> None:
+    if args[:1] == ["--cases"]:
+        cases(args[1:])
+        return
     square = args[:1] == ["--square"]
     paths = args[1:] if square else args
     cells, gpus = load(paths)

@@ -4,10 +4,11 @@ research/mma_ceiling.py measures mma.sync's ceiling in launches of a few millise
 highest SM clock. A real 8192^3 product runs long enough for the power cap to lower the clock,
 and mma.sync (operands through the register file) may draw more power per FLOP than cuBLAS's
 wgmma. This script runs each workload back to back for ``--seconds`` while NVML samples the SM
-clock, the board power and the clock-event reasons, and reports the second half of each run:
+clock, the board power and the clock-event reasons, and reports the second half of each run (the
+launches that end in it, and the samples taken in it):
 
 - ``mma.sync 64x64``: step 10's warp tile as register fragments (4 x 8 mma.sync.m16n8k16 per k
-  step, fp32 accumulation, bf16 operands of random bits in [-1, 1)), 8 warps per SM, no memory
+  step, fp32 accumulation, random bf16 operands in [-1, -0.5] and [0.5, 1)), two blocks of 4 warps per SM, no memory
   traffic: an upper bound for any mma.sync kernel with that warp tile;
 - ``cuBLAS bf16 NxNxN``: cublasGemmEx, bf16 in and out, fp32 compute, random operands.
 
@@ -94,6 +95,8 @@ def sustain(handle, launch: Callable[[], None], flop: float, seconds: float) -> 
     half = began + seconds / 2
     late = [s for end, s in spans if end >= half]
     late_samples = [s for s in samples if s[0] >= half]
+    if not late or not late_samples:
+        raise RuntimeError(f"no launch or NVML sample in the second half of {seconds} s: run longer")
     clocks = [s[1] for s in late_samples]
     return {
         "tflops": flop * len(late) / sum(late) / 1e12,
