@@ -14,28 +14,36 @@ from __future__ import annotations
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 
 import numpy as np
 
 SQUARE = ("4096x4096x4096", "8192x8192x8192")
 
 
-def load(paths: list[str]) -> tuple[dict[tuple[str, str, str], list[tuple[float, float]]], set[str]]:
-    """(dtype, shape, kernel) -> [(TFLOP/s, % of cuBLAS) per run], and the GPU models named."""
-    cells: dict[tuple[str, str, str], list[tuple[float, float]]] = defaultdict(list)
-    gpus: set[str] = set()
+def timed(paths: list[str]) -> Iterator[tuple[str, dict]]:
+    """(run file, extra_info["gemm"]) of every timed case of each run, in order."""
     for path in paths:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
         for bench in data["benchmarks"]:
             g = bench["extra_info"]["gemm"]
-            if g.get("tflops") is None or g.get("pct_cublas") is None:
-                continue
-            gpus.add(g["gpu"])
-            shape = g["shape"] + (f" {g['ab']}" if g.get("ab") else "")
-            cells[(g["dtype"], shape, f"{g['file'].split('/')[-1]}::{g['kernel']}")].append(
-                (g["tflops"], g["pct_cublas"])
-            )
+            if g.get("tflops") is not None and g.get("pct_cublas") is not None:
+                yield path, g
+
+
+def kernel_name(g: dict) -> str:
+    return f"{g['file'].split('/')[-1]}::{g['kernel']}"
+
+
+def load(paths: list[str]) -> tuple[dict[tuple[str, str, str], list[tuple[float, float]]], set[str]]:
+    """(dtype, shape, kernel) -> [(TFLOP/s, % of cuBLAS) per run], and the GPU models named."""
+    cells: dict[tuple[str, str, str], list[tuple[float, float]]] = defaultdict(list)
+    gpus: set[str] = set()
+    for _, g in timed(paths):
+        gpus.add(g["gpu"])
+        shape = g["shape"] + (f" {g['ab']}" if g.get("ab") else "")
+        cells[(g["dtype"], shape, kernel_name(g))].append((g["tflops"], g["pct_cublas"]))
     return cells, gpus
 
 
@@ -51,18 +59,11 @@ def cases(paths: list[str]) -> None:
     """Every timed case of each run as it is: no medians."""
     print("| run | dtype | shape | kernel | TFLOP/s | cuBLAS TFLOP/s | % of cuBLAS | throttle reasons |")
     print("|---|---|---|---|---:|---:|---:|---|")
-    for path in paths:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        for bench in data["benchmarks"]:
-            g = bench["extra_info"]["gemm"]
-            if g.get("tflops") is None or g.get("pct_cublas") is None:
-                continue
-            kernel = f"{g['file'].split('/')[-1]}::{g['kernel']}"
-            print(
-                f"| {path.split('/')[-1]} | {g['dtype']} | {g['shape']} | `{kernel}` | {g['tflops']:.1f} | "
-                f"{g['cublas_tflops']:.1f} | {g['pct_cublas']:.1f}% | {', '.join(g.get('throttle') or ()) or '-'} |"
-            )
+    for path, g in timed(paths):
+        print(
+            f"| {path.split('/')[-1]} | {g['dtype']} | {g['shape']} | `{kernel_name(g)}` | {g['tflops']:.1f} | "
+            f"{g['cublas_tflops']:.1f} | {g['pct_cublas']:.1f}% | {', '.join(g.get('throttle') or ()) or '-'} |"
+        )
 
 
 def main(args: list[str]) -> None:

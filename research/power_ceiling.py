@@ -27,6 +27,7 @@ import cupy as cp
 import numpy as np
 import pynvml
 from cupy_backends.cuda.libs import cublas
+from mma_ceiling import FLOP_PER_MMA, _bf16_bits  # research/, beside this script
 
 SOURCE = r"""
 // Step 10's 64 x 64 warp tile as register fragments: per k step 4 x 8 mma.sync on random bf16 operands.
@@ -56,7 +57,6 @@ extern "C" __global__ void tile(float* out, int iters, unsigned seed) {
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 """
-FLOP_PER_MMA = 2 * 16 * 8 * 16
 POWER_CAP = 0x4  # nvmlClocksEventReasonSwPowerCap
 
 
@@ -126,13 +126,7 @@ def mma_tile(handle, sms: int, seconds: float) -> dict:
 
 
 def cublas_bf16(handle, n: int, seconds: float) -> dict:
-    rng = cp.random.default_rng(1)
-
-    def bf16(shape: tuple[int, int]):
-        x = rng.uniform(-1.0, 1.0, shape, dtype=cp.float32)
-        return (x.view(cp.uint32) >> 16).astype(cp.uint16)
-
-    a, b, c = bf16((n, n)), bf16((n, n)), cp.zeros((n, n), dtype=cp.uint16)
+    a, b, c = _bf16_bits((n, n)), _bf16_bits((n, n)), cp.zeros((n, n), dtype=cp.uint16)
     alpha, beta = np.array(1.0, np.float32), np.array(0.0, np.float32)
     h = cp.cuda.device.get_cublas_handle()
     bf16_type, compute_32f, default_algo = 14, 68, -1  # CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT
