@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .judge.gate import DEFAULT_METRIC, DEFAULT_THRESHOLD
 from .records.case_record import METRICS
 from .records.dtypes import DTYPES
 from .records.request import SANITIZER_TOOLS, TIMERS, TimingSettings
@@ -199,7 +200,7 @@ OPTIONS = (
     ),
     Option(
         "threshold",
-        "0.05",
+        str(DEFAULT_THRESHOLD),
         "gate: a case regressed when slower than its baseline by more than this fraction "
         "(and significantly); a kernel header's regression_threshold overrides it",
         _number(float, 0.0, 10.0),
@@ -207,7 +208,7 @@ OPTIONS = (
     ),
     Option(
         "gate-metric",
-        "ratio",
+        DEFAULT_METRIC,
         "gate: 'ratio' (kernel/cuBLAS time, measured pair by pair in the same run) or 'time'",
         _choice(tuple(METRICS)),
         command=True,
@@ -287,8 +288,8 @@ class GateSettings:
     """Where baselines live and how the gate judges."""
 
     folder: Path
-    threshold: float = 0.05
-    metric: str = "ratio"
+    threshold: float = DEFAULT_THRESHOLD
+    metric: str = DEFAULT_METRIC
     fail_new: bool = False
     fail_unstable: bool = False
     update: bool = False

@@ -1,4 +1,4 @@
-"""The table of timing-fidelity.sh: harness against Nsight Compute per flush mode, and run-to-run spreads.
+"""The table of timing-fidelity.sh: harness against Nsight Compute per mode (timer), and run-to-run spreads.
 
     python research/fidelity_report.py OUTDIR
 
@@ -28,12 +28,12 @@ def main(folder: str) -> None:
     records = [json.loads(line) for line in (base / "flush.jsonl").read_text().splitlines() if line.strip()]
     runs = sorted({r["run"] for r in records})
     modes = list(dict.fromkeys(r["mode"] for r in records))
-    print(f"{len(runs)} runs, flush modes {', '.join(modes)}")
+    print(f"{len(runs)} runs, modes {', '.join(modes)}")
     for mode in modes:
         empty = [r["seconds"] for r in records if r["mode"] == mode and r["what"] == "empty"]
         if empty:
             print(
-                f"  empty kernel between events after a {mode} flush: "
+                f"  empty kernel between events after the prepare kernel ({mode}): "
                 f"median over runs {statistics.median(empty) * 1e6:.2f} us "
                 f"(runs: {', '.join(f'{x * 1e6:.2f}' for x in empty)})"
             )

@@ -1,18 +1,21 @@
-"""How the L2 flush before each timed launch moves the harness's device times, in one process (one "run").
+"""One process ("run") of timing-fidelity.sh: the harness's device times per clock, for Nsight Compute to check.
 
-    python research/flush_compare.py OUT.json [--modes write:events,write:cupti] [--sizes 256,512,1024,4096]
-                                              [--layouts 3]
+    python research/flush_compare.py OUT.json [--modes events,cupti] [--sizes 256,512,1024,4096] [--layouts 3]
 
-Runs the worker's own backend in this process (no pytest): for each mode, a flush (``Timer.flush_mode``) and a
-timer (``--gemm-timer``; the flushes ``write`` and ``read`` also sweep the SMs' instruction caches, ``write-l2``
-and ``read-l2`` are the same without that sweep, as before it),
-the naive kernel and step 8's BN256-BK16 variant at each size, alpha = 1, beta = 0, timed with the default
-stopping rule. Also times an empty kernel after the same flush (what the events add around a launch),
-and, with ``--layouts``, the naive kernel at the two smallest sizes again with a buffer of random size
-held first, so that the case's operands land elsewhere in memory (does cuBLAS's time move with where
-its operands are?). Appends one JSON record per measurement to OUT.json (a JSON-lines file).
-Run it several times as separate processes for run-to-run spreads; compare with Nsight Compute through
-``timing-fidelity.sh``.
+Runs the worker's own backend in this process (no pytest; entry points in docs/lab.md): for each mode, a timer
+(``--gemm-timer``: ``events`` or ``cupti``; ``write:TIMER`` is accepted too, the harness's only flush), the naive
+kernel and step 8's BN256-BK16 variant at each size, alpha = 1, beta = 0, timed with the default stopping rule,
+each launch after the prepare kernel as in the product (C restored, instruction caches swept, L2 flushed by
+writing). Also times an empty kernel after the same prepare kernel (what the events add around a launch), and,
+with ``--layouts``, the naive kernel at the two smallest sizes again with a buffer of random size held first, so
+that the case's operands land elsewhere in memory (does cuBLAS's time move with where its operands are?).
+Appends one JSON record per measurement to OUT.json (a JSON-lines file). Run it several times as separate
+processes for run-to-run spreads; compare with Nsight Compute through ``timing-fidelity.sh``.
+
+The flushes ``read``, ``write-l2`` and ``read-l2`` (L2 flushed by reading; no instruction-cache sweep) needed
+switches of the worker's timer that existed only for research; they were retired, and what they found is in
+docs/timing.md ("Accuracy against Nsight Compute", "How far a case's ratio moves") and
+docs/data/h100-2026-11-22-fidelity-flush.txt.
 """
 
 from __future__ import annotations
@@ -80,23 +83,23 @@ def empty_launch(backend: GpuBackend, rounds: int = 300) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
-    parser.add_argument("--modes", default="write:events,write:cupti", help="FLUSH:TIMER, comma-separated")
+    parser.add_argument("--modes", default="events,cupti", help="timers (or write:TIMER), comma-separated")
     parser.add_argument("--sizes", default="256,512,1024,4096")
     parser.add_argument("--layouts", type=int, default=0)
     parser.add_argument("--max-time", type=float, default=None, help="the stopping rule's cap (0 under ncu)")
     args = parser.parse_args()
     capped = {} if args.max_time is None else {"max_time": args.max_time, "warmup_s": 0.0}
     sizes = [int(s) for s in args.sizes.split(",")]
+    modes = args.modes.split(",")
+    for mode in modes:
+        flush, _, timer = mode.rpartition(":")
+        if flush not in ("", "write") or timer not in ("events", "cupti"):
+            raise SystemExit(f"unknown mode {mode!r}: events, cupti (or write:events, write:cupti); see the docstring")
     backend = GpuBackend()
     run = f"{os.getpid()}-{time.time():.0f}"
     records = []
-    for mode in args.modes.split(","):
-        flush, _, timer = mode.partition(":")
-        if flush.removesuffix("-l2") not in ("write", "read"):
-            raise SystemExit(f"unknown flush {flush!r}: write, read, write-l2 or read-l2")
-        backend.timer.flush_mode = flush.removesuffix("-l2")
-        backend.timer.sweep_code = not flush.endswith("-l2")
-        settings = TimingSettings(timer=timer or "events", **capped)
+    for mode in modes:
+        settings = TimingSettings(timer=mode.rpartition(":")[2], **capped)
         if args.max_time is None and settings.timer == "events":  # not under ncu
             records.append({"run": run, "mode": mode, "what": "empty", "seconds": empty_launch(backend)})
         for name in CASES:

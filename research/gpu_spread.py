@@ -21,7 +21,7 @@ import numpy as np
 from pytest_gemm.baselines.store import load
 from pytest_gemm.judge.gate import judge
 from pytest_gemm.records.case_record import CaseRecord, gpu_identity
-from pytest_gemm.report.run_data import read_run
+from pytest_gemm.runs.saved import read_run
 
 
 def records(path: str) -> tuple[str, dict[str, CaseRecord]]:

@@ -1,27 +1,24 @@
 """What moves a case's kernel/cuBLAS ratio from one worker process to the next? (issues 13, 16, 17: ratios within 1%)
 
-    python research/process_level.py OUT.jsonl [--configs base,again,flush4,...] [--cases fp32-256-naive,...]
+    python research/process_level.py OUT.jsonl [--configs base,again,tight] [--cases fp32-256-naive,...]
     python research/process_level.py OUT.jsonl --report
 
-Two runs of the main job on one H100 agree within 1% on 433 of 495 ratios, and a run whose kernel files are spread
-over 26 worker processes (fault fixtures between them) on 355: a case timed twice in one process moves less than
-the same case in two processes. Run this script in several processes, one after the other; each times the same
-cases through the worker's own backend, every config in turn for one case before the next case:
+A case timed twice in one process moves less than the same case in two processes (the runs behind this:
+docs/timing.md, "How far a case's ratio moves from one run to the next"). Run this script in several processes, one
+after the other; each times the same cases through the worker's own backend (``GpuBackend.run``, docs/lab.md), every
+config in turn for one case before the next case:
 
 - ``base``, ``again``: the worker as it is, twice (the spread within one process);
-- ``flush4``, ``flush8``: L2 flushed by writing a buffer of 4 or 8 times its size, not 2 (an L2 whose replacement
-  is not strict LRU keeps some of a case's lines through a flush of twice its size, and which lines depends on
-  where the case's memory lies);
-- ``shared``: the kernel and cuBLAS time on the same operand sets (the n-th pair reads the same A and B), so that
-  where the operands lie is common to both sides of a ratio;
-- ``tight``: the stopping rule at a 0.25% half-width (is it the sampling noise of each run?);
-- ``module1`` to ``module3``: the kernel's module loaded again before the case (the earlier loads kept, so that its
-  code lands elsewhere in device memory): does the kernel's time follow where its code lies?
-- ``handle1``, ``handle2``: a new cuBLAS handle (and workspace) before the case, the earlier ones kept.
+- ``tight``: the stopping rule at a 0.25% half-width (is it the sampling noise of each run?).
 
 Each record keeps every pair's times. ``--report`` prints, per case and config, each process's median ratio and
 the spread across processes (max/min - 1), and the same for other estimators of the per-pair ratios (the mean of
 their middle half, and the ratio of the two interquartile means).
+
+The configs that changed the worker's own state (an L2 flush of 4x or 8x its size, the kernel and cuBLAS on the
+same operand sets, the kernel's module loaded again, a new cuBLAS handle) needed its private hooks and were
+retired; what they found is in docs/timing.md ("A level per process, measured directly") and
+docs/data/h100-2026-11-25-process-level.txt.
 """
 
 from __future__ import annotations
@@ -33,16 +30,14 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from pytest_gemm.records.dtypes import get_dtype
 from pytest_gemm.records.request import TimingSettings
 from pytest_gemm.records.shapes import Shape
 from pytest_gemm.specs.cases import case_seed, expand, to_request
 from pytest_gemm.specs.files import load_specs
-from pytest_gemm.worker import timer
 from pytest_gemm.worker.backend import GpuBackend
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,44 +53,7 @@ CASES = {
     "fp16-1024-step10ws": ("10_mma_sync_ws.cu", "hgemm_mma_ws_fp16", "fp16", 1024),
     "fp16-1024-step12": ("12_wgmma_ws.cu", "hgemm_wgmma_ws_fp16", "fp16", 1024),
 }
-CONFIGS = [
-    "base",
-    "again",
-    "flush4",
-    "flush8",
-    "shared",
-    "tight",
-    "module1",
-    "module2",
-    "module3",
-    "handle1",
-    "handle2",
-]
-FLUSH_BYTES: dict[str, int] = {}  # the timer's own flush size, read before any config changes it
-HELD: list[Any] = []  # modules and cuBLAS handles replaced by the module and handle configs, kept alive
-_OPERANDS = timer._Operands
-
-
-class SharedOperands(_OPERANDS):
-    """With ``on``, the cuBLAS sets of a case are its kernel sets: the timer makes ``copies`` kernel sets and then
-    ``copies`` cuBLAS sets, and the i-th cuBLAS set returned is the i-th kernel set."""
-
-    on = False
-    made: ClassVar[list[Any]] = []
-    copies = 1
-
-    def __new__(cls, cp: Any, uploaded: list[Any], c_shape: tuple[int, int], dt: Any, out: Any) -> Any:
-        if cls.on and len(cls.made) >= cls.copies:
-            ops = cls.made[len(cls.made) - cls.copies]
-            cls.made.append(ops)
-            return ops
-        ops = object.__new__(cls)
-        _OPERANDS.__init__(ops, cp, uploaded, c_shape, dt, out)
-        cls.made.append(ops)
-        return ops
-
-    def __init__(self, *args: Any) -> None:
-        pass
+CONFIGS = ["base", "again", "tight"]
 
 
 def case_of(name: str) -> tuple[str, Any]:
@@ -108,36 +66,12 @@ def case_of(name: str) -> tuple[str, Any]:
     raise SystemExit(f"no case {prefix} at {dtype} {size}^3 in {file}")
 
 
-def copies_for(backend: GpuBackend, case: Any) -> int:
-    """The number of operand sets the timer makes for ``case``."""
-    m, n, k = case.shape.M, case.shape.N, case.shape.K
-    item = get_dtype(case.dtype).itemsize
-    out = get_dtype(case.spec.output_dtype(case.dtype)).itemsize
-    return timer.input_copies((m * k + k * n) * item + m * n * out, backend.runner.l2_bytes, cold_cache=True)
-
-
-def configure(backend: GpuBackend, config: str, flushes: dict[int, Any]) -> TimingSettings:
-    t = backend.timer
-    default = FLUSH_BYTES.setdefault("timer", t.flush_bytes)  # the timer's own size: twice L2
-    size = default * {"flush4": 2, "flush8": 4}.get(config, 1)
-    if t._flush is not None:
-        flushes.setdefault(t.flush_bytes, t._flush)
-    t.flush_bytes = size
-    t._flush = flushes.get(size)  # None: the timer allocates it on its first flush
-    SharedOperands.on = config == "shared"
-    if config.startswith("module"):
-        HELD.append(dict(backend.runner._functions))
-        backend.runner._functions.clear()
-    if config.startswith("handle"):
-        HELD.append(t._handle)
-        t._handle = t.cublas.create()
+def settings_for(config: str) -> TimingSettings:
     settings = TimingSettings(timer="cupti")
     return replace(settings, noise=0.0025, max_time=3.0) if config == "tight" else settings
 
 
 def measure(backend: GpuBackend, path: str, case: Any, settings: TimingSettings) -> dict[str, Any]:
-    SharedOperands.made = []
-    SharedOperands.copies = copies_for(backend, case)
     request = to_request(case, path, case_seed(0, case.name), settings)
     outcome = backend.run(request, lambda phase: None)
     if outcome.timing is None:
@@ -154,15 +88,16 @@ def measure(backend: GpuBackend, path: str, case: Any, settings: TimingSettings)
 
 
 def run(out: str, names: list[str], configs: list[str]) -> None:
-    timer._Operands = SharedOperands
+    unknown = sorted(set(configs) - set(CONFIGS))
+    if unknown:
+        raise SystemExit(f"unknown configs {unknown}: {', '.join(CONFIGS)} (others were retired: see the docstring)")
     backend = GpuBackend(os.environ.get("GEMM_CUBINS"))
     proc = f"{os.getpid()}-{time.time():.0f}"
-    flushes: dict[int, Any] = {}
     with open(out, "a", encoding="utf-8") as f:
         for name in names:
             path, case = case_of(name)
             for config in configs:
-                settings = configure(backend, config, flushes)
+                settings = settings_for(config)
                 t0 = time.perf_counter()
                 rec = {"run": proc, "case": name, "config": config, **measure(backend, path, case, settings)}
                 rec["wall_s"] = round(time.perf_counter() - t0, 3)
@@ -170,7 +105,6 @@ def run(out: str, names: list[str], configs: list[str]) -> None:
                 f.flush()
                 short = {k: v for k, v in rec.items() if not k.endswith("_us")}
                 print(json.dumps({**short, "n": len(rec.get("kernel_us", []))}), flush=True)
-        configure(backend, "base", flushes)
 
 
 def iqm(x: np.ndarray) -> float:
@@ -188,6 +122,7 @@ ESTIMATORS = {
 def report(out: str) -> None:
     recs = [json.loads(line) for line in Path(out).read_text().splitlines() if line.strip()]
     recs = [r for r in recs if "kernel_us" in r]
+    configs = list(dict.fromkeys(r["config"] for r in recs))  # an older file may hold retired configs too
     runs = sorted({r["run"] for r in recs}, key=lambda s: s.split("-")[1])
     print(f"{len(runs)} processes; per case and config: each process's median ratio (kernel/cuBLAS), then the spread")
     print("across processes (max/min - 1, %) by each estimator, and cuBLAS's and the kernel's own median spreads\n")
@@ -196,7 +131,7 @@ def report(out: str) -> None:
         at[(r["case"], r["config"])][r["run"]] = r
     spreads: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
     for name in CASES:
-        for config in CONFIGS:
+        for config in configs:
             got = at.get((name, config))
             if not got:
                 continue
@@ -218,28 +153,8 @@ def report(out: str) -> None:
             )
         print()
     print("Spread across processes (%), per config and estimator: median and largest over the cases")
-    for (est, config), vals in sorted(spreads.items(), key=lambda kv: (CONFIGS.index(kv[0][1]), kv[0][0])):
+    for (est, config), vals in sorted(spreads.items(), key=lambda kv: (configs.index(kv[0][1]), kv[0][0])):
         print(f"  {config:7s} {est:8s} median {np.median(vals):5.2f}  max {max(vals):5.2f}")
-    moved = {
-        "module": ("kernel_us", "the kernel's median, again and each module load"),
-        "handle": ("cublas_us", "cuBLAS's median, again and each new handle"),
-    }
-    for prefix, (key, what) in moved.items():
-        inside, across = [], []
-        for name in CASES:
-            got = [at.get((name, c), {}) for c in ["again"] + [c for c in CONFIGS if c.startswith(prefix)]]
-            if len(got) < 2 or not all(got):
-                continue
-            for p in set.intersection(*(set(g) for g in got)):
-                vals = [float(np.median(g[p][key])) for g in got]
-                inside.append(100 * (max(vals) / min(vals) - 1))
-            base = [float(np.median(r[key])) for r in at.get((name, "base"), {}).values()]
-            across.append(100 * (max(base) / min(base) - 1))
-        if inside:
-            print(
-                f"{what}, within a process: spread median {np.median(inside):.2f}%, max {max(inside):.2f}%;"
-                f" base across processes: median {np.median(across):.2f}%, max {max(across):.2f}%"
-            )
     within = []
     for name in CASES:
         a, b = at.get((name, "base"), {}), at.get((name, "again"), {})

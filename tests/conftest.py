@@ -107,7 +107,7 @@ def recorded_outcome(key: str):
 
 def recorded_record(key: str):
     """The record the plugin makes of a recorded timed outcome (through the real verdict code)."""
-    from pytest_gemm.judge.case import case_facts, judge_outcome
+    from pytest_gemm.judge.case import judge_outcome
     from pytest_gemm.records.shapes import parse_shapes
     from pytest_gemm.specs.cases import expand
     from pytest_gemm.specs.files import load_specs
@@ -117,10 +117,11 @@ def recorded_record(key: str):
     shown = f"kernels/{file}"
     cases = [c for spec in load_specs(KERNELS / file, shown) for c in expand(spec, parse_shapes(shape))]
     case = next(c for c in cases if c.name == name)
-    facts = case_facts(case, f"{shown}::{name}", f"pytest '{shown}::{name}' --gemm-kernels", "0" * 64)
-    verdict = judge_outcome(facts, recorded_outcome(key), recording()["facts"], save_raw=True)
-    assert verdict.record is not None and verdict.failure is None
-    return verdict.record
+    result = judge_outcome(
+        case, f"{shown}::{name}", recorded_outcome(key), recording()["facts"], source_sha256="0" * 64, save_raw=True
+    )
+    assert result.timing is not None and result.outcome == "passed"
+    return result.timing
 
 
 def recorded_records() -> list:

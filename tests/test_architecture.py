@@ -11,7 +11,22 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_gemm"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 GPU_LIBRARIES = {"cupy", "cupy_backends", "pynvml", "ml_dtypes", "cupti"}
 #: packages that must stay pure: no pytest, no GPU, nothing from the worker or the pytest glue
-PURE = ("records", "specs", "compiler", "judge", "baselines", "report", "isolation")
+PURE = ("records", "specs", "compiler", "judge", "runs", "baselines", "report", "isolation")
+#: what each package may import from the others: data flows one way (kernel file -> spec -> case -> worker ->
+#: outcome -> judged case -> saved run, report, baseline); the pytest glue (plugin) and the command (cli) use it all
+LAYERS = {
+    "records": set(),
+    "specs": {"records"},
+    "compiler": {"records", "specs"},
+    "judge": {"records", "specs"},
+    "runs": {"records", "judge"},
+    "baselines": {"records", "specs", "judge"},
+    "options": {"records", "specs", "judge"},
+    "report": {"records", "specs", "judge", "runs", "options"},
+    "isolation": {"records", "specs", "worker"},
+    "worker": {"records", "specs", "judge", "compiler", "isolation"},
+    "cli": {"records", "specs", "judge", "runs", "baselines", "options", "report"},
+}
 
 
 def _name(path: Path) -> str:
@@ -96,3 +111,58 @@ def test_no_eval_or_exec_of_text():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 assert node.func.id not in ("eval", "exec"), path
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+@pytest.mark.parametrize("package", sorted(LAYERS))
+def test_each_package_imports_only_what_comes_before_it_in_the_flow(package):
+    for path in MODULES:
+        if _package(_name(path)) != package:
+            continue
+        used = {_package(name) for name in _internal(path)} - {package, ""}
+        assert used <= LAYERS[package], (str(path.relative_to(PACKAGE)), sorted(used - LAYERS[package]))
+
+
+def test_judgement_imports_nothing_from_the_report_layer():
+    """judge/ returns data (a verdict kind and its facts); report/ words it. Never the other way round."""
+    for path in (PACKAGE / "judge").rglob("*.py"):
+        wording = {n for n in _internal(path) if n.startswith(("pytest_gemm.report", "pytest_gemm.plugin"))}
+        assert not wording, (path, wording)
+
+
+_FAIL_SETTINGS = ("fail_new", "fail_unstable", "fail-new", "fail-unstable")
+
+
+def _reads_fail_settings_and_verdicts(node: ast.AST) -> bool:
+    """Whether a function both names a fail setting and compares with the NEW or UNSTABLE gate verdict."""
+    settings = verdicts = False
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == "GateVerdict":
+            verdicts |= sub.attr in ("NEW", "UNSTABLE")
+        name = sub.attr if isinstance(sub, ast.Attribute) else sub.id if isinstance(sub, ast.Name) else None
+        text = sub.value if isinstance(sub, ast.Constant) and isinstance(sub.value, str) else name
+        settings |= text in _FAIL_SETTINGS
+    return settings and verdicts
+
+
+def test_the_rule_of_which_gate_verdict_fails_a_test_exists_once():
+    """judge.gate.GatePolicy decides it; the plugin, merge and the summary read GateResult.fails."""
+    deciding = []
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and _reads_fail_settings_and_verdicts(node):
+                deciding.append(f"{path.relative_to(PACKAGE)}:{node.name}")
+    assert deciding == ["judge/gate.py:fails"]
+
+
+def test_the_gates_defaults_are_defined_once():
+    literals = []
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in (0.05, "0.05"):
+                literals.append(str(path.relative_to(PACKAGE)))
+    assert sorted(set(literals)) == ["judge/gate.py", "worker/rounds.py"]  # the threshold, and a batch's length

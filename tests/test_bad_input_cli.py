@@ -313,14 +313,16 @@ CASE_512 = f"{NAIVE}[fp32-512x512x512]"
 def _saved_run() -> dict:
     """A saved run as pytest-gemm writes it: the recorded timed cases, with every key merge reads."""
     from pytest_gemm import __version__
-    from pytest_gemm.report.run_data import ItemResult, RunData, SessionEnd, Shards, run_json
+    from pytest_gemm.records.result import CaseResult
+    from pytest_gemm.runs.data import RunData, SessionEnd, Shards
+    from pytest_gemm.runs.saved import run_json
 
     from conftest import recorded_records, recording
 
     records = recorded_records()
-    tests = {r.test: ItemResult("passed", duration_s=2.0, kind="case") for r in records}
+    tests = {r.test: CaseResult("passed", duration_s=2.0, kind="case", timing=r) for r in records}
     settings = {"seed": 0, "threshold": 0.05, "gate-metric": "ratio", "timed": True, "baselines": "baselines"}
-    data = RunData(dict(recording()["facts"]), records, tests=tests, version=__version__, settings=settings, wall_s=9.0)
+    data = RunData(dict(recording()["facts"]), tests=tests, version=__version__, settings=settings, wall_s=9.0)
     data.shard, data.session = Shards((1,), 1), SessionEnd(0, 3, 3, 3, 0)
     return json.loads(json.dumps(run_json(data)))
 
@@ -369,6 +371,28 @@ def _set(run: dict, path: tuple, value) -> None:
         (("gemm", "notes"), None, "gemm.notes: expected a list, got null"),
         (("gemm", "notes"), [1], "gemm.notes[0]: expected a string, got 1"),
         (("gemm", "failures"), None, "gemm.failures: expected a list, got null"),
+        (
+            ("gemm", "tests", CASE_512, "diagnosis"),
+            {"kind": "bad luck", "dtype": "fp32", "shape": "512x512x512", "alpha": 1.0, "beta": 0.0},
+            f"gemm.tests[\"{CASE_512}\"]: 'bad luck' is not one of fault, no result, wrong output, timing",
+        ),
+        (
+            ("gemm", "tests", CASE_512, "diagnosis"),
+            {"kind": "wrong output", "dtype": "fp32", "shape": "512x512", "alpha": 1.0, "beta": 0.0},
+            f"gemm.tests[\"{CASE_512}\"]: expected a shape MxNxK such as 4096x4096x1024, got '512x512'",
+        ),
+        (
+            ("gemm", "tests", CASE_512, "diagnosis"),
+            {
+                "kind": "wrong output",
+                "dtype": "fp32",
+                "shape": "512x512x512",
+                "alpha": 1.0,
+                "beta": 0.0,
+                "error_map": {"rows": 512, "cols": 512, "cell": [512, 512], "ratio": ["!!"], "cause": ["."]},
+            },
+            f"gemm.tests[\"{CASE_512}\"]: ErrorMap.ratio: '!' is not a stored ratio digit",
+        ),
         (("gemm", "wall_s"), True, "gemm.wall_s: expected a number or null, got true"),
         (
             ("gemm", "shard"),

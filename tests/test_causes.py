@@ -12,12 +12,13 @@ import pytest
 
 from pytest_gemm.judge import causes
 from pytest_gemm.judge.accuracy import element_ratios
+from pytest_gemm.judge.case import wrong_output
 from pytest_gemm.judge.causes import Evidence, causes_of, error_map
 from pytest_gemm.records.dtypes import get_dtype
 from pytest_gemm.records.outcome import Verification
 from pytest_gemm.records.shapes import Shape
 from pytest_gemm.records.verdicts import ErrorCause
-from pytest_gemm.report.failure import diagnosis
+from pytest_gemm.report.failure import diagnosis_lines
 from pytest_gemm.specs.cases import AlphaBeta, Case
 from pytest_gemm.specs.spec import spec_from_mapping
 from pytest_gemm.worker.buffers import case_inputs, guarded, where_landed
@@ -150,7 +151,7 @@ def test_a_read_past_the_end_of_a_names_the_operand_and_the_side():
     assert _summary(sources) == [(ErrorCause.GUARD_A.value, N, "the guard after A", (M - 1, M - 1), (0, N - 1))]
     # the kernel, C given finite data, all guards zeroed, then each of the six guard regions (A, B, C) alone
     assert launches == 1 + 1 + 1 + 6
-    line = diagnosis(_verification(sources))[0]
+    line = diagnosis_lines(wrong_output(_verification(sources), "fp32"))[0]
     assert line.startswith(f"reads past the end of A: {N} element(s) of C are NaN from the guard after A")
     assert f"rows {M - 1}-{M - 1}, columns 0-{N - 1}" in line
 
@@ -161,7 +162,7 @@ def test_an_unwritten_tile_is_not_blamed_on_c():
     assert emap.tile == (16, 16) and emap.cell == (1, 1)
     assert {emap.cause[r][c] for r in range(16) for c in range(16)} == {ErrorCause.UNWRITTEN.value}
     assert launches == 2  # the kernel, and once with finite data in C: the tile still holds that data
-    line = diagnosis(_verification(sources))[0]
+    line = diagnosis_lines(wrong_output(_verification(sources), "fp32"))[0]
     assert line.startswith("unwritten output: 256 element(s) of C still hold the NaN poison: never written")
     assert "or C was read" not in line
 
@@ -174,7 +175,7 @@ def test_a_kernel_that_reads_c_and_is_wrong_anyway_is_still_said_to_read_c():
 def test_a_read_past_the_end_of_c_is_named_too():
     sources, _, _ = _traced(reads_past_c, _case(beta=1.3))
     assert _summary(sources) == [(ErrorCause.GUARD_C.value, N, "the guard after C", (M - 1, M - 1), (0, N - 1))]
-    line = diagnosis(_verification(sources))[0]
+    line = diagnosis_lines(wrong_output(_verification(sources), "fp32"))[0]
     assert line.startswith(f"reads past the end of C: {N} element(s) of C are NaN from the guard after C")
 
 
@@ -200,7 +201,7 @@ def test_a_kernel_declared_to_read_c_gets_finite_c_and_passes_with_beta_zero():
     # an unwritten tile is still caught, by bit pattern: it holds the prior data, not NaN
     sources, _, _ = _traced(unwritten_tile, case)
     assert _summary(sources) == [(ErrorCause.UNWRITTEN.value, 256, "", (0, 15), (0, 15))]
-    line = diagnosis(_verification(sources), always_reads_c=True)[0]
+    line = diagnosis_lines(wrong_output(_verification(sources), "fp32", always_reads_c=True))[0]
     assert "still hold their prior value: never written" in line
 
 
@@ -209,7 +210,7 @@ def _verification(sources):
 
     a, b, _ = _data(M, N, K)
     stats = _judge(a @ b, a, b)
-    return Verification("k[fp32]", 3, (M, N, K), 1.0, 0.0, stats, None, (), None, sources)
+    return Verification("k[fp32]", 3, Shape(M, N, K), 1.0, 0.0, stats, None, (), None, sources)
 
 
 def test_the_error_map_keeps_the_worst_value_of_each_cell():

@@ -66,7 +66,7 @@ def test_compile_items_pass_fail_and_report(pytester, naive_source):
     kernels = pytester.mkdir("kernels")
     (kernels / "good.cu").write_text(naive_source)
     (kernels / "typo.cu").write_text(naive_source.replace("acc += A", "acc += Q"))
-    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile")
+    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "-v")
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines(
         [
@@ -87,7 +87,7 @@ def test_compiled_kernels_are_cached_on_disk_and_cache_clear_empties_the_cache(p
     first.stdout.fnmatch_lines(["2 variant(s) compiled by NVRTC, 0 found in the compile cache*"])
     cache = pytester.path / ".pytest_cache" / "d" / "gemm-cubins"
     assert len(list(cache.glob("*.cubin"))) == len(list(cache.glob("*.json"))) == 2
-    again = pytester.runpytest_subprocess("--gemm-kernels", "kernels", "-m", "gemm_compile")
+    again = pytester.runpytest_subprocess("--gemm-kernels", "kernels", "-m", "gemm_compile", "-v")
     again.stdout.fnmatch_lines(["0 variant(s) compiled by NVRTC, 2 found in the compile cache*"])
     again.stdout.fnmatch_lines(["*kernels/naive.cu::sgemm_naive*sm_90*0/0*"])  # ptxas's report comes from the cache
     (kernels / "naive.cu").write_text(naive_source + "\n// edited\n")
@@ -136,7 +136,7 @@ def test_compile_report_shows_dynamic_shared_memory_and_occupancy_per_variant(py
     kernels = pytester.mkdir("kernels")
     (kernels / "smem.cu").write_text(naive_source.replace("*/", header, 1))
     (kernels / "shape.cu").write_text(naive_source.replace("*/", by_shape, 1))
-    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "--gemm-archs", "sm_90")
+    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "--gemm-archs", "sm_90", "-v")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(
         [
@@ -149,11 +149,27 @@ def test_compile_report_shows_dynamic_shared_memory_and_occupancy_per_variant(py
     )
 
 
+def test_without_v_the_compile_report_is_a_line_and_the_variants_worth_a_look(pytester, naive_source):
+    """A variant near a launch limit (here 94% of an sm_90 block's shared memory) is listed; the others are not."""
+    header = 'params = { S = [2, 213] }\nshared_mem = "S * 1024"\n*/'
+    (pytester.mkdir("kernels") / "smem.cu").write_text(naive_source.replace("*/", header, 1))
+    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "--gemm-archs", "sm_90")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "2 variant(s) compiled by NVRTC, 0 found in the compile cache *; 1 cannot launch, spill or sit near a*",
+            "*kernels/smem.cu::sgemm_naive[[]S213[]]*sm_90*218112*near the shared memory per block limit",
+            "(-v: every variant)",
+        ]
+    )
+    assert "S2]" not in result.stdout.str()
+
+
 def test_a_kernel_pinned_to_an_arch_is_built_only_for_it(pytester, naive_source):
     kernels = pytester.mkdir("kernels")
     (kernels / "pinned.cu").write_text(naive_source.replace("*/", 'arch = "sm_90a"\n*/', 1))
     (kernels / "free.cu").write_text(naive_source)
-    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "--gemm-archs", "sm_80,sm_86")
+    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "--gemm-archs", "sm_80,sm_86", "-v")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
         [
@@ -168,7 +184,7 @@ def test_a_kernel_pinned_to_an_arch_is_built_only_for_it(pytester, naive_source)
 def test_compile_report_survives_xdist(pytester, naive_source):
     pytest.importorskip("xdist")
     (pytester.mkdir("kernels") / "good.cu").write_text(naive_source)
-    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "-n", "2")
+    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "-n", "2", "-v")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*kernels/good.cu::sgemm_naive*sm_80*", "*kernels/good.cu::sgemm_naive*sm_90*"])
 
@@ -292,7 +308,7 @@ def test_compile_items_compiled_ahead_in_threads_fail_and_pass_as_one_by_one(pyt
 
     monkeypatch.setattr(compile_ahead.CompileAhead, "start", spy)
     monkeypatch.setattr(compile_ahead, "compile_kernel", compiled)
-    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "-p", "no:randomly")
+    result = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "-p", "no:randomly", "-v")
     assert started == [6]  # six compile items, six threads of the eight cores' six
     assert len(threads) == 6 and all(name.startswith("gemm-compile") for name in threads)
     result.assert_outcomes(passed=4, failed=2)

@@ -18,7 +18,7 @@ from pytest_gemm.baselines.store import BaselineError, BaselineFile, entry_from_
 from pytest_gemm.judge.gate import compared_record, judge
 from pytest_gemm.records.case_record import CaseRecord, gpu_identity
 from pytest_gemm.report.regression import regression_text
-from pytest_gemm.report.run_data import read_run
+from pytest_gemm.runs.saved import read_run
 
 from conftest import recorded_record
 

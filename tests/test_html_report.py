@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -19,9 +20,10 @@ from test_pictures import RUN, assert_sensible_png, error_map, failed, pixels_ne
 
 from pytest_gemm.records.outcome import Outcome
 from pytest_gemm.records.plain import from_plain, to_plain
+from pytest_gemm.records.result import CaseResult
 from pytest_gemm.report.folder import heatmap_name, write_report
-from pytest_gemm.report.run_data import read_run
 from pytest_gemm.report.tables import COLUMNS, NUMERIC, cells
+from pytest_gemm.runs.saved import read_run
 
 from conftest import RECORDED
 
@@ -64,16 +66,21 @@ def assert_self_contained(folder: Path) -> None:
     assert "script" not in found.tags and "http" not in (folder / "index.html").read_text()
 
 
+def _fail(data, emap, name: str) -> str:
+    """Add a failed case with this error map to a run; its test id."""
+    test, diagnosis = failed(emap, name)
+    data.tests[test] = CaseResult("failed", "verification failed", kind="case", diagnosis=diagnosis)
+    return test
+
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
     """A report of the recorded H100 run with two failed cases added."""
     data = read_run(RUN)
     data.command = "pytest --gemm-kernels kernels/ --benchmark-json run.json"
     marks = {(10, 10): (0.0, "unwritten"), (50, 60): (300.0, "over the bound")}
-    data.failures = [
-        failed(error_map(512, 512, marks=marks), "sgemm_bad[fp32-512x512x512]"),
-        failed(error_map(300, 700, tile=(32, 128)), "<script>alert(1)</script>[fp32-300x700x512]"),
-    ]
+    _fail(data, error_map(512, 512, marks=marks), "sgemm_bad[fp32-512x512x512]")
+    _fail(data, error_map(300, 700, tile=(32, 128)), "<script>alert(1)</script>[fp32-300x700x512]")
     out = tmp_path_factory.mktemp("report")
     write_report(data, out)
     return out
@@ -84,7 +91,8 @@ def test_the_page_shows_every_picture_the_facts_and_the_tables(folder):
     page = (folder / "index.html").read_text()
     assert "<title>pytest-gemm report: NVIDIA H100 80GB HBM3, 2026-11-22</title>" in page
     assert "<code>pytest --gemm-kernels kernels/ --benchmark-json run.json</code>" in page
-    assert "135 timed case(s), 2 failed verification(s)" in page
+    assert "135 timed case(s), 2 failed case(s) with a diagnosis" in page
+    assert '<a href="run.json">run.json</a>' in page  # the run itself, beside the page
     assert "<h3>fp32: 45 case(s)</h3>" in page and "<td>sgemm_warp_tile[BN256-BK16]</td>" in page
     assert "<td>driver_version</td><td>580.159.04</td>" in page
     record = read_run(RUN).records[0]  # its row: the terminal table's cells, the gate's before the flags
@@ -105,15 +113,15 @@ def row_head() -> list[str]:
 
 def test_a_heatmap_drawn_already_this_run_is_not_drawn_again(tmp_path):
     data = read_run(RUN)
-    data.records = []
-    data.failures = [failed(error_map(256, 256), f"k{i}[fp32-256x256x512]") for i in range(2)]
+    data.tests = {}
+    tests = [_fail(data, error_map(256, 256), f"k{i}[fp32-256x256x512]") for i in range(2)]
     (tmp_path / "errors").mkdir()
-    kept = tmp_path / heatmap_name(data.failures[0])
+    kept = tmp_path / heatmap_name(tests[0])
     kept.write_bytes(b"drawn as the case ended")
-    report = write_report(data, tmp_path, drawn=[case.test for case in data.failures])  # the second is missing
+    report = write_report(data, tmp_path, drawn=tests)  # the second is missing
     assert kept.read_bytes() == b"drawn as the case ended"
-    assert_sensible_png(tmp_path / heatmap_name(data.failures[1]))
-    assert sorted(report.heatmaps.values()) == sorted(heatmap_name(case) for case in data.failures)
+    assert_sensible_png(tmp_path / heatmap_name(tests[1]))
+    assert sorted(report.heatmaps.values()) == sorted(heatmap_name(test) for test in tests)
 
 
 def test_run_json_beside_the_page_draws_the_same_report(folder, tmp_path):
@@ -121,6 +129,11 @@ def test_run_json_beside_the_page_draws_the_same_report(folder, tmp_path):
     assert len(again.records) == 135 and len(again.failures) == 2
     write_report(again, tmp_path)
     assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(p.name for p in folder.rglob("*"))
+    report = write_report(again, tmp_path / "plot", source=folder / "run.json")  # drawn from a saved run: not copied
+    assert report.run_file is None and not (tmp_path / "plot" / "run.json").exists()
+    assert (
+        f"<strong>Drawn from:</strong> <code>{folder / 'run.json'}</code>" in (tmp_path / "plot/index.html").read_text()
+    )
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no headless browser: apt-get install chromium")
@@ -203,7 +216,7 @@ def test_gemm_report_in_a_session_and_plot_from_its_saved_run(project, tmp_path)
     names = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.png"))
     assert names[1:] == ["gate.png", "pct-cublas.png", "tflops-fp32.png"] and names[0].startswith("errors/unwritten")
     page = (folder / "index.html").read_text()
-    assert "6 timed case(s), 1 failed verification(s); gate: 6 regressed" in page
+    assert "6 timed case(s), 1 failed case(s) with a diagnosis; gate: 6 regressed" in page
     assert "kernels/faults.cu::unwritten_tile[fp32-256x256x256]" in page
     assert "unwritten output: 1024 element(s) of C" in page  # the failure text's diagnosis
     assert "--gemm-report report --benchmark-json run.json" in page
@@ -212,7 +225,9 @@ def test_gemm_report_in_a_session_and_plot_from_its_saved_run(project, tmp_path)
     # the benchmark JSON carries the failed case's error map: plot draws the same report from it
     out = tmp_path / "again"
     plot = subprocess.run(
-        ["pytest-gemm", "plot", str(project.path / "run.json"), "--out", str(out)], capture_output=True, text=True
+        [sys.executable, "-m", "pytest_gemm.cli", "plot", str(project.path / "run.json"), "--out", str(out)],
+        capture_output=True,
+        text=True,
     )
     assert plot.returncode == 0, plot.stderr
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*.png")) == names

@@ -19,17 +19,12 @@ import pytest
 from pytest_gemm import __version__
 from pytest_gemm.cli import main
 from pytest_gemm.records.case_record import GateResult
+from pytest_gemm.records.result import CaseResult
 from pytest_gemm.records.verdicts import GateVerdict
-from pytest_gemm.report.merge import merge_runs, plan_lines, prunable_files
-from pytest_gemm.report.run_data import (
-    ItemResult,
-    KernelFileRun,
-    RunData,
-    SessionEnd,
-    Shards,
-    read_run,
-    run_json,
-)
+from pytest_gemm.runs.data import KernelFileRun, RunData, SessionEnd, Shards
+from pytest_gemm.runs.merge import merge_runs, prunable_files
+from pytest_gemm.runs.plan import plan_lines
+from pytest_gemm.runs.saved import read_run, run_json
 
 from conftest import recorded_records, recording
 
@@ -257,8 +252,8 @@ def _save(path: Path, records, **fields) -> str:
     facts = dict(recording()["facts"])
     if records and records[0].gpu != facts["name"]:
         facts["name"] = records[0].gpu
-    tests = {r.test: ItemResult("passed", duration_s=2.0, kind="case") for r in records}
-    data = RunData(gpu=facts, records=list(records), tests=tests, version=__version__, settings=dict(SETTINGS))
+    tests = {r.test: CaseResult("passed", duration_s=2.0, kind="case", timing=r) for r in records}
+    data = RunData(gpu=facts, tests=tests, version=__version__, settings=dict(SETTINGS))
     data = dataclasses.replace(data, **fields)
     path.write_text(json.dumps(run_json(data)))
     return path.name
@@ -390,8 +385,8 @@ def test_a_baseline_file_the_runs_were_gated_against_must_be_found(two, capsys):
 
 def test_recording_runs_without_a_timed_case_says_nothing_was_recorded(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    tests = {f"{NAIVE}[fp32-512x512x512]": ItemResult("passed", duration_s=1.0, kind="case")}
-    data = RunData({}, [], tests=tests, version=__version__, settings={**SETTINGS, "timed": False})
+    tests = {f"{NAIVE}[fp32-512x512x512]": CaseResult("passed", duration_s=1.0, kind="case")}
+    data = RunData({}, tests=tests, version=__version__, settings={**SETTINGS, "timed": False})
     Path("v.json").write_text(json.dumps(run_json(data)))
     status, out, err = _merge("v.json", "--out", "m.json", "--update-baselines", capsys=capsys)
     assert status == 0, err
@@ -436,9 +431,9 @@ def test_runs_of_two_gpu_models_are_gated_and_recorded_each_against_its_own_file
 
 def test_the_merged_run_keeps_what_each_run_said(two):
     first, second = two
-    a = RunData({}, first, version="1", settings=SETTINGS, shard=Shards((1,), 2), wall_s=10.0)
+    a = RunData.of_timed({}, first, version="1", settings=SETTINGS, shard=Shards((1,), 2), wall_s=10.0)
     a.files = {"kernels/01_naive.cu": KernelFileRun("0" * 64, True)}
-    b = RunData({}, second, version="1", settings=SETTINGS, shard=Shards((2,), 2), wall_s=12.0)
+    b = RunData.of_timed({}, second, version="1", settings=SETTINGS, shard=Shards((2,), 2), wall_s=12.0)
     b.files = {
         "kernels/01_naive.cu": KernelFileRun("0" * 64, True),
         "kernels/02_smem_tiling.cu": KernelFileRun("", False),
@@ -453,9 +448,9 @@ def test_the_merged_run_keeps_what_each_run_said(two):
 def test_the_plan_comes_from_the_times_the_runs_measured():
     def run(shard: int, seconds: list[float], wall: float) -> RunData:
         tests = {
-            f"k.cu::k[{shard}-{i}]": ItemResult("passed", duration_s=s, kind="case") for i, s in enumerate(seconds)
+            f"k.cu::k[{shard}-{i}]": CaseResult("passed", duration_s=s, kind="case") for i, s in enumerate(seconds)
         }
-        return RunData({}, [], tests=tests, version="1", settings=SETTINGS, shard=Shards((shard,), 2), wall_s=wall)
+        return RunData({}, tests=tests, version="1", settings=SETTINGS, shard=Shards((shard,), 2), wall_s=wall)
 
     runs = [("a.json", run(1, [60.0] * 5, 330.0)), ("b.json", run(2, [60.0] * 5, 320.0))]
     lines = plan_lines(runs, merge_runs(runs).data, 600)
@@ -468,13 +463,14 @@ def test_the_plan_comes_from_the_times_the_runs_measured():
         "plan: for at most 600 s per shard: 2 shard(s) (600.0 s of tests spread over 570.0 s each"
     )
     assert plan_lines(runs, merge_runs(runs).data, 60)[-1].startswith("plan: no shard count keeps a shard under 60 s")
-    assert plan_lines([("c.json", RunData({}, []))], RunData({}, []), 600) == []  # no times saved: no plan
+    assert plan_lines([("c.json", RunData({}))], RunData({}), 600) == []  # no times saved: no plan
 
 
 def test_a_run_saved_before_these_keys_existed_is_still_read(tmp_path):
-    old = json.loads(json.dumps(run_json(RunData(dict(recording()["facts"]), recorded_records()))))
+    old = json.loads(json.dumps(run_json(RunData.of_timed(dict(recording()["facts"]), recorded_records()))))
     for key in ("pytest_gemm", "settings", "shard", "files", "tests", "wall_s"):
         del old["gemm"][key]
     (tmp_path / "old.json").write_text(json.dumps(old))
     data = read_run(tmp_path / "old.json")
-    assert len(data.records) == 3 and data.version == "" and data.shard is None and data.tests == {}
+    assert len(data.records) == 3 and data.version == "" and data.shard is None
+    assert [r.outcome for r in data.tests.values()] == ["passed"] * 3  # the timed cases are the tests it says

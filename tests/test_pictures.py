@@ -14,11 +14,15 @@ pytest.importorskip("matplotlib", reason="the pictures need matplotlib (pip inst
 
 from pytest_gemm.cli import main
 from pytest_gemm.judge import causes
+from pytest_gemm.records.diagnosis import Diagnosis
 from pytest_gemm.records.outcome import ErrorMap
-from pytest_gemm.records.verdicts import ErrorCause
+from pytest_gemm.records.result import CaseResult
+from pytest_gemm.records.shapes import Shape
+from pytest_gemm.records.verdicts import ErrorCause, Verdict
 from pytest_gemm.report.heatmap import CAUSE_STYLE, OUTSIDE_STYLE, heatmap
 from pytest_gemm.report.pictures import largest_shape, pct_cublas_chart, tflops_chart
-from pytest_gemm.report.run_data import FailedCase, RunData, RunFileError, read_run, run_json
+from pytest_gemm.runs.data import STORED_CELLS, RunData
+from pytest_gemm.runs.saved import RunFileError, read_run, run_json
 
 RUN = Path(__file__).resolve().parent / "data" / "h100_run.json"
 GPU = "NVIDIA H100 80GB HBM3"
@@ -62,10 +66,10 @@ def error_map(rows: int, cols: int, cells: int = 128, tile=(64, 64), marks=None,
     return ErrorMap(rows, cols, cell, tuple(map(tuple, ratio)), tuple(map(tuple, cause)), tile)
 
 
-def failed(emap: ErrorMap, name: str = "sgemm_bad[fp32-1000x1000x512]", beta: float = 0.0) -> FailedCase:
-    return FailedCase(
-        f"kernels/bad.cu::{name}", "fp32", f"{emap.rows}x{emap.cols}x512", 1.0, beta, ("unwritten output",), emap
-    )
+def failed(emap: ErrorMap, name: str = "sgemm_bad[fp32-1000x1000x512]", beta: float = 0.0) -> tuple[str, Diagnosis]:
+    """A failed case's test id and diagnosis, with this error map."""
+    shape = Shape(emap.rows, emap.cols, 512)
+    return f"kernels/bad.cu::{name}", Diagnosis(Verdict.WRONG_OUTPUT, "fp32", shape, 1.0, beta, error_map=emap)
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +80,7 @@ def run() -> RunData:
 def test_the_recorded_run_reads_back(run):
     assert len(run.records) == 135 and run.gpu_name == GPU and run.day == "2026-11-22"
     assert {r.dtype for r in run.records} == {"fp32", "fp16", "bf16"}
-    assert largest_shape(run.records) == "1024x1024x1024"
+    assert largest_shape(run.records) == Shape(1024, 1024, 1024)
     assert RUN.stat().st_size < 500_000
 
 
@@ -95,7 +99,7 @@ def test_the_pct_of_cublas_chart_has_a_bar_per_kernel_in_each_dtypes_colour(run,
     assert png_size(path)[1] > 20 * kernels  # every bar gets its own row
     for colour in ("#0072B2", "#E69F00", "#009E73"):  # fp32, bf16, fp16
         assert pixels_near(path, colour) > 2000, colour
-    assert pct_cublas_chart(run.records, "4096x4096x4096", run.gpu_name, run.day, tmp_path / "none.png") is None
+    assert pct_cublas_chart(run.records, Shape(4096, 4096, 4096), run.gpu_name, run.day, tmp_path / "none.png") is None
 
 
 def test_each_cause_has_its_own_colour_and_a_single_bad_cell_shows(tmp_path):
@@ -105,7 +109,7 @@ def test_each_cause_has_its_own_colour_and_a_single_bad_cell_shows(tmp_path):
         (100, 100): (0.0, "read past A"),
         (3, 90): (1e4, "over the bound"),
     }
-    path = heatmap(failed(error_map(1000, 1000, marks=marks)), GPU, "2026-11-22", tmp_path / "map.png")
+    path = heatmap(*failed(error_map(1000, 1000, marks=marks)), GPU, "2026-11-22", tmp_path / "map.png")
     assert_sensible_png(path)
     for cause in (ErrorCause.UNWRITTEN, ErrorCause.READ_C, ErrorCause.GUARD_A):
         assert pixels_near(path, CAUSE_STYLE[cause][0], top=0.9) > 4, cause  # one cell of 125 along a side
@@ -122,7 +126,7 @@ def test_one_wrong_element_of_an_8192_square_c_still_shows(tmp_path):
     emap = causes.error_map(np, ratio, causes.causes_of(np, ratio, unwritten, causes.Evidence()), tile=(128, 256))
     del ratio, unwritten
     assert len(emap.ratio) == len(emap.ratio[0]) == causes.MAX_CELLS and emap.cell == (64, 64)
-    path = heatmap(failed(emap, "sgemm_big[fp32-8192x8192x512]"), GPU, "2026-11-22", tmp_path / "big.png")
+    path = heatmap(*failed(emap, "sgemm_big[fp32-8192x8192x512]"), GPU, "2026-11-22", tmp_path / "big.png")
     assert_sensible_png(path)
     assert pixels_near(path, CAUSE_STYLE[ErrorCause.UNWRITTEN][0], top=0.9) > 4  # not only in the legend
 
@@ -135,28 +139,33 @@ def test_writes_outside_c_are_drawn_past_its_frame(tmp_path):
     strays = np.stack([rows.ravel(), cols.ravel()], 1)
     emap = error_map(100, 100, cells=100, tile=(32, 32))
     emap = ErrorMap(**{**emap.__dict__, "outside": causes.outside_cells(strays, emap.cell)})
-    path = heatmap(failed(emap, "oob_write[fp32-100x100x64]"), GPU, "2026-11-22", tmp_path / "oob.png")
+    path = heatmap(*failed(emap, "oob_write[fp32-100x100x64]"), GPU, "2026-11-22", tmp_path / "oob.png")
     assert_sensible_png(path)
     assert pixels_near(path, OUTSIDE_STYLE[0], top=0.9) > 2000  # a band 28 rows deep, not only the legend
-    plain = heatmap(failed(error_map(100, 100, cells=100)), GPU, "2026-11-22", tmp_path / "plain.png")
+    plain = heatmap(*failed(error_map(100, 100, cells=100)), GPU, "2026-11-22", tmp_path / "plain.png")
     assert pixels_near(plain, OUTSIDE_STYLE[0]) == 0
 
 
 def test_skinny_and_unknown_tile_maps_draw(tmp_path):
     row = error_map(1, 4096, tile=None, marks={(0, 3): (50.0, "over the bound")})
-    assert_sensible_png(heatmap(failed(row, "sgemm_row[fp32-1x4096x512]"), GPU, "", tmp_path / "row.png"))
+    assert_sensible_png(heatmap(*failed(row, "sgemm_row[fp32-1x4096x512]"), GPU, "", tmp_path / "row.png"))
 
 
-def test_error_maps_travel_in_a_saved_run(tmp_path, run):
-    case = failed(error_map(256, 256, cells=128, marks={(120, 120): (0.0, "unwritten")}, base=0.123456789))
-    data = RunData(run.gpu, run.records[:3], [case], run.date, "pytest --gemm-kernels kernels/")
+def test_error_maps_travel_in_a_saved_run_pooled_and_small(tmp_path, run):
+    test, diagnosis = failed(error_map(256, 256, cells=128, marks={(120, 121): (0.0, "unwritten")}, base=0.123456789))
+    data = RunData.of_timed(run.gpu, run.records[:3], date=run.date, command="pytest --gemm-kernels kernels/")
+    data.tests[test] = CaseResult("failed", "verification failed", kind="case", diagnosis=diagnosis)
     path = tmp_path / "run.json"
-    path.write_text(json.dumps(run_json(data)))
+    path.write_text(json.dumps(run_json(data), indent=4))  # as pytest-benchmark writes it
     back = read_run(path)
     assert back.command == "pytest --gemm-kernels kernels/" and back.records == run.records[:3]
-    (got,) = back.failures
-    assert got.test == case.test and got.error_map.cause == case.error_map.cause
-    assert got.error_map.ratio[0][0] == 0.1235  # stored to 4 significant digits
+    (got,) = back.failures.values()
+    emap = got.diagnosis.error_map
+    assert len(emap.ratio) == len(emap.ratio[0]) == STORED_CELLS and emap.cell == (4, 4)  # 128 cells pooled to 64
+    assert emap.cause[60][60] == "unwritten" and {w for line in emap.cause for w in line} == {"", "unwritten"}
+    assert emap.ratio[0][0] == pytest.approx(0.123456789, rel=0.012)  # two characters a cell: within 1.2%
+    saved = json.loads(path.read_text())["gemm"]["tests"][test]
+    assert len(json.dumps(saved, indent=4)) < 32_000  # bounded whatever C's size
 
 
 def test_a_file_that_is_not_a_run_is_refused(tmp_path):
@@ -180,7 +189,7 @@ def test_plot_draws_a_saved_run_and_gates_it_against_the_baselines(tmp_path, cap
         assert_sensible_png(out / name)
     page = (out / "index.html").read_text()
     assert "gate verdicts computed by pytest-gemm plot against" in page
-    assert "135 timed case(s), 0 failed verification(s); gate: 0 regressed, 0 improved, 135 same" in page
+    assert "135 timed case(s), 0 failed case(s) with a diagnosis; gate: 0 regressed, 0 improved, 135 same" in page
 
 
 def test_a_run_timed_with_the_events_is_not_gated_against_baselines_recorded_with_cupti(tmp_path, capsys):

@@ -5,9 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from pytest_gemm.judge.accuracy import element_bound
+from pytest_gemm.judge.case import wrong_output
 from pytest_gemm.records.dtypes import get_dtype
 from pytest_gemm.records.outcome import Fault, Verification
-from pytest_gemm.report.failure import diagnosis, failure_message
+from pytest_gemm.records.result import CaseResult
+from pytest_gemm.records.shapes import Shape
+from pytest_gemm.report.failure import diagnosis_lines, failure_text
 
 from test_tolerance import _data, _fp16, _judge, _sequential
 
@@ -15,7 +18,15 @@ FP32 = get_dtype("fp32")
 
 
 def _result(stats, faults=(), beta=0.0):
-    return Verification("k[fp32-48x40x32]", 7, (48, 40, 32), 1.0, beta, stats, stats, tuple(faults))
+    return Verification("k[fp32-48x40x32]", 7, Shape(48, 40, 32), 1.0, beta, stats, stats, tuple(faults))
+
+
+def diagnosis(result: Verification) -> list[str]:
+    return diagnosis_lines(wrong_output(result, "fp32"))
+
+
+def failure_message(result: Verification, replay: str) -> str:
+    return failure_text(result.case_id, CaseResult("failed", diagnosis=wrong_output(result, "fp32")), replay)
 
 
 def test_precision_downgrade_is_named():
@@ -37,7 +48,7 @@ def test_unwritten_faults_and_message_layout():
     got[32:48, :] = np.nan
     stats = _judge(got, a, b, unchanged=np.isnan(got))
     result = _result(stats, [Fault("out-of-bounds write", "the guard after C", 3)])
-    text = failure_message(result, dtype="fp32", replay="pytest 'x' --gemm-kernels --gemm-seed 0")
+    text = failure_message(result, replay="pytest 'x' --gemm-kernels --gemm-seed 0")
     assert "  - out-of-bounds write: 3 element(s) changed in the guard after C" in text
     assert "  - unwritten output: 640 element(s) of C still hold the NaN poison" in text
     assert "errors in 2 of 4 32x32 tiles of C: rows 32-47 x cols 0-31, rows 32-47 x cols 32-39" in text
@@ -45,8 +56,6 @@ def test_unwritten_faults_and_message_layout():
     assert text.endswith("seed 7 (this case's data); replay: pytest 'x' --gemm-kernels --gemm-seed 0")
     assert "cuBLAS fp32 (peer): max" in text
     assert text.startswith("verification failed for k[fp32-48x40x32] (M=48, N=40, K=32, alpha=1, beta=0)\n")
-    given = failure_message(result, dtype="fp32", replay="r", lines=["the caller's sentence"])
-    assert "\n  - the caller's sentence\n" in given and "  - unwritten" not in given  # its diagnosis, not a second
 
 
 def test_a_failure_of_the_normwise_test_alone_gets_a_bullet_of_its_own():
@@ -74,13 +83,13 @@ def test_a_lower_precision_that_only_the_normwise_test_sees_says_both():
 
 def test_a_worker_start_failure_reads_as_a_sentence_in_each_form():
     """The phase comes before the case ("while starting the GPU worker for k[...]") or after it (a timeout)."""
+    from pytest_gemm.records.diagnosis import Diagnosis
     from pytest_gemm.records.outcome import Failure
-    from pytest_gemm.records.verdicts import FailureKind
-    from pytest_gemm.report.failure import fault_message
+    from pytest_gemm.records.verdicts import FailureKind, Verdict
 
     def head(kind, message):
-        failure = Failure(kind, message, "start")
-        return fault_message(failure, case="k[x]", shape=(1, 2, 3), alpha=1.0, beta=0.0, replay="r").splitlines()[0]
+        fault = Diagnosis(Verdict.FAULT, "fp32", Shape(1, 2, 3), 1.0, 0.0, failure=Failure(kind, message, "start"))
+        return failure_text("k[x]", CaseResult("failed", diagnosis=fault), "r").splitlines()[0]
 
     assert head(FailureKind.TIMEOUT, "the GPU worker did not start within 180 s") == (
         "k[x] (M=1, N=2, K=3, alpha=1, beta=0) the GPU worker did not start within 180 s while starting the GPU worker"

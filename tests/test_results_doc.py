@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gemm.report.run_data import read_run
+from pytest_gemm.records.shapes import Shape
+from pytest_gemm.runs.data import RunData
+from pytest_gemm.runs.saved import read_run
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = "docs/data/h100-2026-11-22-main-job.json"
@@ -44,16 +46,17 @@ def test_the_script_writes_the_page_from_any_folder_and_refuses_a_run_of_several
     assert results_doc.main([str(ROOT / RUN), "page.md"]) == 0
     assert (tmp_path / "page.md").read_text(encoding="utf-8") == PAGE.read_text(encoding="utf-8")
     data = read_run(ROOT / RUN)
-    data.records[0] = dataclasses.replace(data.records[0], gpu="NVIDIA H200")
+    data.with_timing([dataclasses.replace(data.records[0], gpu="NVIDIA H200")])
     with pytest.raises(ValueError, match="several GPU models"):
         results_doc.render(data, RUN)
 
 
 def test_a_run_without_alpha_1_beta_0_cases_still_gets_its_tables_and_ties_keep_one_order():
     data = read_run(ROOT / RUN)
-    data.records = [dataclasses.replace(r, ab="a0.7b1.3") for r in data.records if r.dtype == "fp32"]
-    page = results_doc.render(data, RUN)
+    fp32 = [dataclasses.replace(r, ab="a0.7b1.3") for r in data.records if r.dtype == "fp32"]
+    page = results_doc.render(RunData.of_timed(data.gpu, fp32, date=data.date), RUN)
     assert "each case of a shape (no alpha = 1, beta = 0 case)" in page and "| `sgemm_naive` | " in page
-    twins = [dataclasses.replace(data.records[0], shape=s) for s in ("512x256x128", "128x256x512", "256x128x512")]
-    data.records = twins
-    assert "| kernel | 128x256x512 | 256x128x512 | 512x256x128 |" in results_doc.render(data, RUN)
+    shapes = ("512x256x128", "128x256x512", "256x128x512")
+    twins = [dataclasses.replace(fp32[0], test=f"t{s}", shape=Shape.of(s)) for s in shapes]
+    page = results_doc.render(RunData.of_timed(data.gpu, twins), RUN)
+    assert "| kernel | 128x256x512 | 256x128x512 | 512x256x128 |" in page

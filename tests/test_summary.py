@@ -81,3 +81,22 @@ def test_flags_say_what_deserves_a_second_look():
     assert row_flags(row.with_gate(moved)) == "cuBLAS moved"
     regressed = GateResult(GateVerdict.REGRESSED, "ratio", 0.05, 0.101, ("kernel source changed since the baseline",))
     assert row_flags(row.with_gate(regressed)) == "REGRESSED +10.1%, source changed"
+
+
+def test_the_condensed_table_shows_each_kernels_fastest_variant_per_shape_and_counts_the_flags_of_the_rest():
+    rows = recorded_records()
+    base = rows[1]  # the naive kernel at 4096^3, alpha = 1, beta = 0
+    slower = dataclasses.replace(base, test="k::slow", kernel="sgemm_naive[SLOW]", ratio=base.ratio * 2)
+    regressed = GateResult(GateVerdict.REGRESSED, "ratio", 0.05, 0.2, fails=True)
+    flagged = dataclasses.replace(base, test="k::ab", ab="a0.7b1.3", ratio=base.ratio / 2, gate=regressed)
+    lines = timing_tables([*rows, slower, flagged], recording()["facts"], width=120, full=False)
+    text = "\n".join(lines)
+    naive = [line for line in lines if line.startswith("sgemm_naive")]
+    # a row per kernel and shape: the fastest variant's alpha = 1, beta = 0 case (an alpha/beta case ran faster)
+    assert [line.split()[1] for line in naive] == ["512x512x512", "4096x4096x4096"]
+    assert "[SLOW]" not in text and "a0.7b1.3" not in " ".join(naive)
+    assert naive[1].endswith("1 more flagged")  # the regressed alpha/beta case it stands for is not hidden
+    assert "sgemm_smem[TILE32] a0.7b1.3" in text  # a kernel and shape with no alpha = 1, beta = 0 case: its fastest
+    assert lines[-1].startswith("5 case(s) timed in ")  # all of them
+    full = timing_tables([*rows, slower, flagged], recording()["facts"], width=120)
+    assert "sgemm_naive[SLOW]" in "\n".join(full) and len(full) == len(lines) + 2

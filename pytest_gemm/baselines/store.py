@@ -261,7 +261,7 @@ def entry_from_record(record: CaseRecord, recorded: Mapping[str, Any]) -> dict[s
         "file": record.file,
         "kernel": record.kernel,
         "dtype": record.dtype,
-        "shape": record.shape,
+        "shape": record.shape.id,
         "ab": record.ab,
         "ratio": record.ratio,
         "ratio_ci": list(record.ratio_ci),

@@ -17,7 +17,7 @@ from .. import __version__
 from ..baselines.store import BaselineAccessError, BaselineError, baseline_path, baseline_paths, load
 from ..baselines.store import merge as merge_entries  # (``merge`` here is the merge command's module)
 from ..baselines.update import KernelCases, root_problem, write
-from ..judge.gate import judge
+from ..judge.gate import GatePolicy, judge
 from ..options import add_cli_arguments
 from ..records.verdicts import GateVerdict
 from ..report.regression import aligned, interval_cell
@@ -128,20 +128,24 @@ def cmd_plot(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CliError(f"--size: {exc}") from None
         if shape not in {r.shape for r in data.records}:
-            shapes = ", ".join(sorted({r.shape for r in data.records}))
+            shapes = ", ".join(sorted({str(r.shape) for r in data.records}))
             raise CliError(f"--size: the run has no timed case of shape {shape} (it has {shapes or 'none'})")
     source = ""
     if data.records and not any(r.gate for r in data.records):  # a run saved without verdicts: judge it now
         path = baseline_path(Path(args.baselines), data.gpu_name)
         baseline = load(path, gpu=data.gpu_name)
         if baseline is not None:
-            data.records = [
-                r.with_gate(judge(r, baseline.get(r.test), metric=args.gate_metric, threshold=args.threshold))
-                for r in data.records
-            ]
+            policy = GatePolicy.of_saved(data.settings)
+            metric, threshold = args.gate_metric, args.threshold
+            data.with_timing(
+                [
+                    r.with_gate(judge(r, baseline.get(r.test), metric=metric, threshold=threshold, policy=policy))
+                    for r in data.records
+                ]
+            )
             source = f"gate verdicts computed by pytest-gemm plot against {path}"
             data.notes.append(source)
-    report = write_report(data, Path(args.out), shape, source)
+    report = write_report(data, Path(args.out), shape, source, source=Path(args.run), processes=os.cpu_count() or 1)
     print(f"{report.folder / 'index.html'}: {len(report.charts)} chart(s), {len(report.heatmaps)} error map(s)")
     for path in report.files:
         print(f"  {path}")

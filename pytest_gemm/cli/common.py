@@ -12,11 +12,12 @@ from pathlib import Path
 from .. import __version__
 from ..baselines.store import BaselineAccessError, BaselineFile, baseline_path
 from ..baselines.update import record
-from ..judge.gate import compared_record, judge
+from ..judge.gate import GatePolicy, compared_record, judge
 from ..records.case_record import METRICS, CaseRecord, GateResult
 from ..records.verdicts import GateVerdict, Sanity
 from ..report.regression import aligned, interval_cell
-from ..report.run_data import RunData, RunFileError, read_run
+from ..runs.data import RunData
+from ..runs.saved import RunFileError, read_run
 
 __all__ = ["CliError", "by_gpu", "gate_table", "read_saved", "record_baselines", "timed_run", "write_file"]
 
@@ -61,8 +62,10 @@ def gate_table(
     baseline: BaselineFile | None,
     metric: str,
     threshold: float,
+    policy: GatePolicy | None = None,
 ) -> tuple[dict[str, GateResult], Counter[GateVerdict]]:
-    """Judge ``records`` against ``baseline`` (None: no file, every case new) and print the asv-style table."""
+    """Judge ``records`` against ``baseline`` (None: no file, every case new) and print the asv-style table;
+    ``policy`` says which verdicts fail a test (a regression, by default)."""
     value, interval, label = METRICS[metric]
     missing = ", no such file: every case is new" if baseline is None else ""
     print(f"{run} against {path} ({gpu}{missing}); {label}, threshold {100 * threshold:g}% (or the kernel's own)")
@@ -71,7 +74,7 @@ def gate_table(
     results = {}
     for row in sorted(records, key=lambda r: r.test):
         entry = baseline.get(row.test) if baseline is not None else None
-        result = judge(row, entry, metric=metric, threshold=threshold)
+        result = judge(row, entry, metric=metric, threshold=threshold, policy=policy)
         results[row.test] = dataclasses.replace(result, baseline_file=str(path), baseline_file_missing=baseline is None)
         counts[result.verdict] += 1
         before = compared_record(entry, row, result) if entry and result.change is not None else entry

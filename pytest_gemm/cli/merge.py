@@ -1,4 +1,4 @@
-"""``pytest-gemm merge``: saved runs combined into one (``report/merge.py``), then gated per GPU model against
+"""``pytest-gemm merge``: saved runs combined into one (``runs/merge.py``), then gated per GPU model against
 its baseline file, or recorded as baselines; the summary, the report and the plan (docs/scaling.md).
 
 Paths are found from ``--root`` (the project's root folder, pytest's rootdir; default: the current folder):
@@ -11,16 +11,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..baselines.store import BaselineFile, baseline_path, gpu_slug, load
+from ..judge.gate import DEFAULT_METRIC, DEFAULT_THRESHOLD, GatePolicy
 from ..options import add_cli_arguments
 from ..records.case_record import CaseRecord, GateResult
-from ..report import merge as m
-from ..report.run_data import RunData, run_json
+from ..report.regression import gate_line
+from ..runs import merge as m
+from ..runs.data import RunData
+from ..runs.plan import plan_lines
+from ..runs.saved import run_json
 from .common import CliError, by_gpu, gate_table, read_saved, record_baselines, write_file
 
 __all__ = ["add_merge_parser", "cmd_merge"]
@@ -104,29 +109,31 @@ def _baselines(groups: Mapping[str, list[CaseRecord]], folder: Path) -> dict[str
 
 
 def _gate(data: RunData, out: Path, found: Mapping[str, tuple[Path, BaselineFile | None]], args: Any) -> None:
-    metric = args.gate_metric or data.settings.get("gate-metric") or "ratio"
-    threshold = args.threshold if args.threshold is not None else data.settings.get("threshold", 0.05)
+    metric = args.gate_metric or data.settings.get("gate-metric") or DEFAULT_METRIC
+    threshold = args.threshold if args.threshold is not None else data.settings.get("threshold", DEFAULT_THRESHOLD)
+    policy = GatePolicy.of_saved(data.settings)
     gates: dict[str, GateResult | None] = {}
     for name, records in by_gpu(data).items():
         path, baseline = found[name]
-        gates.update(gate_table(str(out), name, records, path, baseline, metric, threshold)[0])
-    m.regate(data, gates)
+        gates.update(gate_table(str(out), name, records, path, baseline, metric, threshold, policy)[0])
+    m.regate(data, gates, gate_line)
 
 
-def _report(data: RunData, folder: str, source: str) -> None:
+def _report(data: RunData, folder: str, source: str, saved: Path) -> None:
     from ..report.folder import write_report
 
     parts = m.by_gpu(data)
     for name, part in parts.items():
         try:
-            report = write_report(part, Path(folder) / (gpu_slug(name) * (len(parts) > 1)), None, source)
+            where = Path(folder) / (gpu_slug(name) * (len(parts) > 1))
+            report = write_report(part, where, None, source, source=saved, processes=os.cpu_count() or 1)
         except (ImportError, OSError) as exc:
             raise CliError(f"cannot write the report in {folder}: {exc}") from None
         print(f"{report.folder / 'index.html'}: {len(report.charts)} chart(s), {len(report.heatmaps)} error map(s)")
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from ..report.markdown import markdown
+    from ..report.markdown import markdown, summary_cases
 
     runs, command = [(name, read_saved(Path(name))) for name in args.runs], " ".join(["pytest-gemm merge", *args.runs])
     try:
@@ -149,7 +156,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         whole = {file: True for file in m.prunable_files(data) if (root / file).is_file()}
         for file in sorted(set(m.prunable_files(data)) - set(whole)):
             print(f"  note: {file} is not under {root.resolve()}: entries of its gone cases are kept (--root DIR)")
-        m.regate(data, {r.test: None for r in data.records})
+        m.regate(data, {r.test: None for r in data.records}, gate_line)
         write_file(out, json.dumps(run_json(data), indent=1) + "\n")  # first: it keeps the run if baselines cannot
         record_baselines(data, str(out), folder, whole, root)
         if not data.records:
@@ -159,11 +166,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
         source = f"gate verdicts computed by pytest-gemm merge against {folder}/"
         write_file(out, json.dumps(run_json(data), indent=1) + "\n")
     if args.summary:
-        write_file(Path(args.summary), "## pytest-gemm\n\n" + markdown(m.summary_lines(data)), step_summary=True)
+        write_file(Path(args.summary), "## pytest-gemm\n\n" + markdown(summary_cases(data.tests)), step_summary=True)
         print(f"pytest-gemm summary: {args.summary}")
     if args.report:
-        _report(data, args.report, source)
-    for line in m.plan_lines(runs, data, args.target_wall):
+        _report(data, args.report, source, out)
+    for line in plan_lines(runs, data, args.target_wall):
         print(line)
     if errors:
         print(f"{len(errors)} collection error(s): " + "; ".join(f"{k}: {v}" for k, v in errors.items()))

@@ -1,79 +1,89 @@
-"""The verdict on one case: from a worker's outcome to a skip, a failure text, or a timed record.
+"""The verdict on one case: from a worker's outcome to a judged case (:class:`~pytest_gemm.records.result.CaseResult`).
 
 This is what the pytest layer does with every outcome, as a pure function: it is tested on the
-CPU with recorded outcomes, and the plugin only acts on its answer (skip, fail, record the times).
+CPU with recorded outcomes, and the plugin only acts on its answer (skip, fail with the diagnosis
+rendered by ``report/``, record the times). Judgement returns data: it words nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ..records.case_record import CaseRecord, gpu_identity, max_sm_clock
-from ..records.outcome import Outcome
-from ..records.verdicts import Sanity
-from ..report.failure import diagnosis, failure_message, fault_message, stats_line
+from ..records.diagnosis import MAX_OUTPUT_LINES, Diagnosis, Finding
+from ..records.outcome import Outcome, Verification
+from ..records.result import CaseResult
+from ..records.verdicts import Check, ErrorCause, Sanity, TimingProblem, Verdict
 from ..specs.cases import Case
 from .metrics import summarize
 from .peaks import peak_flops
 from .throttle import throttle_flags
 
-__all__ = ["CaseFacts", "CaseVerdict", "case_facts", "judge_outcome"]
+__all__ = ["LOW_PRECISION", "diagnose", "findings", "judge_outcome", "wrong_output"]
+
+#: a failed normwise test with an error under 1% means roughly right values: lost precision, not wrong ones
+LOW_PRECISION = 1e-2
 
 
-@dataclass(frozen=True)
-class CaseFacts:
-    """What the pytest side knows of a case, beside its outcome."""
+def findings(result: Verification) -> tuple[Finding, ...]:
+    """What is wrong with a verified output, most telling first: the bitwise checks, the traced sources of its
+    wrong elements (or, untraced, its unwritten and non-finite ones), the normwise test, the wrong values."""
+    k = result.kernel
+    found = [Finding(Check(fault.kind), fault.count, region=fault.where) for fault in result.faults]
+    for source in result.sources:  # traced by the worker, one per source
+        found.append(Finding(ErrorCause(source.cause), source.count, source.rows, source.cols, source.n_tiles,
+                             source.region))  # fmt: skip
+    if not result.sources:
+        if k.unwritten:
+            found.append(Finding(ErrorCause.UNWRITTEN, k.unwritten))
+        if k.nonfinite > k.unwritten:
+            found.append(Finding(Check.NONFINITE, k.nonfinite - k.unwritten))
+    if k.norm_error > k.norm_tol:
+        if k.norm_error < LOW_PRECISION:
+            found.append(Finding(Check.LOW_PRECISION, k.bad))
+        elif k.bad == 0:
+            found.append(Finding(Check.NORMWISE))
+    if k.bad and not result.sources:
+        found.append(Finding(ErrorCause.OVER_BOUND, k.bad))
+    return tuple(found)
 
-    test: str  # node id
-    name: str  # kernel[id]
-    file: str
-    kernel: str  # kernel[variant]
-    variant: str
-    dtype: str
-    shape: tuple[int, int, int]
-    ab: str
-    alpha: float
-    beta: float
-    replay: str  # the command that runs this case alone
-    source_sha256: str = ""
-    regression_threshold: float | None = None
-    expect_fast: str = ""
-    always_reads_c: bool = False  # header declarations that change the checks
-    nondeterministic: str = ""
 
-
-def case_facts(case: Case, test: str, replay: str, source_sha256: str) -> CaseFacts:
-    """The facts of a collected case (``test``: its node id)."""
-    return CaseFacts(
-        test=test,
-        name=case.name,
-        file=case.spec.path,
-        kernel=case.spec.label(case.variant),
-        variant=case.variant.id,
-        dtype=case.dtype,
-        shape=(case.shape.M, case.shape.N, case.shape.K),
-        ab=case.ab.id,
-        alpha=case.ab.alpha,
-        beta=case.ab.beta,
-        replay=replay,
-        source_sha256=source_sha256,
-        regression_threshold=case.spec.regression_threshold,
-        expect_fast=case.spec.expect_fast,
-        always_reads_c=case.spec.always_reads_c,
-        nondeterministic=case.spec.nondeterministic,
+def wrong_output(v: Verification, dtype: str, *, always_reads_c: bool = False, nondeterministic: str = "") -> Diagnosis:
+    """The diagnosis of an output of ``dtype`` that failed its verification (``always_reads_c``, ``nondeterministic``:
+    what the kernel's header declares)."""
+    return Diagnosis(
+        Verdict.WRONG_OUTPUT,
+        dtype,
+        v.shape,
+        v.alpha,
+        v.beta,
+        seed=v.seed,
+        findings=findings(v),
+        kernel=v.kernel,
+        peer=v.peer,
+        error_map=v.error_map,
+        always_reads_c=always_reads_c,
+        nondeterministic=nondeterministic,
     )
 
 
-@dataclass(frozen=True)
-class CaseVerdict:
-    """What to do with a case: skip it, fail it with ``failure``, and/or record its timing."""
+def diagnose(case: Case, verification: Verification) -> Diagnosis:
+    """The diagnosis of a case whose output failed its verification."""
+    spec = case.spec
+    declared = {"always_reads_c": spec.always_reads_c, "nondeterministic": spec.nondeterministic}
+    return wrong_output(verification, case.dtype, **declared)
 
-    skip: str | None = None
-    failure: str | None = None
-    record: CaseRecord | None = None
-    margin: float | None = None  # how far inside the verification bounds the output was
-    diagnosis: tuple[str, ...] = ()  # a failed verification: one sentence per thing wrong, as ``failure`` lists them
+
+def _scalars(case: Case) -> dict[str, Any]:
+    spec = case.spec
+    return {
+        "dtype": case.dtype,
+        "shape": case.shape,
+        "alpha": case.ab.alpha,
+        "beta": case.ab.beta,
+        "always_reads_c": spec.always_reads_c,
+        "nondeterministic": spec.nondeterministic,
+    }
 
 
 def _peak(gpu: dict[str, Any], dtype: str) -> float | None:
@@ -85,90 +95,77 @@ def _peak(gpu: dict[str, Any], dtype: str) -> float | None:
     return peak_flops(str(gpu.get("name", "")), (major, minor), sm_count, max_sm_clock(gpu), dtype)
 
 
-def judge_outcome(case: CaseFacts, outcome: Outcome, gpu: dict[str, Any], *, save_raw: bool = False) -> CaseVerdict:
-    """The verdict on ``outcome``; ``gpu`` holds the worker's device facts."""
+def _last_lines(text: str) -> str:
+    """What a worker printed, its last MAX_OUTPUT_LINES lines (saying how many earlier ones were left out)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) > MAX_OUTPUT_LINES:
+        lines = [f"[{len(lines) - MAX_OUTPUT_LINES} earlier line(s) left out]", *lines[-MAX_OUTPUT_LINES:]]
+    return "\n".join(lines)
+
+
+def judge_outcome(
+    case: Case, test: str, outcome: Outcome, gpu: dict[str, Any], *, source_sha256: str = "", save_raw: bool = False
+) -> CaseResult:
+    """The judged case ``test`` (its node id) from ``outcome``; ``gpu`` holds the worker's device facts."""
     if outcome.skip is not None:
-        return CaseVerdict(skip=outcome.skip)
+        return CaseResult("skipped", outcome.skip, kind="case")
     verification = outcome.verification
     margin = verification.kernel.margin if verification is not None else None
     if outcome.failure is not None:
-        text = fault_message(
-            outcome.failure,
-            case=case.name,
-            shape=case.shape,
-            alpha=case.alpha,
-            beta=case.beta,
-            replay=case.replay,
-            output=outcome.output,
-        )
-        return CaseVerdict(failure=text, margin=margin)
+        output = _last_lines(outcome.output)
+        diagnosis = Diagnosis(Verdict.FAULT, **_scalars(case), failure=outcome.failure, output=output)
+        return CaseResult("failed", kind="case", diagnosis=diagnosis, margin=margin)
     if verification is None:
-        return CaseVerdict(failure=f"{case.name}: the worker returned no result; replay: {case.replay}")
+        return CaseResult("failed", kind="case", diagnosis=Diagnosis(Verdict.NO_RESULT, **_scalars(case)))
     if not verification.passed:
-        lines = tuple(diagnosis(verification, always_reads_c=case.always_reads_c))
-        text = failure_message(
-            verification,
-            dtype=case.dtype,
-            replay=case.replay,
-            always_reads_c=case.always_reads_c,
-            nondeterministic=case.nondeterministic,
-            lines=lines,
-        )
-        return CaseVerdict(failure=text, margin=margin, diagnosis=lines)
+        return CaseResult("failed", kind="case", diagnosis=diagnose(case, verification), margin=margin)
     if outcome.timing is None:
-        return CaseVerdict(margin=margin)
-    return _timed(case, outcome, gpu, margin, save_raw)
+        return CaseResult("passed", kind="case", margin=margin)
+    record = _record(case, test, outcome, gpu, source_sha256, save_raw)
+    run = outcome.timing
+    problems, kernel, peer = [], None, None
+    if run.reference_output is not None and not run.reference_output.passed:
+        problems.append(TimingProblem.REFERENCE_WRONG)
+        peer = run.reference_output
+    if record.verdict == Sanity.WRONG:
+        problems.append(TimingProblem.WRONG_WHEN_TIMED)
+        kernel = run.last_output
+    problems += record.suspicious
+    if not problems:
+        return CaseResult("passed", kind="case", margin=margin, timing=record)
+    diagnosis = Diagnosis(Verdict.TIMING, **_scalars(case), problems=tuple(problems), kernel=kernel, peer=peer)
+    return CaseResult("failed", kind="case", diagnosis=diagnosis, margin=margin, timing=record)
 
 
-def _timed(case: CaseFacts, outcome: Outcome, gpu: dict[str, Any], margin: float | None, save_raw: bool) -> CaseVerdict:
+def _record(case: Case, test: str, outcome: Outcome, gpu: dict[str, Any], source: str, save_raw: bool) -> CaseRecord:
     run = outcome.timing
     assert run is not None
-    m, n, k = case.shape
     metrics = summarize(
         run,
-        flops=2 * m * n * k,
+        flops=case.shape.flops,
         peak_flops=_peak(gpu, case.dtype),
         throttle=throttle_flags(outcome.nvml_before, outcome.nvml_after),
-        expect_fast=case.expect_fast,
+        expect_fast=case.spec.expect_fast,
     )
     wrong = run.last_output is not None and not run.last_output.passed
     sanity = Sanity.WRONG if wrong else (Sanity.SUSPICIOUS if metrics["suspicious"] else Sanity.OK)
-    record = CaseRecord(
-        test=case.test,
-        file=case.file,
-        kernel=case.kernel,
-        variant=case.variant,
+    return CaseRecord(
+        test=test,
+        file=case.spec.path,
+        kernel=case.spec.label(case.variant),
+        variant=case.variant.id,
         gpu=str(gpu.get("name", "")),
         gpu_id=gpu_identity(gpu),
-        source_sha256=case.source_sha256,
-        regression_threshold=case.regression_threshold,
+        source_sha256=source,
+        regression_threshold=case.spec.regression_threshold,
         dtype=case.dtype,
-        shape=f"{m}x{n}x{k}",
-        ab=case.ab,
-        alpha=case.alpha,
-        beta=case.beta,
+        shape=case.shape,
+        ab=case.ab.id,
+        alpha=case.ab.alpha,
+        beta=case.ab.beta,
         verdict=sanity,
         nvml_before=outcome.nvml_before or {},
         nvml_after=outcome.nvml_after or {},
         raw={"kernel_s": list(run.kernel_s), "cublas_s": list(run.reference_s)} if save_raw else None,
         **metrics,
     )
-    if run.reference_output is not None and not run.reference_output.passed:
-        text = (
-            f"{case.name}: the cuBLAS launches timed alongside produced a wrong result "
-            f"({stats_line(run.reference_output)}); this is a pytest-gemm bug, please report it with: {case.replay}"
-        )
-        return CaseVerdict(failure=text, record=record, margin=margin)
-    problems = []
-    if wrong:
-        assert run.last_output is not None
-        problems.append(
-            "the output of the last timed launch is wrong (the first launch was right: does the kernel "
-            f"keep state between launches?): {stats_line(run.last_output)}"
-        )
-    problems += [f"suspicious timing: {text}" for text in record.suspicious]
-    if problems:
-        hint = 'If this speed is real, say why in the kernel header: expect_fast = "...".' if record.suspicious else ""
-        text = "\n".join([f"{case.name}:", *problems, hint, f"replay: {case.replay}"]).strip()
-        return CaseVerdict(failure=text, record=record, margin=margin)
-    return CaseVerdict(record=record, margin=margin)

@@ -23,14 +23,48 @@ an improvement better than the fastest.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..records.case_record import GPU_RECORD_KEYS, METRICS, CaseRecord, GateResult
 from ..records.request import TIMERS
 from ..records.verdicts import OTHER_GPUS, REFERENCE_MOVED, SOURCE_CHANGED, TIMER_CHANGED, GateVerdict
 
-__all__ = ["compared_record", "judge", "references"]
+__all__ = [
+    "DEFAULT_METRIC",
+    "DEFAULT_THRESHOLD",
+    "FAILS_WITH",
+    "GatePolicy",
+    "compared_record",
+    "judge",
+    "references",
+]
+
+DEFAULT_THRESHOLD = 0.05  # --gemm-threshold: slower than the baseline by more than this fraction (and significantly)
+DEFAULT_METRIC = "ratio"  # --gemm-gate-metric: a key of METRICS
+#: the option (--gemm-NAME) with which each verdict fails a test; a regression always does
+FAILS_WITH = {GateVerdict.NEW: "fail-new", GateVerdict.UNSTABLE: "fail-unstable"}
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    """Which gate verdicts fail a test: a regression always, a case with no baseline entry with ``fail_new``
+    (--gemm-fail-new), a case timed while the GPU throttled with ``fail_unstable`` (--gemm-fail-unstable)."""
+
+    fail_new: bool = False
+    fail_unstable: bool = False
+
+    def fails(self, verdict: GateVerdict) -> bool:
+        return (
+            verdict == GateVerdict.REGRESSED
+            or (verdict == GateVerdict.NEW and self.fail_new)
+            or (verdict == GateVerdict.UNSTABLE and self.fail_unstable)
+        )
+
+    @classmethod
+    def of_saved(cls, settings: Mapping[str, Any]) -> GatePolicy:
+        """The policy a saved run was gated with (its settings, named as the options are)."""
+        return cls(bool(settings.get("fail-new")), bool(settings.get("fail-unstable")))
 
 
 def references(entry: Mapping[str, Any], gpu_id: str, metric: str) -> tuple[Mapping[str, Any], Mapping[str, Any], str]:
@@ -50,12 +84,23 @@ def references(entry: Mapping[str, Any], gpu_id: str, metric: str) -> tuple[Mapp
 
 
 def judge(
-    record: CaseRecord, entry: Mapping[str, Any] | None, *, metric: str = "ratio", threshold: float = 0.05
+    record: CaseRecord,
+    entry: Mapping[str, Any] | None,
+    *,
+    metric: str = DEFAULT_METRIC,
+    threshold: float = DEFAULT_THRESHOLD,
+    policy: GatePolicy | None = None,
 ) -> GateResult:
-    """The verdict for one timed case against its baseline ``entry`` (None: no entry).
+    """The verdict for one timed case against its baseline ``entry`` (None: no entry), and whether it fails the
+    test by ``policy``.
 
     ``threshold`` is the run's; a kernel's own ``regression_threshold`` (in its record) overrides it.
     """
+    result = _verdict(record, entry, metric, threshold)
+    return replace(result, fails=(policy or GatePolicy()).fails(result.verdict))
+
+
+def _verdict(record: CaseRecord, entry: Mapping[str, Any] | None, metric: str, threshold: float) -> GateResult:
     threshold = record.regression_threshold or threshold
     if metric not in METRICS:
         raise ValueError(f"unknown gated metric {metric!r}; expected one of {', '.join(METRICS)}")

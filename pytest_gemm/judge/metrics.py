@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..records.outcome import TimingRun
+from ..records.verdicts import TimingProblem
 from .stats import Interval, median_interval, ratio_interval
 
 __all__ = ["FASTER_THAN_CUBLAS", "MIN_REFERENCE_S", "summarize"]
@@ -71,13 +72,10 @@ def summarize(
 
 def _suspicious(
     kernel: Interval, reference: Interval, ratio: Interval, tflops: float, peak_flops: float | None
-) -> list[str]:
+) -> list[TimingProblem]:
     problems = []
     if peak_flops and tflops * 1e12 > peak_flops:
-        problems.append(f"{tflops:.1f} TFLOP/s is above this GPU's peak of {peak_flops / 1e12:.1f} TFLOP/s")
+        problems.append(TimingProblem.ABOVE_PEAK)
     if ratio.median < 1 / FASTER_THAN_CUBLAS and reference.median >= MIN_REFERENCE_S:
-        problems.append(
-            f"{1 / ratio.median:.2f}x faster than cuBLAS "
-            f"({kernel.median * 1e6:.1f} us vs {reference.median * 1e6:.1f} us)"
-        )
+        problems.append(TimingProblem.FASTER_THAN_CUBLAS)
     return problems

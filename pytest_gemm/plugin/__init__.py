@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from ..options import BY_NAME, OPTIONS, OptionError, read_settings
+from ..options import BY_NAME, OPTIONS, OptionError, label, read_settings
 from ..specs.files import is_kernel_file
 from . import hookspecs
+from .facts import RunFacts
 from .items import KernelFile
 from .session import GemmSession
-from .sharding import LEDGER, Sharding
 from .stash import SESSION
 from .terminal import kernel_file_hints
 
@@ -73,6 +73,16 @@ def _flag(config: pytest.Config, name: str) -> bool:
     return bool(config.getini(f"gemm_{option.key}")) if option.ini else False
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """pytest-benchmark's own tables repeat pytest-gemm's timing table group by group: a pytest-gemm run shows them
+    when asked for (-v, --benchmark-verbose, --benchmark-compare, ...), through pytest-benchmark's own
+    --benchmark-quiet, set before its session reads it (its JSON, compare and other options work as ever)."""
+    quiet = hasattr(config.option, "benchmark_quiet") and config.getoption("gemm_kernels", False)
+    if quiet and not RunFacts.of(config).benchmark_tables:
+        config.option.benchmark_quiet = True
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gemm: a pytest-gemm case (compile or GPU)")
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped with 'no CUDA device' without one")
@@ -90,11 +100,12 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    session = GemmSession(config, settings)
+    given = config.getoption("gemm_shard")  # None when not given (the option machinery's default is '')
+    if given is not None and not str(given).strip():
+        raise pytest.UsageError(f"{label('shard')}: expected I/N with 1 <= I <= N, such as 1/4, got {given!r}")
+    session = GemmSession(config, settings, RunFacts.of(config))
     config.stash[SESSION] = session
     config.pluginmanager.register(session, "gemm-session")
-    config.stash[LEDGER] = Sharding(config, settings)  # --gemm-shard, and what saved runs carry for merging
-    config.pluginmanager.register(config.stash[LEDGER], "gemm-sharding")
     # One malformed kernel file must not stop the others: its collection error is reported
     # (and the run fails), but the rest of the kernels still run.
     config.option.continue_on_collection_errors = True

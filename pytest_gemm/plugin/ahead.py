@@ -37,8 +37,10 @@ def _capability(text: str) -> tuple[int, int]:
 class Lookahead:
     """The cases queued for items that have not run yet."""
 
-    def __init__(self, config: pytest.Config, settings: Settings, workers: Callable[[], GpuWorkers]) -> None:
-        self.config, self.settings, self._workers = config, settings, workers
+    def __init__(
+        self, config: pytest.Config, settings: Settings, timed: bool, workers: Callable[[], GpuWorkers]
+    ) -> None:
+        self.config, self.settings, self.timed, self._workers = config, settings, timed, workers
         self._ahead: dict[str, tuple[Request, Future[Done]]] = {}  # node id -> its case, submitted ahead
         self._items: list[pytest.Item] = []
         self._order: dict[str, int] = {}  # node id -> its place in the run (without xdist)
@@ -78,7 +80,6 @@ class Lookahead:
             ahead = self._items[at : at + 2 * max(1, len(self._workers().pools))]
         else:  # an xdist worker knows only its next item
             ahead = [item, nextitem] if nextitem is not None else [item]
-        disabled = bool(getattr(getattr(self.config, "_benchmarksession", None), "disabled", True))
         for later in ahead:
             if isinstance(later, GemmCompileItem):
                 continue
@@ -89,7 +90,7 @@ class Lookahead:
             if any(later.get_closest_marker(name) for name in _MARKS_THAT_SKIP):
                 continue  # it may not run: its case is sent when (if) it does
             try:
-                request = self.request(later, "benchmark" in later.fixturenames and not disabled)
+                request = self.request(later, "benchmark" in later.fixturenames and self.timed)
             except GemmFailure:
                 continue
             self._ahead[later.nodeid] = (request, self._submit(later, request))

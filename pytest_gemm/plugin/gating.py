@@ -29,11 +29,11 @@ from ..baselines.store import (
     load,
 )
 from ..baselines.update import record
-from ..judge.gate import compared_record, judge
-from ..options import GateSettings, label
+from ..judge.gate import GatePolicy, compared_record, judge
+from ..options import GateSettings
 from ..records.case_record import COMPARED_WITH, METRICS, CaseRecord
 from ..records.verdicts import GateVerdict, Sanity
-from ..report.regression import accept_command, regression_text
+from ..report.regression import accept_command, gate_failure_text
 from ..specs.files import shown_path
 
 __all__ = ["Gatekeeper"]
@@ -46,6 +46,7 @@ class Gatekeeper:
 
     def __init__(self, settings: GateSettings, rootpath: Path) -> None:
         self.settings, self.rootpath = settings, rootpath
+        self.policy = GatePolicy(settings.fail_new, settings.fail_unstable)
         self._files: dict[Path, BaselineFile] = {}  # the baseline files read at the start
         self._baselines: dict[str, BaselineFile | None] = {}
         # the controlling process
@@ -90,19 +91,13 @@ class Gatekeeper:
             report.outcome, report.longrepr = "failed", f"pytest-gemm gate: {exc}"
             return rec
         entry = baseline.get(rec.test) if baseline else None
-        result = judge(rec, entry, metric=s.metric, threshold=s.threshold)
+        result = judge(rec, entry, metric=s.metric, threshold=s.threshold, policy=self.policy)
         result = replace(result, baseline_file=self.shown(path), baseline_file_missing=baseline is None)
         rec = rec.with_gate(result)
-        accept = accept_command(rec, self.shown(s.folder))
-        text = None
-        if result.verdict == GateVerdict.REGRESSED and entry is not None:
-            text = regression_text(rec, compared_record(entry, rec, result), result, accept)
-        elif result.verdict == GateVerdict.NEW and s.fail_new:
-            where = f"{self.shown(path)} ({label('fail-new')})"
-            text = f"no baseline entry for {rec.test} in {where}; record it with: {accept}"
-        elif result.verdict == GateVerdict.UNSTABLE and s.fail_unstable:
-            text = f"{rec.test}: {'; '.join(result.notes)} ({label('fail-unstable')})"
-        if text:
+        if result.fails:
+            accept = accept_command(rec, self.shown(s.folder))
+            compared = compared_record(entry, rec, result) if entry is not None else None
+            text = gate_failure_text(rec, result, compared, accept, self.shown(path))
             report.outcome, report.longrepr = "failed", text
         return rec
 

@@ -25,7 +25,7 @@ from ..specs.cases import (
     variant_threads,
 )
 from ..specs.files import load_specs, shown_path, source_hash
-from ..specs.limits import KernelResources, launch_problems, limits_for_arch, occupancy
+from ..specs.limits import KernelResources, launch_problems, limits_for_arch, near_limits, occupancy
 from ..specs.spec import KernelFileError, KernelSpec, Variant
 from .benchmark import DeviceClock
 from .properties import CASE, COMPILE
@@ -125,9 +125,13 @@ class GemmCompileItem(_TextFailure, pytest.Item):
         dynamic = variant_shared_mem(spec, variant)
         major, minor, _ = parse_arch(self.arch)
         limits, threads = limits_for_arch(self.arch, (major, minor)), variant_threads(spec, variant)
-        occ = None
+        occ, problems, near = None, [], []
         if r is not None and threads is not None and isinstance(dynamic, int):
             occ = occupancy(threads, r.registers, r.static_smem + dynamic, (major, minor))
+        if r is not None and limits is not None and threads is not None:
+            resources, smem = KernelResources(r.registers, r.static_smem), dynamic if isinstance(dynamic, int) else 0
+            problems = launch_problems(threads, smem, resources, limits)
+            near = near_limits(threads, smem, resources, limits)
         record = CompileRecord(
             file=spec.path,
             kernel=spec.label(variant),
@@ -143,13 +147,10 @@ class GemmCompileItem(_TextFailure, pytest.Item):
             blocks_per_sm=occ.blocks if occ else None,
             occupancy_percent=round(occ.warps_percent, 1) if occ else None,
             occupancy_limit=occ.limit if occ else None,
+            cannot_launch=bool(problems),
+            near_limits=tuple(near),
         )
         self.user_properties.append((COMPILE, record.to_dict()))
-        if r is None or limits is None or threads is None:
-            return
-        problems = launch_problems(
-            threads, dynamic if isinstance(dynamic, int) else 0, KernelResources(r.registers, r.static_smem), limits
-        )
         if problems:
             raise GemmFailure(
                 f"{spec.path}: {record.kernel} compiles for {self.arch} but can never launch there:\n"
@@ -179,7 +180,7 @@ class GemmCaseItem(_TextFailure, pytest.Function):
 
         # Every case is also timed unless --benchmark-skip; only timed cases ask for pytest-benchmark's
         # fixture, so that --benchmark-only keeps them (and skips the compile items).
-        timed = not parent.config.getoption("benchmark_skip", False)
+        timed = _session(parent.config).facts.uses_benchmark
         callobj = gemm_timed_case if timed else gemm_case
         item = cls.from_parent(parent, name=case.name, callobj=callobj)
         _with_params_id(item, case.spec.name, case.id)

@@ -1,4 +1,32 @@
-"""The user properties pytest-gemm puts on test reports (they travel from xdist workers as plain data)."""
+"""The user properties pytest-gemm puts on test reports (they travel from xdist workers as plain data).
+
+JUnit XML writes a test's properties as its teardown report holds them: what only carries data from the
+process that ran a case to the one that reports (``TRANSIENT``) leaves the item once its call report is made,
+so that the XML stays small whatever the matrices' size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+__all__ = [
+    "CASE",
+    "COMPILE",
+    "DECLARED",
+    "DIAGNOSIS",
+    "GPU",
+    "HEATMAP",
+    "MARGIN",
+    "NO_DEVICE",
+    "RECORD",
+    "SOURCE",
+    "TRANSIENT",
+    "WHOLE_FILE",
+    "WORKER",
+    "props",
+]
 
 CASE = "gemm_case"  # every case item: which file, kernel and case it is
 WHOLE_FILE = "gemm_file_whole"  # every case item: whether its whole kernel file is selected (by -k, -m, ids)
@@ -13,4 +41,12 @@ GPU = "gemm_gpu"  # a case run on a GPU: the worker's device facts
 WORKER = "gemm_worker"
 MARGIN = "gemm_margin"  # a verified case: how far inside the verification bounds its output was
 COMPILE = "gemm_compile"  # a compile item: its CompileRecord, as a dict
-ERROR_MAP = "gemm_error_map"  # a failed verification with an error map: its FailedCase, as a dict
+DIAGNOSIS = "gemm_diagnosis"  # a failed case: its CaseResult with the diagnosis (error map pooled), as a dict
+HEATMAP = "gemm_heatmap"  # a failed case whose heatmap was drawn as it ended: the picture, in the report folder
+#: what reaches the controlling process with the call report and is then taken off the item (not in JUnit XML)
+TRANSIENT = (DIAGNOSIS, GPU)
+
+
+def props(report: pytest.TestReport, key: str) -> list[Any]:
+    """The values of one user property on a report."""
+    return [value for name, value in report.user_properties if name == key]

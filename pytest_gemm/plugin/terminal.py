@@ -15,16 +15,16 @@ from ..isolation.devices import Gpu
 from ..options import Settings
 from ..records.request import TIMERS
 from ..specs.files import declares_kernels, shown_path
+from .facts import RunFacts
 
 __all__ = ["header_line", "kernel_file_hints", "no_device_line", "summary_file_text", "workers_line"]
 
 
-def header_line(config: pytest.Config, s: Settings, cubins: CubinCache | None) -> str:
+def header_line(config: pytest.Config, s: Settings, facts: RunFacts, cubins: CubinCache | None) -> str:
     t = s.timing
-    xdist = config.getoption("dist", "no") != "no"
-    if config.getoption("benchmark_skip", False) or config.getoption("benchmark_disable", False):
+    if not facts.timed and not facts.xdist:
         timing = "timing off"
-    elif xdist:
+    elif not facts.timed:
         timing = "timing off under xdist (pytest-benchmark disables benchmarks there)"
     else:
         timing = (

@@ -14,7 +14,8 @@ from hashlib import sha256
 from typing import Any
 
 from .plain import from_plain, to_plain
-from .verdicts import GateVerdict, Sanity
+from .shapes import Shape
+from .verdicts import GateVerdict, Sanity, TimingProblem
 
 __all__ = [
     "COMPARED_WITH",
@@ -58,6 +59,7 @@ class GateResult:
     baseline_file: str = ""
     baseline_file_missing: bool = False
     compared_with: str = ""  # which recorded GPUs the case was compared with: a key of COMPARED_WITH ('' for new)
+    fails: bool = False  # whether this verdict fails the test (judge.gate.GatePolicy, with the run's settings)
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class CaseRecord:
     source_sha256: str
     regression_threshold: float | None
     dtype: str
-    shape: str  # MxNxK
+    shape: Shape
     ab: str  # the alpha/beta part of the id ('' for alpha = 1, beta = 0)
     alpha: float
     beta: float
@@ -103,8 +105,8 @@ class CaseRecord:
     events_cublas_median_s: float | None = None
     # judgement
     throttle: tuple[str, ...] = ()
-    suspicious: tuple[str, ...] = ()
-    suspicious_expected: tuple[str, ...] = ()  # suspicious, but the header's expect_fast explains it
+    suspicious: tuple[TimingProblem, ...] = ()  # what makes its speed hard to believe (the figures are above)
+    suspicious_expected: tuple[TimingProblem, ...] = ()  # suspicious, but the header's expect_fast explains it
     verdict: Sanity = Sanity.OK
     nvml_before: dict[str, Any] = field(default_factory=dict)
     nvml_after: dict[str, Any] = field(default_factory=dict)
@@ -116,8 +118,11 @@ class CaseRecord:
         """The test's name without its file: ``kernel[variant-dtype-shape-ab]``."""
         return self.test.split("::")[-1]
 
-    def with_gate(self, gate: GateResult) -> CaseRecord:
+    def with_gate(self, gate: GateResult | None) -> CaseRecord:
         return dataclasses.replace(self, gate=gate)
+
+    def with_identity(self, gpu_id: str) -> CaseRecord:
+        return dataclasses.replace(self, gpu_id=gpu_id)
 
     def to_dict(self) -> dict[str, Any]:
         data = to_plain(self)
@@ -168,6 +173,8 @@ class CompileRecord:
     blocks_per_sm: int | None = None  # resident at once on one SM of this arch (None: not known)
     occupancy_percent: float | None = None  # their warps, as a share of the most an SM holds
     occupancy_limit: str | None = None  # what bounds blocks_per_sm ("registers", "shared memory"...)
+    cannot_launch: bool = False  # it breaks a launch limit of this arch whatever the shape
+    near_limits: tuple[str, ...] = ()  # the limits it uses 90% or more of ("registers", "shared memory")
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .plain import PlainError, fields_from_plain
+from .shapes import Shape
 from .verdicts import ErrorCause, FailureKind
 
 __all__ = [
+    "CAUSE_LETTERS",
     "PHASES",
     "ErrorMap",
     "ErrorSource",
@@ -67,6 +70,38 @@ class ErrorStats:
         return math.inf if worst == 0 else 1.0 / worst
 
 
+#: the letter of each cause in a map's stored rows ('.' within the bound): readable in the JSON itself
+CAUSE_LETTERS = {
+    ErrorCause.GUARD_A: "A",
+    ErrorCause.GUARD_B: "B",
+    ErrorCause.GUARD_C: "C",
+    ErrorCause.READ_C: "R",
+    ErrorCause.UNWRITTEN: "U",
+    ErrorCause.ARITHMETIC: "N",
+    ErrorCause.OVER_BOUND: "x",
+}
+_WORDS = {letter: cause.value for cause, letter in CAUSE_LETTERS.items()} | {".": ""}
+_RANK = {cause.value: cause.rank for cause in ErrorCause} | {"": len(ErrorCause)}
+#: a ratio is stored as two characters: 0, or 10 ** ((code - _ZERO) / _STEPS) for codes 1 to 4095, so within
+#: 1.2% of its value from 10^-20 to 10^20 (clamped beyond); the map's largest ratio is stored exactly beside
+_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_"
+_VALUE = {c: i for i, c in enumerate(_DIGITS)}
+_STEPS, _ZERO, _TOP = 100, 2048, 64 * 64 - 1
+MAX_OUTSIDE_STORED = 64  # rectangles of writes outside C a pooled map keeps
+
+
+def _code(value: float) -> str:
+    if not value > 0.0:
+        return "00"
+    code = min(_TOP, max(1, _ZERO + round(math.log10(value) * _STEPS))) if math.isfinite(value) else _TOP
+    return _DIGITS[code // 64] + _DIGITS[code % 64]
+
+
+def _decode(pair: str) -> float:
+    code = _VALUE[pair[0]] * 64 + _VALUE[pair[1]]
+    return 0.0 if code == 0 else 10.0 ** ((code - _ZERO) / _STEPS)
+
+
 @dataclass(frozen=True)
 class ErrorMap:
     """Where in C a wrong output is wrong, downsampled so that the worst value of each cell wins.
@@ -80,6 +115,9 @@ class ErrorMap:
     rows, columns, elements written) in C's logical coordinates, as if C's storage went on past its ends: for
     a row-major C, rows below 0 before it, rows from ``rows`` on after it, columns from ``cols`` on in its
     row padding (for a column-major C the same with rows and columns exchanged).
+
+    Stored (:meth:`to_plain_value`), a row of ratios is a string of two characters a cell and a row of
+    causes a string of one letter a cell (:data:`CAUSE_LETTERS`), so a map of 64 x 64 cells takes about 16 KB.
     """
 
     rows: int
@@ -95,6 +133,88 @@ class ErrorMap:
         """The causes present, most telling first."""
         seen = {word for line in self.cause for word in line if word}
         return tuple(sorted((ErrorCause(w) for w in seen), key=lambda c: c.rank))
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """How many cells down and across."""
+        return len(self.ratio), len(self.ratio[0]) if self.ratio else 0
+
+    def pooled(self, max_cells: int) -> ErrorMap:
+        """This map with at most ``max_cells`` cells a side: whole blocks of cells pooled into one, the worst ratio
+        and the most telling cause of each block kept (as if C had been pooled with the larger cells at once)."""
+        down, across = self.grid
+        fr, fc = max(1, math.ceil(down / max_cells)), max(1, math.ceil(across / max_cells))
+        outside = _merged(self.outside, MAX_OUTSIDE_STORED)
+        if fr == fc == 1:
+            return replace(self, outside=outside)
+        blocks = [(range(i, min(i + fr, down)), range(j, min(j + fc, across))) for i in range(0, down, fr)
+                  for j in range(0, across, fc)]  # fmt: skip
+        width = math.ceil(across / fc)
+        ratio = [max(self.ratio[i][j] for i in rs for j in cs) for rs, cs in blocks]
+        cause = [min((self.cause[i][j] for i in rs for j in cs), key=_RANK.__getitem__) for rs, cs in blocks]
+        return replace(
+            self,
+            cell=(self.cell[0] * fr, self.cell[1] * fc),
+            ratio=tuple(tuple(ratio[k : k + width]) for k in range(0, len(ratio), width)),
+            cause=tuple(tuple(cause[k : k + width]) for k in range(0, len(cause), width)),
+            outside=outside,
+        )
+
+    def to_plain_value(self) -> dict[str, Any]:
+        peak = max((v for line in self.ratio for v in line), default=0.0)
+        return {
+            "rows": self.rows,
+            "cols": self.cols,
+            "cell": list(self.cell),
+            "tile": list(self.tile) if self.tile else None,
+            "outside": [list(r) for r in self.outside],
+            "peak": peak,
+            "ratio": ["".join(_code(v) for v in line) for line in self.ratio],
+            "cause": ["".join(CAUSE_LETTERS.get(w, ".") if w else "." for w in line) for line in self.cause],
+        }
+
+    @classmethod
+    def from_plain_value(cls, value: Any) -> ErrorMap:
+        """A stored map: rows as strings (:meth:`to_plain_value`), or as lists of numbers and words (saved runs
+        written before maps were stored this way)."""
+        if not isinstance(value, dict):
+            raise PlainError(f"ErrorMap: expected an object, got {type(value).__name__}")
+        data = dict(value)
+        peak = data.pop("peak", None)
+        ratio, cause = data.get("ratio"), data.get("cause")
+        if isinstance(ratio, list) and all(isinstance(line, str) for line in ratio):
+            try:
+                decoded = [[_decode(line[k : k + 2]) for k in range(0, len(line) - 1, 2)] for line in ratio]
+            except KeyError as exc:
+                raise PlainError(f"ErrorMap.ratio: {exc.args[0]!r} is not a stored ratio digit") from None
+            cells = [(v, i, j) for i, line in enumerate(decoded) for j, v in enumerate(line)]
+            if cells and isinstance(peak, (int, float)) and math.isfinite(peak) and peak > 0:
+                _, i, j = max(cells)  # the largest ratio exactly, and none above it from rounding its code
+                decoded = [[min(v, float(peak)) for v in line] for line in decoded]
+                decoded[i][j] = float(peak)
+            data["ratio"] = decoded
+        if isinstance(cause, list) and all(isinstance(line, str) for line in cause):
+            if any(letter not in _WORDS for line in cause for letter in line):
+                raise PlainError(f"ErrorMap.cause: expected rows of {''.join(_WORDS)}")
+            data["cause"] = [[_WORDS[letter] for letter in line] for line in cause]
+        emap = fields_from_plain(cls, data)
+        if len(emap.ratio) != len(emap.cause) or any(len(a) != len(b) for a, b in zip(emap.ratio, emap.cause)):
+            raise PlainError("ErrorMap: its ratio and cause rows differ in shape")
+        return emap
+
+
+def _merged(rects: tuple[tuple[int, int, int, int, int], ...], most: int) -> tuple[tuple[int, int, int, int, int], ...]:
+    """Rectangles of writes outside C merged by their corners' grid cells, growing cells until at most ``most``."""
+    size = 1
+    while len(rects) > most:
+        size *= 2
+        groups: dict[tuple[int, int], list[int]] = {}
+        for r, c, h, w, n in rects:
+            box = groups.setdefault((r // size, c // size), [r, c, r + h, c + w, 0])
+            box[0], box[1] = min(box[0], r), min(box[1], c)
+            box[2], box[3], box[4] = max(box[2], r + h), max(box[3], c + w), box[4] + n
+        rects = tuple((r0, c0, r1 - r0, c1 - c0, n) for r0, c0, r1, c1, n in groups.values())
+    return rects
 
 
 @dataclass(frozen=True)
@@ -124,7 +244,7 @@ class Verification:
 
     case_id: str
     seed: int
-    shape: tuple[int, int, int]
+    shape: Shape
     alpha: float
     beta: float
     kernel: ErrorStats

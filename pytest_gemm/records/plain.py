@@ -2,7 +2,9 @@
 
 ``to_plain`` turns dataclasses, enums, tuples and dicts into dicts, lists, strings and numbers;
 ``from_plain`` rebuilds a dataclass from that, guided by its type hints (nested records, tuples,
-enums and optional fields). Nothing is evaluated: unknown keys are an error, not code.
+enums, unions of them and optional fields). A record with a compact form of its own (a shape is
+written ``MxNxK``) defines ``to_plain_value()`` and the class method ``from_plain_value(value)``.
+Nothing is evaluated: unknown keys are an error, not code.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import types
 import typing
 from typing import Any, TypeVar
 
-__all__ = ["PlainError", "from_plain", "to_plain"]
+__all__ = ["PlainError", "fields_from_plain", "from_plain", "to_plain"]
 
 T = TypeVar("T")
 
@@ -24,6 +26,8 @@ class PlainError(ValueError):
 
 def to_plain(value: Any) -> Any:
     """``value`` as dicts, lists, strings, numbers, booleans and None."""
+    if hasattr(value, "to_plain_value") and not isinstance(value, type):
+        return value.to_plain_value()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):
@@ -37,6 +41,13 @@ def to_plain(value: Any) -> Any:
 
 def from_plain(cls: type[T], data: Any) -> T:
     """Rebuild a record of type ``cls`` from :func:`to_plain`'s output."""
+    if hasattr(cls, "from_plain_value"):
+        return _convert(cls, data)
+    return fields_from_plain(cls, data)
+
+
+def fields_from_plain(cls: type[T], data: Any) -> T:
+    """Rebuild a dataclass field by field (what a record with a plain form of its own builds on)."""
     if not isinstance(data, dict):
         raise PlainError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
@@ -50,15 +61,37 @@ def from_plain(cls: type[T], data: Any) -> T:
         raise PlainError(f"{cls.__name__}: {exc}") from None
 
 
+def _is_record(tp: Any) -> bool:
+    """A type whose values ``from_plain`` checks: a dataclass, an enum, or a type with a plain form of its own."""
+    return isinstance(tp, type) and (
+        dataclasses.is_dataclass(tp) or issubclass(tp, enum.Enum) or hasattr(tp, "from_plain_value")
+    )
+
+
 def _convert(tp: Any, value: Any) -> Any:
     if value is None:
         return None
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in args if a is not type(None)]
-        return _convert(options[0], value) if len(options) == 1 else value
+        if len(options) == 1:
+            return _convert(options[0], value)
+        records = [a for a in options if _is_record(a)]
+        for option in records:  # the first record type the value fits
+            try:
+                return _convert(option, value)
+            except (PlainError, ValueError):
+                continue
+        if records and len(records) == len(options):
+            raise PlainError(f"{value!r} is none of {', '.join(a.__name__ for a in records)}")
+        return value
+    if hasattr(tp, "from_plain_value"):
+        try:
+            return tp.from_plain_value(value)
+        except ValueError as exc:
+            raise PlainError(str(exc)) from None
     if dataclasses.is_dataclass(tp):
-        return from_plain(tp, value)
+        return fields_from_plain(tp, value)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         try:
             return tp(value)

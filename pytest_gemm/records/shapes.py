@@ -14,6 +14,8 @@ class ShapeError(ValueError):
 
 @dataclass(frozen=True, order=True)
 class Shape:
+    """A GEMM problem's sizes: C (M x N) = A (M x K) times B (K x N). Written ``MxNxK`` in ids, files and text."""
+
     M: int
     N: int
     K: int
@@ -22,9 +24,39 @@ class Shape:
     def id(self) -> str:
         return f"{self.M}x{self.N}x{self.K}"
 
+    def __str__(self) -> str:
+        return self.id
+
+    def __format__(self, spec: str) -> str:
+        return format(self.id, spec)
+
     @property
     def flops(self) -> int:
         return 2 * self.M * self.N * self.K
+
+    @classmethod
+    def of(cls, text: str) -> Shape:
+        """A shape from its id (``MxNxK``); :class:`ShapeError` for anything else."""
+        match = _ID.fullmatch(text.strip()) if isinstance(text, str) else None
+        if match is None:
+            raise ShapeError(f"expected a shape MxNxK such as 4096x4096x1024, got {text!r}")
+        shape = cls(*(int(g) for g in match.groups()))
+        if min(shape.M, shape.N, shape.K) < 1:
+            raise ShapeError(f"shape {text!r}: every dimension must be at least 1")
+        return shape
+
+    def to_plain_value(self) -> str:
+        """How records write a shape: its id."""
+        return self.id
+
+    @classmethod
+    def from_plain_value(cls, value: object) -> Shape:
+        """A shape as records write it (its id), or as a list [M, N, K] (outcomes recorded before shapes were ids)."""
+        if isinstance(value, (list, tuple)) and len(value) == 3 and all(type(v) is int for v in value):
+            return cls(*value)
+        if not isinstance(value, str):
+            raise ShapeError(f"expected a shape MxNxK, got {value!r}")
+        return cls.of(value)
 
 
 def _edge_shapes() -> list[Shape]:
@@ -56,6 +88,7 @@ SHAPE_SETS: dict[str, list[Shape]] = {
 }
 
 _ONE = re.compile(r"^(\d+)(?:x(\d+)x(\d+))?$")
+_ID = re.compile(r"(\d+)x(\d+)x(\d+)")
 
 
 def parse_shapes(text: str) -> list[Shape]:

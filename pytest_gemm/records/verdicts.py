@@ -9,11 +9,14 @@ __all__ = [
     "REFERENCE_MOVED",
     "SOURCE_CHANGED",
     "TIMER_CHANGED",
+    "Check",
     "ErrorCause",
     "FailureKind",
     "GateVerdict",
     "Sanity",
     "Stop",
+    "TimingProblem",
+    "Verdict",
 ]
 
 #: notes the gate attaches to a verdict (tables and summaries look for them)
@@ -92,3 +95,32 @@ class ErrorCause(_Word):
     def rank(self) -> int:
         """Order of precedence: 0 is the most telling."""
         return list(ErrorCause).index(self)
+
+
+class Check(_Word):
+    """A finding about a wrong output that is not the cause of its wrong elements (those are ``ErrorCause``)."""
+
+    OUT_OF_BOUNDS = "out-of-bounds write"  # a guard region around C changed
+    INPUT_MODIFIED = "input modified"  # A or B changed
+    NONDETERMINISTIC = "non-deterministic output"  # C differs bit for bit between launches on the same inputs
+    NONFINITE = "non-finite output"  # NaN or Inf whose source the worker did not trace
+    LOW_PRECISION = "precision too low"  # only the normwise test failed by a little: a lower precision than promised
+    NORMWISE = "normwise error"  # the normwise test failed: small errors in every element add up
+
+
+class TimingProblem(_Word):
+    """Why a verified case's timing cannot be believed (its facts are in the case's timing record)."""
+
+    ABOVE_PEAK = "above the GPU's peak"  # TFLOP/s over the device's peak for the dtype
+    FASTER_THAN_CUBLAS = "far faster than cuBLAS"  # judge.metrics.FASTER_THAN_CUBLAS times, where cuBLAS is not tiny
+    WRONG_WHEN_TIMED = "wrong output when timed"  # the last timed launch's output is wrong: state between launches?
+    REFERENCE_WRONG = "cuBLAS wrong when timed"  # cuBLAS's timed launches are wrong: a pytest-gemm bug
+
+
+class Verdict(_Word):
+    """The kind of a failed case's diagnosis: which facts it holds (``records.diagnosis``) and how it reads."""
+
+    FAULT = "fault"  # no verdict of its own: the worker's Failure says what went wrong (crash, hang, refused launch)
+    NO_RESULT = "no result"  # the worker answered with neither a result nor a failure
+    WRONG_OUTPUT = "wrong output"  # the verification failed: its findings, error statistics and error map
+    TIMING = "timing"  # verified, but the timed launches cannot be believed: its TimingProblems

@@ -1,20 +1,23 @@
-"""The text a kernel author reads when a case fails: wrong results, or what went wrong while running it."""
+"""The text a kernel author reads when a case fails: a judged case's diagnosis in words.
+
+Each kind of finding has its sentence here (:data:`FINDING_TEXT`), each kind of diagnosis its layout
+(:func:`failure_text`); the judgement that found them (``judge/``) words nothing.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable
 
 from ..judge.accuracy import NORM_MIN_ELEMENTS
-from ..records.outcome import PHASES, ErrorSource, ErrorStats, Failure, Verification
-from ..records.verdicts import ErrorCause, FailureKind
+from ..records.case_record import CaseRecord
+from ..records.diagnosis import Diagnosis, Finding
+from ..records.outcome import PHASES, ErrorStats, Failure
+from ..records.result import CaseResult
+from ..records.shapes import Shape
+from ..records.verdicts import Check, ErrorCause, FailureKind, TimingProblem, Verdict
 
-__all__ = ["declarations", "diagnosis", "failure_message", "fault_message", "stats_line"]
-
-MAX_OUTPUT_LINES = 20  # lines of the worker's output shown with a failure
-
-
-LOW_PRECISION = 1e-2  # a normwise error under 1% means roughly right values: lost precision, not wrong ones
+__all__ = ["FINDING_TEXT", "declarations", "diagnosis_lines", "failure_text", "stats_line"]
 
 
 def _x(ratio: float) -> str:
@@ -29,99 +32,110 @@ def stats_line(stats: ErrorStats) -> str:
     return f"max {_x(stats.max_ratio)}, median {_x(stats.median_ratio)} of the per-element bound; {normwise}"
 
 
-def _where(source: ErrorSource) -> str:
-    (r0, r1), (c0, c1) = source.rows, source.cols
-    tiles = f"{source.n_tiles} 32x32 tile{'s' if source.n_tiles != 1 else ''}"
-    return f"rows {r0}-{r1}, columns {c0}-{c1}, {tiles}"
+def _where(f: Finding) -> str:
+    if f.rows is None or f.cols is None:
+        return ""
+    (r0, r1), (c0, c1) = f.rows, f.cols
+    return f" (rows {r0}-{r1}, columns {c0}-{c1}, {f.tiles} 32x32 tile{'s' if f.tiles != 1 else ''})"
 
 
-def _source_line(source: ErrorSource, poisoned: bool) -> str:
-    """One sentence for one traced source of wrong elements, with where they sit in C."""
-    cause, n, where = ErrorCause(source.cause), source.count, _where(source)
-    if cause in (ErrorCause.GUARD_A, ErrorCause.GUARD_B, ErrorCause.GUARD_C):
-        operand = source.region.split()[-1]
-        side = {
-            "before": f"reads before the start of {operand}",
-            "after": f"reads past the end of {operand}",
-            "padding": f"reads the row padding of {operand} (between the row's end and ld{operand.lower()})",
-        }[next(word for word in ("before", "after", "padding") if word in source.region)]
-        return f"{side}: {n} element(s) of C are NaN from {source.region}, which holds NaN ({where})"
-    if cause is ErrorCause.READ_C:
+def _read_past(f: Finding, d: Diagnosis) -> str:
+    operand = f.region.split()[-1] if f.region else str(f.kind).split()[-1]
+    side = next((word for word in ("before", "after", "padding") if word in f.region), "")
+    what = {
+        "before": f"reads before the start of {operand}",
+        "after": f"reads past the end of {operand}",
+        "padding": f"reads the row padding of {operand} (between the row's end and ld{operand.lower()})",
+        "": f"reads past {operand}",
+    }[side]
+    return f"{what}: {f.count} element(s) of C are NaN from {f.region or 'its guard'}, which holds NaN{_where(f)}"
+
+
+def _read_c(f: Finding, d: Diagnosis) -> str:
+    return (
+        f"reads C although beta = 0 (BLAS: C is output-only when beta = 0): {f.count} element(s) are NaN while C "
+        f"holds NaN, and right once C holds finite data{_where(f)}; a kernel meant to read C whatever beta is "
+        "declares always_reads_c = true in its header"
+    )
+
+
+def _unwritten(f: Finding, d: Diagnosis) -> str:
+    if f.rows is not None:  # traced: the worker told unwritten elements from C read
+        held = "the NaN poison" if d.poisoned else "their prior value"
+        return f"unwritten output: {f.count} element(s) of C still hold {held}: never written{_where(f)}"
+    if d.poisoned:
         return (
-            f"reads C although beta = 0 (BLAS: C is output-only when beta = 0): {n} element(s) are NaN while C "
-            f"holds NaN, and right once C holds finite data ({where}); a kernel meant to read C whatever beta is "
-            "declares always_reads_c = true in its header"
+            f"unwritten output: {f.count} element(s) of C still hold the NaN poison "
+            "(never written, or C was read although beta = 0 and BLAS says it must not be)"
         )
-    if cause is ErrorCause.UNWRITTEN:
-        held = "the NaN poison" if poisoned else "their prior value"
-        return f"unwritten output: {n} element(s) of C still hold {held}: never written ({where})"
-    if cause is ErrorCause.ARITHMETIC:
-        return (
-            f"NaN or Inf from arithmetic: {n} element(s) that stay non-finite with finite data in C and every guard "
-            f"region of A, B and C zeroed ({where})"
-        )
-    raise ValueError(f"no sentence for {cause}")
+    return f"unwritten output: {f.count} element(s) of C still hold their prior value"
 
 
-def _normwise_line(k: ErrorStats) -> str | None:
-    """The normwise test's own bullet: always when it alone failed, and for a lower precision."""
-    if k.norm_error <= k.norm_tol:
-        return None
+def _arithmetic(f: Finding, d: Diagnosis) -> str:
+    return (
+        f"NaN or Inf from arithmetic: {f.count} element(s) that stay non-finite with finite data in C and every guard "
+        f"region of A, B and C zeroed{_where(f)}"
+    )
+
+
+def _wrong_values(f: Finding, d: Diagnosis) -> str:
+    total = d.kernel.total if d.kernel else 0
+    worst = f", worst {_x(d.kernel.max_ratio)} of it" if d.kernel else ""
+    share = f" ({100.0 * f.count / total:.3g}%)" if total else ""
+    return f"wrong values: {f.count} of {total} elements{share} exceed the per-element bound{worst}{_where(f)}"
+
+
+def _nonfinite(f: Finding, d: Diagnosis) -> str:
+    hint = (
+        " (C held NaN before the launch and beta = 0: a kernel that reads C anyway, e.g. beta * C, "
+        "gives NaN; BLAS says C must not be read when beta = 0)"
+        if d.poisoned
+        else ""
+    )
+    return f"non-finite output: {f.count} element(s) are NaN or Inf{hint}"
+
+
+def _normwise(f: Finding, d: Diagnosis) -> str:
+    k = d.kernel
+    assert k is not None
     only = "only the normwise test failed, every element is within its bound: " if k.bad == 0 else ""
-    if k.norm_error < LOW_PRECISION:
+    if f.kind == Check.LOW_PRECISION:
         return (
             f"precision too low: {only}normwise error {k.norm_error:.3g} is {_x(k.norm_ratio)} the tolerance "
             f"{k.norm_tol:.3g} while no element is grossly wrong: the product is computed in lower precision "
             "than the dtype promises (e.g. fp16-rounded operands or TF32)"
         )
-    if k.bad == 0:
-        return (
-            f"{only}normwise error {k.norm_error:.3g} is {_x(k.norm_ratio)} the tolerance {k.norm_tol:.3g}: "
-            "small errors in every element add up over C (e.g. a misapplied alpha or beta at large K)"
-        )
-    return None
+    return (
+        f"{only}normwise error {k.norm_error:.3g} is {_x(k.norm_ratio)} the tolerance {k.norm_tol:.3g}: "
+        "small errors in every element add up over C (e.g. a misapplied alpha or beta at large K)"
+    )
 
 
-def diagnosis(result: Verification, *, always_reads_c: bool = False) -> list[str]:
-    """One sentence per thing that is wrong, most telling first."""
-    k = result.kernel
-    poisoned = result.beta == 0 and not always_reads_c  # C held the NaN poison before the launch
-    lines = [f"{fault.kind}: {fault.count} element(s) changed in {fault.where}" for fault in result.faults]
-    if result.sources:  # traced by the worker: one line per source
-        for source in result.sources:
-            if source.cause == ErrorCause.OVER_BOUND:
-                lines.append(
-                    f"wrong values: {source.count} of {k.total} elements ({100.0 * source.count / k.total:.3g}%) "
-                    f"exceed the per-element bound, worst {_x(k.max_ratio)} of it ({_where(source)})"
-                )
-            else:
-                lines.append(_source_line(source, poisoned))
-    else:
-        if k.unwritten:
-            if poisoned:
-                lines.append(
-                    f"unwritten output: {k.unwritten} element(s) of C still hold the NaN poison "
-                    "(never written, or C was read although beta = 0 and BLAS says it must not be)"
-                )
-            else:
-                lines.append(f"unwritten output: {k.unwritten} element(s) of C still hold their prior value")
-        if k.nonfinite > k.unwritten:
-            hint = (
-                " (C held NaN before the launch and beta = 0: a kernel that reads C anyway, e.g. beta * C, "
-                "gives NaN; BLAS says C must not be read when beta = 0)"
-                if poisoned
-                else ""
-            )
-            lines.append(f"non-finite output: {k.nonfinite - k.unwritten} element(s) are NaN or Inf{hint}")
-    normwise = _normwise_line(k)
-    if normwise:
-        lines.append(normwise)
-    if k.bad and not result.sources:
-        lines.append(
-            f"wrong values: {k.bad} of {k.total} elements ({100.0 * k.bad / k.total:.3g}%) exceed the "
-            f"per-element bound, worst {_x(k.max_ratio)} of it"
-        )
-    return lines
+def _bitwise(f: Finding, d: Diagnosis) -> str:
+    return f"{f.kind}: {f.count} element(s) changed in {f.region}"
+
+
+#: each kind of finding in words (a new check adds its kind here and nothing else)
+FINDING_TEXT: dict[ErrorCause | Check, Callable[[Finding, Diagnosis], str]] = {
+    ErrorCause.GUARD_A: _read_past,
+    ErrorCause.GUARD_B: _read_past,
+    ErrorCause.GUARD_C: _read_past,
+    ErrorCause.READ_C: _read_c,
+    ErrorCause.UNWRITTEN: _unwritten,
+    ErrorCause.ARITHMETIC: _arithmetic,
+    ErrorCause.OVER_BOUND: _wrong_values,
+    Check.OUT_OF_BOUNDS: _bitwise,
+    Check.INPUT_MODIFIED: _bitwise,
+    Check.NONDETERMINISTIC: _bitwise,
+    Check.NONFINITE: _nonfinite,
+    Check.LOW_PRECISION: _normwise,
+    Check.NORMWISE: _normwise,
+}
+
+
+def diagnosis_lines(d: Diagnosis) -> list[str]:
+    """One sentence per thing that is wrong, most telling first (what the report and the summary list)."""
+    return [FINDING_TEXT[f.kind](f, d) for f in d.findings] or list(d.said)
 
 
 def declarations(*, always_reads_c: bool = False, nondeterministic: str = "") -> list[str]:
@@ -134,93 +148,113 @@ def declarations(*, always_reads_c: bool = False, nondeterministic: str = "") ->
     return lines
 
 
-def _scalars(shape: tuple[int, int, int], alpha: float, beta: float) -> str:
-    m, n, k = shape
-    return f"M={m}, N={n}, K={k}, alpha={alpha:g}, beta={beta:g}"
+def _scalars(shape: Shape, alpha: float, beta: float) -> str:
+    return f"M={shape.M}, N={shape.N}, K={shape.K}, alpha={alpha:g}, beta={beta:g}"
 
 
-def failure_message(
-    result: Verification,
-    *,
-    dtype: str,
-    replay: str,
-    always_reads_c: bool = False,
-    nondeterministic: str = "",
-    lines: Sequence[str] | None = None,
-) -> str:
-    """The text of a failed verification; ``lines``: its :func:`diagnosis`, when the caller has it already."""
-    k = result.kernel
-    m, n, _ = result.shape
-    if lines is None:
-        lines = diagnosis(result, always_reads_c=always_reads_c)
-    out = [f"verification failed for {result.case_id} ({_scalars(result.shape, result.alpha, result.beta)})"]
-    out += [f"  - {line}" for line in lines]
-    out += [
-        f"  declared in the header: {line}"
-        for line in declarations(always_reads_c=always_reads_c, nondeterministic=nondeterministic)
-    ]
-    out.append(f"  kernel: {stats_line(k)}")
-    if k.n_bad_tiles:
-        t = k.tile
-        listed = ", ".join(
-            f"rows {r * t}-{min((r + 1) * t, m) - 1} x cols {c * t}-{min((c + 1) * t, n) - 1}" for r, c in k.bad_tiles
-        )
-        if k.n_bad_tiles == k.n_tiles:
-            out.append(f"  errors in all {k.n_tiles} {t}x{t} tiles of C")
-        else:
-            more = "" if k.n_bad_tiles <= len(k.bad_tiles) else ", ..."
-            out.append(f"  errors in {k.n_bad_tiles} of {k.n_tiles} {t}x{t} tiles of C: {listed}{more}")
-    if k.bad:
-        out.append("  worst elements (row, col): got, expected, error/bound")
-        out += [f"    ({r}, {c}): {g!r}, {e!r}, {_x(ratio)}" for r, c, g, e, ratio in k.worst]
-    if result.peer is not None:
-        out.append(f"  cuBLAS {dtype} (peer): {stats_line(result.peer)}")
-    out.append(f"  seed {result.seed} (this case's data); replay: {replay}")
-    return "\n".join(out)
+def _wrong_output(name: str, d: Diagnosis, replay: str) -> list[str]:
+    out = [f"verification failed for {name} ({_scalars(d.shape, d.alpha, d.beta)})"]
+    out += [f"  - {line}" for line in diagnosis_lines(d)]
+    declared = declarations(always_reads_c=d.always_reads_c, nondeterministic=d.nondeterministic)
+    out += [f"  declared in the header: {line}" for line in declared]
+    k = d.kernel
+    if k is not None:
+        out.append(f"  kernel: {stats_line(k)}")
+        out += _tiles(k, d.shape)
+        if k.bad:
+            out.append("  worst elements (row, col): got, expected, error/bound")
+            out += [f"    ({r}, {c}): {g!r}, {e!r}, {_x(ratio)}" for r, c, g, e, ratio in k.worst]
+    if d.peer is not None:
+        out.append(f"  cuBLAS {d.dtype} (peer): {stats_line(d.peer)}")
+    out.append(f"  seed {d.seed} (this case's data); replay: {replay}")
+    return out
 
 
-def fault_message(
-    failure: Failure,
-    *,
-    case: str,
-    shape: tuple[int, int, int],
-    alpha: float,
-    beta: float,
-    replay: str,
-    output: str = "",
-) -> str:
+def _tiles(k: ErrorStats, shape: Shape) -> list[str]:
+    if not k.n_bad_tiles:
+        return []
+    t, m, n = k.tile, shape.M, shape.N
+    if k.n_bad_tiles == k.n_tiles:
+        return [f"  errors in all {k.n_tiles} {t}x{t} tiles of C"]
+    listed = ", ".join(
+        f"rows {r * t}-{min((r + 1) * t, m) - 1} x cols {c * t}-{min((c + 1) * t, n) - 1}" for r, c in k.bad_tiles
+    )
+    more = "" if k.n_bad_tiles <= len(k.bad_tiles) else ", ..."
+    return [f"  errors in {k.n_bad_tiles} of {k.n_tiles} {t}x{t} tiles of C: {listed}{more}"]
+
+
+def _fault(name: str, d: Diagnosis, replay: str) -> list[str]:
     """What went wrong while a worker ran a case (a crash, a refused launch, a hang, a dead worker, ...)."""
+    failure = d.failure or Failure(FailureKind.INTERNAL, "no failure recorded")
     where = PHASES.get(failure.phase, failure.phase or "running it")
-    what = f"{case} ({_scalars(shape, alpha, beta)})"
+    what = f"{name} ({_scalars(d.shape, d.alpha, d.beta)})"
     before = f"{where} for" if failure.phase == "start" else where  # the phase said before the case
-    kind = failure.kind
-    if kind == FailureKind.CUDA_ERROR:
-        head = f"CUDA error while {before} {what}: {failure.message}"
-    elif kind == FailureKind.LAUNCH:
-        head = f"cannot launch {what}: {failure.message}"
-    elif kind == FailureKind.TIMEOUT:
-        head = f"{what} {failure.message} while {where}"
-    elif kind == FailureKind.WORKER_DIED:
-        head = f"the GPU worker died while {before} {what}: {failure.message}"
-    elif kind == FailureKind.KERNEL_RAISED:
-        head = f"{what}: the Python kernel raised {failure.message}"
-    elif kind == FailureKind.INTERNAL:
-        head = f"pytest-gemm internal error while {before} {what}: {failure.message}; please report it"
-    else:  # the kernel file, the compiler: their messages name the file already
-        head = f"{what}: {failure.message}"
-    lines = [head, *(f"  {line}" for line in failure.details)]
-    if kind == FailureKind.CUDA_ERROR and failure.phase != "start":
+    heads = {
+        FailureKind.CUDA_ERROR: f"CUDA error while {before} {what}: {failure.message}",
+        FailureKind.LAUNCH: f"cannot launch {what}: {failure.message}",
+        FailureKind.TIMEOUT: f"{what} {failure.message} while {where}",
+        FailureKind.WORKER_DIED: f"the GPU worker died while {before} {what}: {failure.message}",
+        FailureKind.KERNEL_RAISED: f"{what}: the Python kernel raised {failure.message}",
+        FailureKind.INTERNAL: f"pytest-gemm internal error while {before} {what}: {failure.message}; please report it",
+    }
+    # the kernel file, the compiler: their messages name the file already
+    lines = [heads.get(failure.kind, f"{what}: {failure.message}"), *(f"  {line}" for line in failure.details)]
+    if failure.kind == FailureKind.CUDA_ERROR and failure.phase != "start":
         lines.append(
             "  the CUDA context was lost: the worker that ran this case was replaced, and the run goes on in a new one"
             if failure.replace_worker
             else "  the worker's CUDA context survived this error, and the run goes on in it"
         )
-    shown = [line for line in output.splitlines() if line.strip()]
+    shown = d.output.splitlines()
     if shown:
-        more = len(shown) - MAX_OUTPUT_LINES
-        lines.append(
-            "  the worker printed:" + (f" (last {MAX_OUTPUT_LINES} of {len(shown)} lines)" if more > 0 else "")
-        )
-        lines += [f"    {line}" for line in shown[-MAX_OUTPUT_LINES:]]
+        lines.append("  the worker printed:")
+        lines += [f"    {line}" for line in shown]
     lines.append(f"  replay: {replay}")
-    return "\n".join(lines)
+    return lines
+
+
+def _problem(problem: TimingProblem, d: Diagnosis, record: CaseRecord | None) -> str:
+    if problem == TimingProblem.WRONG_WHEN_TIMED:
+        stats = stats_line(d.kernel) if d.kernel else "no statistics"
+        return (
+            "the output of the last timed launch is wrong (the first launch was right: does the kernel "
+            f"keep state between launches?): {stats}"
+        )
+    if record is None:
+        return f"suspicious timing: {problem}"
+    if problem == TimingProblem.ABOVE_PEAK:
+        return (
+            f"suspicious timing: {record.tflops:.1f} TFLOP/s is above this GPU's peak of "
+            f"{record.peak_tflops or 0:.1f} TFLOP/s"
+        )
+    return (
+        f"suspicious timing: {1 / record.ratio:.2f}x faster than cuBLAS "
+        f"({record.median_s * 1e6:.1f} us vs {record.cublas_median_s * 1e6:.1f} us)"
+    )
+
+
+def _timing(name: str, d: Diagnosis, record: CaseRecord | None, replay: str) -> list[str]:
+    if TimingProblem.REFERENCE_WRONG in d.problems:
+        stats = stats_line(d.peer) if d.peer else "no statistics"
+        return [
+            f"{name}: the cuBLAS launches timed alongside produced a wrong result "
+            f"({stats}); this is a pytest-gemm bug, please report it with: {replay}"
+        ]
+    problems = [_problem(p, d, record) for p in d.problems]
+    suspicious = any(p in (TimingProblem.ABOVE_PEAK, TimingProblem.FASTER_THAN_CUBLAS) for p in d.problems)
+    hint = ['If this speed is real, say why in the kernel header: expect_fast = "...".'] if suspicious else []
+    return [f"{name}:", *problems, *hint, f"replay: {replay}"]
+
+
+def failure_text(name: str, result: CaseResult, replay: str) -> str:
+    """The whole failure text of a failed case ``name`` (``kernel[id]``); ``replay``: the command that runs it alone."""
+    d = result.diagnosis
+    if d is None:
+        return f"{name}: {result.message or 'failed'}; replay: {replay}"
+    if d.kind == Verdict.FAULT:
+        return "\n".join(_fault(name, d, replay))
+    if d.kind == Verdict.WRONG_OUTPUT:
+        return "\n".join(_wrong_output(name, d, replay))
+    if d.kind == Verdict.TIMING:
+        return "\n".join(_timing(name, d, result.timing, replay))
+    return f"{name}: the worker returned no result; replay: {replay}"

@@ -1,24 +1,34 @@
-"""A report folder: every picture, ``index.html`` and ``run.json``, from one :class:`~.run_data.RunData`.
+"""A report folder: every picture and ``index.html`` from one :class:`~pytest_gemm.runs.data.RunData`.
 
-``pytest --gemm-report DIR`` and ``pytest-gemm plot RUN.json --out DIR`` both call :func:`write_report`.
+``pytest --gemm-report DIR`` and ``pytest-gemm plot RUN.json --out DIR`` both call :func:`write_report`. A
+run's report folder also holds the run itself (``run.json``, bounded: error maps pooled); a report drawn
+from a saved run names that file instead of copying it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..records.diagnosis import Diagnosis
+from ..records.shapes import Shape
+from ..runs.data import RunData
+from ..runs.saved import run_json
 from .heatmap import heatmap
 from .html import page
 from .pictures import gate_chart, largest_shape, pct_cublas_chart, tflops_chart
-from .run_data import FailedCase, RunData, run_json
 from .style import shape_label
 
-__all__ = ["Report", "chart_name", "heatmap_name", "write_report"]
+__all__ = ["RUN_FILE", "Report", "chart_name", "heatmap_name", "write_report"]
+
+RUN_FILE = "run.json"  # the run a report folder was drawn from, written beside it by pytest --gemm-report
+_PARALLEL_FROM = 8  # heatmaps to draw from which a report draws them in several processes (when it may)
 
 
 @dataclass
@@ -28,11 +38,12 @@ class Report:
     folder: Path
     charts: list[tuple[str, str]] = field(default_factory=list)  # (path, caption)
     heatmaps: dict[str, str] = field(default_factory=dict)  # failed case's test id -> path
+    run_file: str | None = None  # RUN_FILE when the run was written beside the report
 
     @property
     def files(self) -> list[Path]:
-        names = [c[0] for c in self.charts] + list(self.heatmaps.values()) + ["index.html", "run.json"]
-        return [self.folder / name for name in names]
+        names = [c[0] for c in self.charts] + list(self.heatmaps.values()) + ["index.html"]
+        return [self.folder / name for name in [*names, *([self.run_file] if self.run_file else [])]]
 
 
 def chart_name(dtype: str) -> str:
@@ -40,37 +51,71 @@ def chart_name(dtype: str) -> str:
     return f"tflops-{dtype}.png"
 
 
-def heatmap_name(case: FailedCase) -> str:
+def heatmap_name(test: str) -> str:
     """A failed case's heatmap, relative to the report folder: readable, and unique per test id."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", case.name).strip("_")[:80]
-    return f"errors/{slug}-{hashlib.sha256(case.test.encode()).hexdigest()[:8]}.png"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", test.split("::")[-1]).strip("_")[:80]
+    return f"errors/{slug}-{hashlib.sha256(test.encode()).hexdigest()[:8]}.png"
+
+
+def _draw_some(jobs: Sequence[tuple[str, Diagnosis, str, str, Path]]) -> None:
+    for test, diagnosis, gpu, day, out in jobs:
+        heatmap(test, diagnosis, gpu, day, out)
+
+
+def _draw_all(jobs: list[tuple[str, Diagnosis, str, str, Path]], processes: int) -> None:
+    """Draw heatmaps, in ``processes`` forked processes when there are enough of them (one chunk each)."""
+    forks = "fork" in multiprocessing.get_all_start_methods()
+    if processes < 2 or len(jobs) < _PARALLEL_FROM or not forks:
+        _draw_some(jobs)
+        return
+    chunks = [jobs[i::processes] for i in range(processes)]
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
+        for done in [pool.submit(_draw_some, chunk) for chunk in chunks]:
+            done.result()
 
 
 def write_report(
-    data: RunData, out: Path, shape: str | None = None, gate_source: str = "", drawn: Collection[str] = ()
+    data: RunData,
+    out: Path,
+    shape: Shape | None = None,
+    gate_source: str = "",
+    drawn: Collection[str] = (),
+    *,
+    source: Path | None = None,
+    processes: int = 1,
 ) -> Report:
-    """Draw every picture of ``data`` into ``out`` and write ``index.html`` and ``run.json`` there.
+    """Draw every picture of ``data`` into ``out`` and write ``index.html`` there.
 
-    ``shape`` (MxNxK) is where the % of cuBLAS chart is drawn (default: the run's largest shape);
-    ``gate_source`` says where the gate verdicts came from when they were not in the run; ``drawn``:
-    the test ids of failed cases whose heatmaps this run already drew at :func:`heatmap_name` in ``out``.
+    ``shape`` is where the % of cuBLAS chart is drawn (default: the run's largest shape);
+    ``gate_source`` says where the gate verdicts came from when they were not in the run; ``drawn``: the test
+    ids of failed cases whose heatmaps this run already drew at :func:`heatmap_name` in ``out``. ``source``: the
+    saved run the report is drawn from (named on the page, not copied); without it the run is written beside
+    the report as :data:`RUN_FILE`, so that it can be drawn again or merged. ``processes``: how many processes
+    may draw the heatmaps (only a single-threaded caller, such as the command, may fork).
     """
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out)
     gpu, day = data.gpu_name, data.day
-    for dtype in dict.fromkeys(r.dtype for r in data.records):
-        if tflops_chart(data.records, dtype, data.gpu, gpu, day, out / chart_name(dtype)):
+    records = data.records
+    for dtype in dict.fromkeys(r.dtype for r in records):
+        if tflops_chart(records, dtype, data.gpu, gpu, day, out / chart_name(dtype)):
             report.charts.append((chart_name(dtype), f"{dtype}: TFLOP/s against problem size, cuBLAS and peak"))
-    at = shape or largest_shape(data.records)
-    if at and pct_cublas_chart(data.records, at, gpu, day, out / "pct-cublas.png"):
+    at = shape or largest_shape(records)
+    if at and pct_cublas_chart(records, at, gpu, day, out / "pct-cublas.png"):
         report.charts.append(("pct-cublas.png", f"Each kernel as % of cuBLAS at {shape_label(at)}"))
-    if gate_chart(data.records, gpu, day, out / "gate.png", gate_source):
+    if gate_chart(records, gpu, day, out / "gate.png", gate_source):
         report.charts.append(("gate.png", "The gate: each case's change against its baseline"))
-    for case in data.failures:
-        name = heatmap_name(case)
-        if case.test not in drawn or not (out / name).is_file():
-            heatmap(case, gpu, day, out / name)
-        report.heatmaps[case.test] = name
-    (out / "index.html").write_text(page(data, report.charts, report.heatmaps), encoding="utf-8")
-    (out / "run.json").write_text(json.dumps(run_json(data), indent=1) + "\n", encoding="utf-8")
+    jobs = []
+    for test, result in data.failures.items():
+        diagnosis = result.diagnosis
+        if diagnosis is None or diagnosis.error_map is None:
+            continue
+        name = report.heatmaps[test] = heatmap_name(test)
+        if test not in drawn or not (out / name).is_file():
+            jobs.append((test, diagnosis, gpu, day, out / name))
+    _draw_all(jobs, processes)
+    if source is None:
+        report.run_file = RUN_FILE
+        (out / RUN_FILE).write_text(json.dumps(run_json(data), indent=1) + "\n", encoding="utf-8")
+    (out / "index.html").write_text(page(data, report.charts, report.heatmaps, source), encoding="utf-8")
     return report

@@ -1,12 +1,14 @@
-"""The heatmap of a failed verification: where over C the output is wrong, in units of the bound.
+"""The heatmap of a wrong output: where over C the output is wrong, in units of the bound.
 
 Each cell of the :class:`~pytest_gemm.records.outcome.ErrorMap` shows its worst |error| / bound on a
 log cividis scale; a cell whose worst element has a cause of its own (read past A or B, C read
 although beta = 0, unwritten, NaN or Inf from arithmetic) gets that cause's colour and hatch instead.
 The worker has already pooled a large C honestly (:func:`pytest_gemm.judge.causes.error_map`: at
-most ``MAX_CELLS`` cells a side, each keeping its worst element and most telling cause), so every
-cell is drawn as it is; a cell with a cause is drawn at least about 10 pixels wide, so that one such
-cell in a large matrix shows. The kernel's tiles are outlined.
+most ``MAX_CELLS`` cells a side, each keeping its worst element and most telling cause; a saved run's
+maps are pooled further, ``runs.data.STORED_CELLS``), so every cell is drawn as it is; a cell with a
+cause is drawn at least about 10 pixels wide, so that one such cell in a large matrix shows. The
+kernel's tiles are outlined. The axes are placed by hand, not by a layout engine: a report of a few
+hundred failed cases draws as many heatmaps.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..records.diagnosis import Diagnosis
 from ..records.outcome import ErrorMap
 from ..records.verdicts import ErrorCause
-from .run_data import FailedCase
 from .style import INK, new_figure, save, title
 
 __all__ = ["CAUSE_STYLE", "OUTSIDE_STYLE", "heatmap"]
@@ -88,16 +90,18 @@ def _outline_tiles(ax: Any, emap: ErrorMap, span: tuple[float, float, float, flo
     return f"lines: {what}, {tile[0]}×{tile[1]}{every}"
 
 
-def heatmap(case: FailedCase, gpu_name: str, day: str, out: Path) -> Path:
-    """Draw ``case``'s error map to ``out`` (PNG)."""
+def heatmap(test: str, case: Diagnosis, gpu_name: str, day: str, out: Path) -> Path:
+    """Draw the error map of ``test``'s diagnosis to ``out`` (PNG)."""
     import numpy as np
     from matplotlib import colormaps
     from matplotlib.collections import PatchCollection
     from matplotlib.colors import LogNorm
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch, Rectangle
+    from matplotlib.ticker import FuncFormatter, NullLocator
 
     emap = case.error_map
+    assert emap is not None, "a diagnosis without an error map has no heatmap"
     ratio, ranks = _arrays(emap)
     cell = emap.cell
     special = {cause: ranks == cause.rank for cause in CAUSE_STYLE}
@@ -108,11 +112,13 @@ def heatmap(case: FailedCase, gpu_name: str, day: str, out: Path) -> Path:
     cmap = colormaps["cividis"].with_extremes(under=colormaps["cividis"](0.0), bad=(1, 1, 1, 0))
     shown = np.where(plain, np.maximum(ratio, low * 0.999), np.nan)
     tall = emap.rows / max(emap.cols, 1)
-    fig = new_figure(9.0, 8.2 if 0.25 <= tall <= 4 else 6.0)
-    ax = fig.add_subplot()
+    fig = new_figure(9.0, 8.2 if 0.25 <= tall <= 4 else 6.0, layout=None)
+    ax, cax = fig.add_axes((0.09, 0.2, 0.74, 0.66)), fig.add_axes((0.85, 0.24, 0.022, 0.58))
     image = ax.imshow(shown, cmap=cmap, norm=LogNorm(vmin=low, vmax=top), interpolation="nearest",
                       extent=(0, emap.cols, emap.rows, 0), aspect="equal" if 0.25 <= tall <= 4 else "auto")  # fmt: skip
-    bar = fig.colorbar(image, ax=ax, shrink=0.85, extend="min", pad=0.02)
+    bar = fig.colorbar(image, cax=cax, extend="min")
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # plain text: no mathtext to parse
+    bar.ax.yaxis.set_minor_locator(NullLocator())
     bar.set_label("|error| / bound: the worst element of each cell (1 = at the bound)")
     bar.ax.axhline(1.0, color=INK, linewidth=2)
     bar.ax.text(-0.3, 1.0, "bound", transform=bar.ax.get_yaxis_transform(), ha="right", va="center", fontsize=8)
@@ -155,14 +161,14 @@ def heatmap(case: FailedCase, gpu_name: str, day: str, out: Path) -> Path:
     ax.set_ylabel(f"row of C (M = {emap.rows})")
     over = int(((ranks == ErrorCause.OVER_BOUND.rank) & plain).sum())
     handles.append(Patch(facecolor=cmap(0.95), label=f"over the bound (colour scale): {over} cell(s)"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False, fontsize=8.5)
-    m, n, k = case.shape.split("x")
+    fig.legend(handles=handles, loc="lower center", ncols=2, frameon=False, fontsize=8.5)
+    shape = case.shape
     detail = (
-        f"{case.dtype}, M={m} N={n} K={k}, alpha={case.alpha:g}, beta={case.beta:g}\none cell = "
+        f"{case.dtype}, M={shape.M} N={shape.N} K={shape.K}, alpha={case.alpha:g}, beta={case.beta:g}\none cell = "
         f"{cell[0]}×{cell[1]} elements ({ratio.shape[0]}×{ratio.shape[1]} cells); {tiles}"
     )
-    title(fig, ax, f"Where {case.name} is wrong", gpu_name, day, detail)
-    return save(fig, out)
+    title(fig, ax, f"Where {test.split('::')[-1]} is wrong", gpu_name, day, detail)
+    return save(fig, out, optimize=False)
 
 
 def _draw_outside(ax: Any, emap: ErrorMap, handles: list[Any]) -> tuple[float, float, float, float]:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..records.case_record import CaseRecord
+from ..records.result import CaseResult
 from ..records.verdicts import GateVerdict
-from .run_data import FailedCase, RunData
+from ..runs.data import RunData
+from .failure import diagnosis_lines
 from .tables import COLUMNS, NUMERIC, cells, gate_tally
 
 __all__ = ["page"]
@@ -92,24 +95,29 @@ def _timing_section(records: Sequence[CaseRecord]) -> list[str]:
     return out
 
 
-def _failure_section(failures: Sequence[FailedCase], pictures: Mapping[str, str]) -> list[str]:
-    out = [f'<h2 id="failures">Failed verifications: {len(failures)}</h2>']
-    for case in failures:
-        out.append(f"<h3><code>{_e(case.test)}</code></h3>")
-        out.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in case.diagnosis) + "</ul>")
-        src = pictures.get(case.test)
+def _failure_section(failures: Mapping[str, CaseResult], pictures: Mapping[str, str]) -> list[str]:
+    out = [f'<h2 id="failures">Failed cases: {len(failures)}</h2>']
+    for test, result in failures.items():
+        assert result.diagnosis is not None
+        lines = diagnosis_lines(result.diagnosis) or [result.message or str(result.diagnosis.kind)]
+        out.append(f"<h3><code>{_e(test)}</code></h3>")
+        out.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>")
+        src = pictures.get(test)
         if src:
-            alt = f"heatmap of the error of {case.name} over C"
+            alt = f"heatmap of the error of {test.split('::')[-1]} over C"
             out.append(
                 _figure(src, alt, "Worst |error| / bound per cell; causes in their own colours; tiles outlined.")
             )
     return out
 
 
-def page(data: RunData, charts: Sequence[tuple[str, str]], heatmaps: Mapping[str, str]) -> str:
-    """The page. ``charts``: (relative path, caption) of each chart; ``heatmaps``: failed case's test -> path."""
+def page(
+    data: RunData, charts: Sequence[tuple[str, str]], heatmaps: Mapping[str, str], source: Path | None = None
+) -> str:
+    """The page. ``charts``: (relative path, caption) of each chart; ``heatmaps``: failed case's test -> path;
+    ``source``: the saved run it was drawn from (None: the run is saved beside the page as run.json)."""
     gpu, day = data.gpu_name, data.day
-    summary = f"{len(data.records)} timed case(s), {len(data.failures)} failed verification(s)"
+    summary = f"{len(data.records)} timed case(s), {len(data.failures)} failed case(s) with a diagnosis"
     tally = gate_tally(data.records)
     if tally:
         summary += f"; gate: {tally}"
@@ -122,8 +130,11 @@ def page(data: RunData, charts: Sequence[tuple[str, str]], heatmaps: Mapping[str
         f"<h1>pytest-gemm report: {_e(gpu)}</h1>",
         f"<p><strong>Run:</strong> {_e(data.date or 'date unknown')}<br>",
         f"<strong>Command:</strong> <code>{_e(data.command or 'not recorded')}</code><br>",
-        f"<strong>Cases:</strong> {_e(summary)}</p>",
-        '<nav><a href="#pictures">Pictures</a><a href="#failures">Failed verifications</a>'
+        f"<strong>Cases:</strong> {_e(summary)}<br>",
+        f"<strong>Drawn from:</strong> <code>{_e(source)}</code></p>"
+        if source is not None
+        else '<strong>The run:</strong> <a href="run.json">run.json</a> (pytest-gemm plot draws it again)</p>',
+        '<nav><a href="#pictures">Pictures</a><a href="#failures">Failed cases</a>'
         '<a href="#tables">Timing tables</a><a href="#device">Device</a></nav>',
     ]
     out += [f"<p><em>{_e(note)}</em></p>" for note in data.notes]
@@ -132,7 +143,7 @@ def page(data: RunData, charts: Sequence[tuple[str, str]], heatmaps: Mapping[str
     if data.failures:
         out += _failure_section(data.failures, heatmaps)
     else:
-        out += ['<h2 id="failures">Failed verifications: 0</h2>', "<p>Every verified output was within its bound.</p>"]
+        out += ['<h2 id="failures">Failed cases: 0</h2>', "<p>Every verified output was within its bound.</p>"]
     if data.records:
         out += _timing_section(data.records)
     facts = [(str(k), _fact(v)) for k, v in data.gpu.items()]

@@ -2,60 +2,53 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
 
-from ..records.case_record import CaseRecord
-from ..records.verdicts import GateVerdict, Sanity
+from ..records.result import CaseResult
+from ..records.verdicts import Sanity
 from .tables import format_time
 
-__all__ = ["SummaryLine", "markdown"]
-
-#: gate verdicts that can fail a case (with --gemm-fail-new / --gemm-fail-unstable for the last two)
-_FAILING_GATE = (GateVerdict.REGRESSED, GateVerdict.NEW, GateVerdict.UNSTABLE)
+__all__ = ["markdown", "summary_cases"]
 
 
-@dataclass
-class SummaryLine:
-    """One case as the summary shows it."""
-
-    test: str
-    outcome: str = "passed"  # pytest's outcome: passed, failed or skipped
-    message: str = ""  # the first line of a failure, or the skip reason
-    record: CaseRecord | None = None
+def summary_cases(tests: Mapping[str, CaseResult]) -> dict[str, CaseResult]:
+    """The GEMM cases of a run, as the summary lists them (sorted by test id)."""
+    return {test: tests[test] for test in sorted(tests) if tests[test].kind == "case"}
 
 
 def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _verdict(line: SummaryLine) -> str:
-    record, gate = line.record, line.record.gate if line.record else None
-    if line.outcome == "failed":
-        if gate is not None and gate.verdict in _FAILING_GATE:
+def _verdict(result: CaseResult) -> str:
+    record = result.timing
+    gate = record.gate if record else None
+    if result.outcome == "failed":
+        if gate is not None and gate.fails:
             return f"**FAILED** ({gate.verdict})"
         if record is not None and record.verdict != Sanity.OK:
             return f"**FAILED** ({record.verdict} timing)"
         return "**FAILED**"
-    if line.outcome == "skipped":
+    if result.outcome == "skipped":
         return "skipped"
     return f"passed ({gate.verdict})" if gate is not None else "passed"
 
 
-def markdown(lines: list[SummaryLine]) -> str:
-    """The table: one line per case, in run order."""
+def markdown(cases: Mapping[str, CaseResult]) -> str:
+    """The table: one line per case, in the order given."""
     out = [
         "| case | verdict | median | TFLOP/s | % cuBLAS | change vs baseline | notes |",
         "|---|---|---:|---:|---:|---:|---|",
     ]
-    for line in lines:
-        record = line.record
+    for test, result in cases.items():
+        record = result.timing
         gate = record.gate if record else None
         notes = [*(gate.notes if gate else ()), *(f"throttled: {t}" for t in (record.throttle if record else ()))]
-        if line.message and line.outcome != "passed":
-            notes.insert(0, line.message[:200])
+        if result.message and result.outcome != "passed":
+            notes.insert(0, result.message[:200])
         cells = [
-            f"`{_escape(line.test)}`",
-            _verdict(line),
+            f"`{_escape(test)}`",
+            _verdict(result),
             format_time(record.median_s) if record else "",
             f"{record.tflops:.2f}" if record else "",
             f"{record.pct_cublas:.1f}%" if record else "",
@@ -63,6 +56,6 @@ def markdown(lines: list[SummaryLine]) -> str:
             _escape("; ".join(notes)),
         ]
         out.append("| " + " | ".join(cells) + " |")
-    failed = sum(line.outcome == "failed" for line in lines)
-    out += ["", f"{len(lines)} case(s), {failed} failed."]
+    failed = sum(result.outcome == "failed" for result in cases.values())
+    out += ["", f"{len(cases)} case(s), {failed} failed."]
     return "\n".join(out) + "\n"

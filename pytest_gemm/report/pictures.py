@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records.case_record import METRICS, CaseRecord, max_sm_clock
-from ..records.shapes import parse_shapes
+from ..records.shapes import Shape, parse_shapes
 from ..records.verdicts import GateVerdict
 from .style import DTYPE_STYLE, INK, OKABE_ITO, REFERENCE, kernel_styles, new_figure, save, shape_label, title
 from .tables import gate_tally
@@ -21,19 +21,18 @@ from .tables import gate_tally
 __all__ = ["gate_chart", "largest_shape", "one_shape", "pct_cublas_chart", "tflops_chart"]
 
 
-def _volume(shape: str) -> int:
-    m, n, k = (int(d) for d in shape.split("x"))
-    return m * n * k
+def _volume(shape: Shape) -> int:
+    return shape.flops
 
 
-def largest_shape(records: Sequence[CaseRecord]) -> str | None:
+def largest_shape(records: Sequence[CaseRecord]) -> Shape | None:
     """The shape with the most multiply-adds in the run."""
     return max((r.shape for r in records), key=_volume, default=None)
 
 
-def _one_per_case(records: Sequence[CaseRecord]) -> dict[tuple[str, str], list[CaseRecord]]:
+def _one_per_case(records: Sequence[CaseRecord]) -> dict[tuple[str, Shape], list[CaseRecord]]:
     """Records by (kernel, shape): the alpha = 1, beta = 0 case where the run has it, else every alpha/beta case."""
-    groups: dict[tuple[str, str], list[CaseRecord]] = {}
+    groups: dict[tuple[str, Shape], list[CaseRecord]] = {}
     for r in records:
         groups.setdefault((r.kernel, r.shape), []).append(r)
     return {key: [r for r in rs if not r.ab] or rs for key, rs in groups.items()}
@@ -91,7 +90,7 @@ def tflops_chart(records: Sequence[CaseRecord], dtype: str, gpu: dict[str, Any],
     return save(fig, out)
 
 
-def pct_cublas_chart(records: Sequence[CaseRecord], shape: str | None, gpu_name: str, day: str, out: Path):
+def pct_cublas_chart(records: Sequence[CaseRecord], shape: Shape | None, gpu_name: str, day: str, out: Path):
     """Each kernel's speed as % of cuBLAS at one shape (default: the largest), grouped by dtype."""
     shape = shape or largest_shape(records)
     rows = [r for r in records if r.shape == shape]
@@ -190,9 +189,9 @@ def gate_chart(records: Sequence[CaseRecord], gpu_name: str, day: str, out: Path
     return save(fig, out)
 
 
-def one_shape(text: str) -> str:
-    """One shape from an option's text (``1024`` or ``MxNxK``), as ``MxNxK``."""
+def one_shape(text: str) -> Shape:
+    """One shape from an option's text (``1024`` or ``MxNxK``)."""
     shapes = parse_shapes(text)
     if len(shapes) != 1:
         raise ValueError(f"expected one shape, got {text!r}")
-    return shapes[0].id
+    return shapes[0]

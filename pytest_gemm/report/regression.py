@@ -6,19 +6,32 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from ..judge.gate import FAILS_WITH
+from ..options import label
 from ..records.case_record import METRICS, CaseRecord, GateResult
+from ..records.shapes import Shape
+from ..records.verdicts import GateVerdict
 from .tables import format_time
 
-__all__ = ["accept_command", "aligned", "case_command", "interval_cell", "regression_text", "replay_command"]
+__all__ = [
+    "accept_command",
+    "aligned",
+    "case_command",
+    "gate_failure_text",
+    "gate_line",
+    "interval_cell",
+    "regression_text",
+    "replay_command",
+]
 
 
-def case_command(test: str, shape: str, *options: str) -> str:
+def case_command(test: str, shape: Shape | str, *options: str) -> str:
     """The pytest command that runs one case alone: its id, and its shape (``MxNxK``), which may not be in the
     default shape set, with ``options`` after."""
     return " ".join((f"pytest '{test}' --gemm-kernels --gemm-shapes {shape}", *options))
 
 
-def replay_command(test: str, shape: str, base_seed: int) -> str:
+def replay_command(test: str, shape: Shape | str, base_seed: int) -> str:
     """The command that runs one case again, on the same data."""
     return case_command(test, shape, f"--gemm-seed {base_seed}")
 
@@ -53,12 +66,12 @@ def regression_text(record: CaseRecord, entry: Mapping[str, Any], result: GateRe
         f"baseline (threshold {100 * result.threshold:g}%, 95% intervals apart)",
     ]
     table = [("", "baseline", "now", "change")]
-    for kind, (value, interval, label) in METRICS.items():
+    for kind, (value, interval, name) in METRICS.items():
         mark = " (gated)" if kind == result.metric else ""
         now, now_ci = getattr(record, value), getattr(record, interval)
         table.append(
             (
-                label + mark,
+                name + mark,
                 interval_cell(kind, entry[value], entry[interval]),
                 interval_cell(kind, now, now_ci),
                 f"{100 * (now / entry[value] - 1):+.1f}%",
@@ -75,3 +88,21 @@ def regression_text(record: CaseRecord, entry: Mapping[str, Any], result: GateRe
     lines += [f"  note: {note}" for note in result.notes]
     lines.append(f"  to accept the new number: {accept}")
     return "\n".join(lines)
+
+
+def gate_failure_text(
+    record: CaseRecord, result: GateResult, entry: Mapping[str, Any] | None, accept: str, baseline_file: str
+) -> str:
+    """The failure text of a case the gate failed (``entry``: the baseline it was compared with, as shown)."""
+    if result.verdict == GateVerdict.REGRESSED and entry is not None:
+        return regression_text(record, entry, result, accept)
+    option = label(FAILS_WITH[result.verdict])
+    if result.verdict == GateVerdict.NEW:
+        return f"no baseline entry for {record.test} in {baseline_file} ({option}); record it with: {accept}"
+    return f"{record.test}: {'; '.join(result.notes)} ({option})"
+
+
+def gate_line(record: CaseRecord, gate: GateResult) -> str:
+    """One line for a case ``pytest-gemm merge``'s gate failed."""
+    change = f" is {100 * gate.change:+.1f}% against its baseline" if gate.change is not None else ""
+    return f"pytest-gemm merge gate: {record.name}: {METRICS[gate.metric][2]}{change} ({gate.verdict})"

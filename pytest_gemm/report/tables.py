@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..records.case_record import CaseRecord, CompileRecord, max_sm_clock, nvml_values
@@ -15,6 +15,7 @@ __all__ = [
     "NUMERIC",
     "cells",
     "compile_table",
+    "condensed",
     "format_time",
     "gate_tally",
     "gpu_line",
@@ -100,7 +101,7 @@ def cells(row: CaseRecord) -> dict[str, str]:
     """One timed case's row as text, by column (:data:`COLUMNS`): the terminal's table and the HTML page's."""
     return {
         "kernel": row.kernel + (f" {row.ab}" if row.ab else ""),
-        "shape": row.shape,
+        "shape": row.shape.id,
         "median": format_time(row.median_s),
         "TFLOP/s": f"{row.tflops:.2f}",
         "% cuBLAS": _pct(row.pct_cublas),
@@ -122,31 +123,52 @@ def _rest_width(widths: dict[int, int], columns: list[int]) -> int:
     return sum(widths[i] for i in columns[1:]) + 2 * (len(columns) - 1)
 
 
-def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120) -> list[str]:
-    """Lines of text: a GPU line, then per dtype a table of every timed case, in run order.
+def condensed(rows: Sequence[CaseRecord]) -> list[CaseRecord]:
+    """One row per kernel, dtype and shape: its fastest variant's alpha = 1, beta = 0 case (else its fastest case),
+    in run order. What the others say is not lost: :func:`timing_tables` counts their flags on the row shown."""
+    groups: dict[tuple[str, str, Any], list[CaseRecord]] = {}
+    for row in rows:
+        groups.setdefault((row.kernel.split("[")[0], row.dtype, row.shape), []).append(row)
+    return [min([r for r in group if not r.ab] or group, key=lambda r: r.ratio) for group in groups.values()]
 
-    When the table would be wider than ``width``, the "% peak" column goes first, then the
-    kernel column is shortened (with a trailing '~').
-    """
+
+def _table(table: list[list[str]], width: int) -> list[str]:
+    """Rows of cells (:data:`COLUMNS`) as aligned lines within ``width``: "% peak" goes first, then the kernel
+    column is shortened (with a trailing '~')."""
+    columns = list(range(len(COLUMNS)))
+    widths = {i: max(len(COLUMNS[i]), *(len(line[i]) for line in table)) for i in columns}
+    if widths[0] + _rest_width(widths, columns) > width:
+        columns.remove(COLUMNS.index("% peak"))
+    widths[0] = max(_MIN_KERNEL, min(widths[0], width - _rest_width(widths, columns)))
+    lines = []
+    for line in [list(COLUMNS), *table]:
+        out = []
+        for i in columns:
+            cell, w = line[i], widths[i]
+            if len(cell) > w:
+                cell = cell[: w - 1] + "~"
+            out.append(cell.rjust(w) if COLUMNS[i] in NUMERIC else cell.ljust(w))
+        lines.append("  ".join(out).rstrip())
+    return lines
+
+
+def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120, *, full: bool = True) -> list[str]:
+    """Lines of text: a GPU line, then per dtype a table of the timed cases, in run order (``full``: every case;
+    else :func:`condensed`, each row's flags saying how many of the cases it stands for are flagged)."""
     lines = [gpu_line(gpu, rows)]
-    for dtype in sorted({row.dtype for row in rows}):
-        table = [list(cells(row).values()) for row in rows if row.dtype == dtype]
-        columns = list(range(len(COLUMNS)))
-        widths = {i: max(len(COLUMNS[i]), *(len(line[i]) for line in table)) for i in columns}
-
-        if widths[0] + _rest_width(widths, columns) > width:
-            columns.remove(COLUMNS.index("% peak"))
-        widths[0] = max(_MIN_KERNEL, min(widths[0], width - _rest_width(widths, columns)))
-        lines.append("")
-        lines.append(f"{dtype}:")
-        for line in [list(COLUMNS), *table]:
-            out = []
-            for i in columns:
-                cell, w = line[i], widths[i]
-                if len(cell) > w:
-                    cell = cell[: w - 1] + "~"
-                out.append(cell.rjust(w) if COLUMNS[i] in NUMERIC else cell.ljust(w))
-            lines.append("  ".join(out).rstrip())
+    shown = rows if full else condensed(rows)
+    flagged: Counter[tuple[str, str, Any]] = Counter()
+    if not full:
+        flagged.update((r.kernel.split("[")[0], r.dtype, r.shape) for r in rows if row_flags(r) and r not in shown)
+    for dtype in sorted({row.dtype for row in shown}):
+        table = []
+        for row in (r for r in shown if r.dtype == dtype):
+            line = cells(row)
+            more = flagged[(row.kernel.split("[")[0], row.dtype, row.shape)]
+            if more:
+                line["flags"] = ", ".join(filter(None, (line["flags"], f"{more} more flagged")))
+            table.append(list(line.values()))
+        lines += ["", f"{dtype}:", *_table(table, width)]
     total = sum(row.timing_s for row in rows)
     lines.append("")
     lines.append(f"{len(rows)} case(s) timed in {total:.1f} s (warm-up, timing and re-verification).")
@@ -162,25 +184,40 @@ def timer_names(rows: Iterable[CaseRecord]) -> str:
     return " and ".join(TIMERS.get(name, name) for name in [*TIMERS, *sorted(used - set(TIMERS))] if name in used)
 
 
-def compile_table(rows: list[CompileRecord]) -> list[str]:
-    """What ptxas said about each compiled kernel variant, and how many blocks fit on an SM, one line each."""
-    width = max(len(r.file + "::" + r.kernel) for r in rows) + 2
+def _compile_flags(row: CompileRecord) -> list[str]:
+    flags = ["CANNOT LAUNCH"] if row.cannot_launch else []
+    if row.spill_stores or row.spill_loads:
+        flags.append("SPILLS")
+    flags += [f"near the {limit} limit" for limit in row.near_limits]
+    return flags
+
+
+def compile_table(rows: list[CompileRecord], *, full: bool = True) -> list[str]:
+    """What ptxas said about each compiled kernel variant, and how many blocks fit on an SM, one line each
+    (``full``: every variant; else a summary line and the variants that cannot launch, spill or sit near a limit)."""
     cached = sum(r.from_cache for r in rows)
+    shown = rows if full else [r for r in rows if _compile_flags(r)]
     lines = [
         f"{len(rows) - cached} variant(s) compiled by NVRTC, {cached} found in the compile cache "
-        "(pytest's cache directory; --cache-clear empties it)",
-        f"{'kernel':<{width}} {'arch':<8} {'regs':>5} {'spill st/ld B':>14} {'stack B':>8} {'static smem B':>14}"
-        f" {'dynamic smem B':>15} {'threads':>8}  occupancy (blocks/SM, warps, bound by)",
+        "(pytest's cache directory; --cache-clear empties it)"
+        + ("" if full else f"; {len(shown)} cannot launch, spill or sit near a limit" + (":" if shown else ""))
     ]
-    for row in sorted(rows, key=lambda r: (r.file, r.kernel, r.arch)):
+    if not shown:
+        return lines
+    width = max(len(r.file + "::" + r.kernel) for r in shown) + 2
+    lines.append(
+        f"{'kernel':<{width}} {'arch':<8} {'regs':>5} {'spill st/ld B':>14} {'stack B':>8} {'static smem B':>14}"
+        f" {'dynamic smem B':>15} {'threads':>8}  occupancy (blocks/SM, warps, bound by)"
+    )
+    for row in sorted(shown, key=lambda r: (r.file, r.kernel, r.arch)):
         spills = f"{row.spill_stores}/{row.spill_loads}"
-        flag = "  SPILLS" if (row.spill_stores or row.spill_loads) else ""
+        flags = "".join(f"  {flag}" for flag in _compile_flags(row))
         occ = "-"
         if row.blocks_per_sm is not None:
             occ = f"{row.blocks_per_sm}, {row.occupancy_percent:g}%, {row.occupancy_limit}"
         lines.append(
             f"{row.file + '::' + row.kernel:<{width}} {row.arch:<8} {row.registers!s:>5} "
             f"{spills:>14} {row.stack_bytes!s:>8} {row.static_smem!s:>14} {row.dynamic_smem!s:>15}"
-            f" {row.threads if row.threads is not None else 'by shape'!s:>8}  {occ}{flag}"
+            f" {row.threads if row.threads is not None else 'by shape'!s:>8}  {occ}{flags}"
         )
     return lines

@@ -19,6 +19,7 @@ __all__ = [
     "block_registers",
     "launch_problems",
     "limits_for_arch",
+    "near_limits",
     "occupancy",
 ]
 
@@ -160,3 +161,18 @@ def occupancy(threads: int, registers: int, shared_bytes: int, capability: tuple
     names = [name for name, bound in bounds.items() if bound == blocks]
     limit = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
     return Occupancy(blocks, 100.0 * blocks * warps * 32 / sm_threads, limit)
+
+
+NEAR = 0.9  # a kernel that uses this share of a launch limit or more sits near it
+
+
+def near_limits(threads: int, dynamic_smem: int, kernel: KernelResources, limits: DeviceLimits) -> list[str]:
+    """The launch limits a block uses :data:`NEAR` or more of, without breaking them (empty: none)."""
+    near = []
+    if NEAR * 255 <= kernel.registers <= 255:
+        near.append("registers per thread")
+    if NEAR * limits.registers_per_block <= block_registers(kernel.registers, threads) <= limits.registers_per_block:
+        near.append("registers per block")
+    if NEAR * limits.shared_per_block <= kernel.static_smem + dynamic_smem <= limits.shared_per_block:
+        near.append("shared memory per block")
+    return near

@@ -75,10 +75,10 @@ class GpuBackend:
 
     def _warm_up(self) -> None:
         """Pay the first-use costs of verification (CuPy's JIT-compiled elementwise kernels, cuBLAS's handle)
-        now, before any case's time limit runs: on an H100 with a cold CuPy cache the first verification took
-        10-21 s, and a correct first case timed out at --gemm-timeout 5. A wrong output's diagnosis compiles
-        kernels of its own: with only a correct case warmed up, the first failing case of each of 8 xdist
-        workers on a fresh H100 timed out at --gemm-timeout 10. (A first timing costs under 1 s.)"""
+        now, before any case's time limit runs: with a cold CuPy cache a first verification takes longer than
+        a short ``--gemm-timeout``. A wrong output's diagnosis compiles kernels of its own, so the warm-up also
+        diagnoses a wrong case. A first timing costs little, so it is not warmed up. (Measured:
+        docs/measurements.md#the-workers-start.)"""
         folder = Path(tempfile.mkdtemp(prefix="pytest-gemm-warm-up-"))
         path = folder / "warm_up.py"
         path.write_text(_WARM_UP_KERNEL, encoding="utf-8")

@@ -85,7 +85,7 @@ class GuardedMatrix:
         """The writes into the guard, per region. Each region is compared on the host, where it costs no CuPy
         kernel (on the GPU a comparison and a count per width and shape of region, each JIT-compiled on a fresh
         machine). The guards are 64 KiB before the matrix, 16 elements a row, and after it 64 KiB or its next
-        256 rows if more: 8 MB for an 8192-wide fp32 matrix, a few ms to copy and compare."""
+        256 rows if more: 8 MB for an 8192-wide fp32 matrix (docs/measurements.md#the-guards)."""
         faults = []
         for where, region in self.regions(name).items():
             changed = int(np.count_nonzero(to_host(region) != self.guard_bits)) if region.size else 0
@@ -160,7 +160,7 @@ def case_inputs(case: Case, seed: int) -> CaseInputs:
     """The seeded inputs of a case: the same seed always gives the same A, B and prior C.
 
     A case's verification and its timing use the same inputs, so the last sets drawn are kept (read-only) for
-    its timing rather than drawn again: drawing them twice took 9 s of the main job's 214 s on an H100.
+    its timing rather than drawn again (what drawing them twice cost: docs/measurements.md#drawing-the-inputs).
     """
     out = case.spec.output_dtype(case.dtype)
     key = (case.dtype, out, case.shape.M, case.shape.N, case.shape.K, case.c_prior, case.spec.layout, seed)
@@ -231,8 +231,8 @@ def uint_type(xp: Any, itemsize: int) -> Any:
 def random_matrix(rng: np.random.Generator, shape: tuple[int, int], storage: np.dtype) -> np.ndarray:
     """Zero-mean data in [-1, 1), stored exactly in the kernel's element type.
 
-    Drawn in single precision unless the storage is double (3x faster than drawing doubles and converting:
-    drawing inputs was 6 s of the worker's time in the main job on an H100)."""
+    Drawn in single precision unless the storage is double: faster than drawing doubles and converting
+    (docs/measurements.md#drawing-the-inputs)."""
     work = np.float64 if storage == np.float64 else np.float32
     x = rng.random(shape, dtype=work)
     x *= 2

@@ -4,7 +4,8 @@ The pytest process's limit is on silence: each ``phase`` message restarts it. Ve
 CuPy's elementwise and reduction kernels, which CuPy compiles with NVRTC the first time they are
 used on a machine (then loads from its disk cache). The worker's warm-up pays most of that, but a
 case can still meet one CuPy has not compiled yet, and on a fresh machine with several workers
-compiling at once that took over 10 s. That is the harness's cost, not the kernel's.
+compiling at once that can take longer than a case's limit (docs/measurements.md#the-workers-start).
+That is the harness's cost, not the kernel's.
 
 :class:`CompileWatch` looks at the main thread's stack every 0.2 s (well inside any sensible
 ``--gemm-timeout``); while it holds a frame of CuPy's compiler module, it sends the current phase

@@ -1,7 +1,7 @@
 """Kernel-only device times from CUPTI's activity records (libcupti, as NVIDIA's ``cupti-python`` loads it).
 
 CUDA events time from the start event to the end event: that includes the launch's own latency on
-the device, about 3 us on an H100, which is 13% of a 24 us kernel, and it wanders from one process to
+the device, a few microseconds, a large share of a short kernel, and it wanders from one process to
 the next. CUPTI's kernel records carry each kernel's own start and end on the GPU, the quantity Nsight
 Compute's ``gpu__time_duration`` and Nsight Systems report.
 
@@ -9,14 +9,11 @@ Each timed launch follows a launch of the harness's prepare kernel, which restor
 caches and flushes L2 (:mod:`.rounds`); a batch ends with a tiny mark kernel. Every kernel, memset and copy on that
 stream after a prepare kernel and before the next harness kernel belongs to the launch (cuBLAS may run a split-K
 GEMM and a reduction), and its time is the sum of that work's own durations: the GPU's gaps between the kernels of
-one call are not counted, as Nsight Compute's per-kernel times, summed over a call, do not count them. (On an H100
-the gap between cuBLAS's split-K GEMM and its reduction was 0.96 to 1.6 us, steady within a case and moving from one
-case to the next: 7% of the call at 256^3, while its kernels moved by under 3%; ``research/cublas_spread.py``.) Only
-the GPU work's records are collected, not the API calls': with those, which correlation ids would need, a flush cost
-15 ms a batch of 64 pairs (``research/cupti_cost.py``). The records are read raw from CUPTI's buffers, through
-ctypes and numpy (:mod:`.cupti_buffers`): cupti-python's record objects, whose every field read goes through numpy's
-``recarray``, cost the host 65 to 120 us a record on an H100, and now 5 to 10 us with the flush
-(``research/cupti_records.py``).
+one call are not counted, as Nsight Compute's per-kernel times, summed over a call, do not count them (the gap
+moves from one case to the next more than the kernels do). Only the GPU work's records are collected, not the API
+calls': with those, which correlation ids would need, a flush costs far more. The records are read raw from CUPTI's
+buffers, through ctypes and numpy (:mod:`.cupti_buffers`), not through cupti-python's record objects, whose every
+field read goes through numpy's ``recarray``. The figures behind these choices: docs/measurements.md#cuptis-records.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ def cupy_environment() -> None:
     """How CuPy must run in a worker; set before CuPy is imported, which reads it then."""
     os.environ["NVIDIA_TF32_OVERRIDE"] = "0"  # cuBLAS fp32 must be real fp32
     os.environ["CUPY_TF32"] = "0"
-    # no CUB reductions (unless the user chose): each is two kernels of 2.7-3.1 s to JIT-compile on a fresh H100,
-    # 28 of the 43 s CuPy compiled in the main job, for counts and norms that take microseconds either way
+    # no CUB reductions (unless the user chose): each is two kernels that a fresh machine JIT-compiles for seconds,
+    # most of what CuPy compiled in the main job, for counts and norms that take microseconds either way
+    # (measured: docs/measurements.md#the-workers-start)
     os.environ.setdefault("CUPY_ACCELERATORS", "")

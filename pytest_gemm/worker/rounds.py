@@ -5,8 +5,8 @@ The harness's kernels are all named with the ``pytest_gemm_`` prefix, so that CU
 the timed work (:mod:`.cupti_clock`):
 
 - the prepare kernel, before every timed launch: restores C to its starting content, flushes L2 by
-  writing (or, for research only, reading) a buffer of twice its size, and pushes earlier kernels' code out of
-  every SM's instruction caches. One kernel, one CUPTI record, and the opening of the launch's span;
+  writing a buffer of twice its size, and pushes earlier kernels' code out of every SM's instruction caches.
+  One kernel, one CUPTI record, and the opening of the launch's span;
 - the mark kernel, after a batch's last launch: closes its span;
 - the spin kernel, ahead of an events-timed batch: keeps the GPU busy while Python queues the batch.
 """
@@ -33,8 +33,9 @@ SPIN_SOURCE = (
 )
 # The sweep: more code than an SM's instruction caches hold, as straight-line FFMAs (16 bytes each on sm_70 and
 # later) in four independent chains, so that a warp issues one a cycle. ptxas schedules each basic block as a
-# whole, so the code is cut into blocks of SWEEP_CHUNK: 16384 in one block took 20 s to compile, in blocks of 256
-# 2.4 s. Each of the sweeping block's SWEEP_WARPS warps runs its own part, so that the SM fetches them at once.
+# whole, and its time grows faster than the block, so the code is cut into blocks of SWEEP_CHUNK (measured:
+# docs/measurements.md#the-timers-kernels). Each of the sweeping block's SWEEP_WARPS warps runs its own part, so
+# that the SM fetches them at once.
 SWEEP_INSTRUCTIONS = 16384
 SWEEP_CHUNK = 256
 SWEEP_WARPS = 8
@@ -48,9 +49,9 @@ _CHUNK = (
 )
 
 
-def prepare_source(sweep_instructions: int = SWEEP_INSTRUCTIONS) -> str:
-    """The prepare kernel's source, with a sweep of ``sweep_instructions`` (rounded down to a multiple of
-    ``SWEEP_CHUNK * SWEEP_WARPS``, at least one chunk per warp).
+def prepare_source() -> str:
+    """The prepare kernel's source, with a sweep of ``SWEEP_INSTRUCTIONS`` (a multiple of
+    ``SWEEP_CHUNK * SWEEP_WARPS``).
 
     Each thread restores its share of C before it writes its share of the flush buffer, and the grid's threads
     all run at once, so C is written in the first moments and the flush's 2 x L2 of writes that follow evict it.
@@ -62,7 +63,7 @@ def prepare_source(sweep_instructions: int = SWEEP_INSTRUCTIONS) -> str:
     in the SM, as under Nsight Compute's ``--cache-control all``. That every SM gets one of the grid's 4 blocks
     per SM is how GPUs schedule an idle device, not a CUDA promise; tests/test_prepare_kernel.py checks it.
     """
-    per_warp = max(1, sweep_instructions // SWEEP_CHUNK // SWEEP_WARPS)
+    per_warp = max(1, SWEEP_INSTRUCTIONS // SWEEP_CHUNK // SWEEP_WARPS)
     sweep = "".join(f"            if (warp == {w}) {{\n{_CHUNK * per_warp}            }}\n" for w in range(SWEEP_WARPS))
     return (
         """
@@ -70,8 +71,7 @@ typedef unsigned long long u64;
 extern "C" __global__ void """
         + PREPARE_KERNEL
         + r"""(const unsigned char* c_init, unsigned char* c, u64 c_bytes, uint4* flush, u64 flush_words,
-                                     int read_flush, unsigned int* sink, unsigned int* sm_epochs,
-                                     unsigned int epoch) {
+                                     unsigned int* sink, unsigned int* sm_epochs, unsigned int epoch) {
     const u64 first = blockIdx.x * (u64)blockDim.x + threadIdx.x;
     const u64 step = (u64)gridDim.x * blockDim.x;
     const u64 c_words = c_bytes / 16;
@@ -96,16 +96,7 @@ extern "C" __global__ void """
             if (threadIdx.x == 0) atomicAdd(&sink[1], 1u);
         }
     }
-    if (read_flush) {
-        unsigned int acc = 0;
-        for (u64 i = first; i < flush_words; i += step) {
-            uint4 v = flush[i];
-            acc ^= v.x ^ v.y ^ v.z ^ v.w;
-        }
-        if (acc == 0x9e3779b9u) *sink = acc;  // never true for the zeroed buffer; keeps the loads
-    } else {
-        for (u64 i = first; i < flush_words; i += step) flush[i] = make_uint4(0, 0, 0, 0);
-    }
+    for (u64 i = first; i < flush_words; i += step) flush[i] = make_uint4(0, 0, 0, 0);
 }
 """
     )
@@ -114,8 +105,8 @@ extern "C" __global__ void """
 PREPARE_SOURCE = prepare_source()
 BATCH_DEVICE_S = 0.02  # aim for this much device time per batch of rounds
 MAX_BATCH = 64
-# With CUPTI each batch also pays the flush of its records (on an H100 about 1 to 1.4 ms a batch, four or five
-# records a round, read raw by cupti_buffers), and the samples are steadier, so its batches are larger.
+# With CUPTI each batch also pays the flush of its records (four or five records a round, read raw by cupti_buffers;
+# measured: docs/measurements.md#cuptis-records), and the samples are steadier, so its batches are larger.
 CUPTI_BATCH_DEVICE_S = 0.05
 MAX_CUPTI_BATCH = 256
 FIRST_CUPTI_BATCH = 32  # then 64, 128... up to the batch that CUPTI_BATCH_DEVICE_S gives

@@ -105,14 +105,7 @@ class Timer:
 
         self.runner, self.cp, self.cublas = runner, runner.cp, cublas
         self.flush_bytes = max(2 * runner.l2_bytes, 8 << 20)
-        self._flush: Any = None
-        # How L2 is flushed before a cold-cache launch: "write" fills a buffer of twice its size (L2 is then full
-        # of dirty lines); "read" reads it (clean lines, as after Nsight Compute's flush and invalidate). Reading
-        # moved no time closer to Nsight Compute's (docs/timing.md), so only research scripts set it.
-        self.flush_mode = "write"
-        # With the flush, the prepare kernel also sweeps every SM's instruction caches (``rounds.prepare_source``);
-        # research/pairing.py (``l2only``) and research/flush_compare.py (``write-l2``) turn it off.
-        self.sweep_code = True
+        self._flush: Any = None  # L2's flush: written, not read, before a cold-cache launch (docs/timing.md)
         self._prepare = self.cp.RawKernel(PREPARE_SOURCE, PREPARE_KERNEL)
         self._sink = self.cp.zeros(4, dtype=self.cp.uint32)  # also the flush buffer's stand-in when there is none
         self._sm_epochs = self.cp.zeros(SM_EPOCH_SLOTS, dtype=self.cp.uint32)
@@ -120,9 +113,9 @@ class Timer:
         self._events = [self.cp.cuda.Event() for _ in range(4 * MAX_CUPTI_BATCH)]
         self._mark = self.cp.RawKernel(MARK_SOURCE, MARK_KERNEL)
         self._spin = self.cp.RawKernel(SPIN_SOURCE, SPIN_KERNEL)
-        # NVRTC compiles the timer's own kernels (5.6 s on a fresh H100, most of it the prepare kernel's code
-        # sweep) in a thread, while the worker's warm-up verifies: CuPy lets go of the GIL while NVRTC runs.
-        # The backend waits for them after its warm-up, so no case's time limit pays for them.
+        # NVRTC compiles the timer's own kernels (most of it the prepare kernel's code sweep) in a thread, while the
+        # worker's warm-up verifies: CuPy lets go of the GIL while NVRTC runs. The backend waits for them after its
+        # warm-up, so no case's time limit pays for them (measured: docs/measurements.md#the-workers-start).
         pool = ThreadPoolExecutor(1, thread_name_prefix="pytest-gemm timer kernels")
         self._compiled = pool.submit(self._compile)
         pool.shutdown(wait=False)  # its thread ends with the compile
@@ -223,22 +216,18 @@ class Timer:
         )
 
     def prepare(self, c_init: Any, c: Any, flush: bool) -> None:
-        """Queue the prepare kernel on the current stream: C restored from ``c_init``, then (when ``flush``) L2
-        flushed the ``flush_mode`` way and, with ``sweep_code``, the SMs' instruction caches swept. One kernel, so
-        one CUPTI record, that also opens the next launch's span."""
+        """Queue the prepare kernel on the current stream: C restored from ``c_init``, then (when ``flush``) every
+        SM's instruction caches swept and L2 flushed by writing a buffer of twice its size. One kernel, so one CUPTI
+        record, that also opens the next launch's span (docs/lab.md: research may call it)."""
         if flush and self._flush is None:  # allocated on the first flush, then kept
             self._flush = self.cp.zeros(self.flush_bytes, dtype=self.cp.uint8)
         flush_words = self.flush_bytes // 16 if flush else 0
         args = (c_init, c, np.uint64(c_init.nbytes), self._flush if flush else self._sink, np.uint64(flush_words))
         epoch = 0  # no sweep
-        if flush and self.sweep_code:
+        if flush:
             self._epoch = epoch = self._epoch % 0xFFFFFFFF + 1
         blocks = 4 * self.runner.sm_count
-        self._prepare(
-            (blocks,),
-            (PREPARE_THREADS,),
-            (*args, np.int32(self.flush_mode == "read"), self._sink, self._sm_epochs, np.uint32(epoch)),
-        )
+        self._prepare((blocks,), (PREPARE_THREADS,), (*args, self._sink, self._sm_epochs, np.uint32(epoch)))
 
     def _measure(self, clock, run, cost, settings, progress, start, first) -> Measured:
         """Timed batches until the stopping rule holds, by CUPTI's clock when ``clock`` is given (stopping at the

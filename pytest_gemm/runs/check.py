@@ -119,7 +119,7 @@ def _number(low: float, high: float) -> Any:
     return ("number", low, high)
 
 
-#: the settings a saved run carries (plugin/sharding.py), their types and allowed values
+#: the settings a saved run carries (plugin/ledger.py), their types and allowed values
 SETTINGS: Mapping[str, Any] = {
     "seed": int,
     "timeout": _number(0.1, 86400.0),

@@ -12,28 +12,24 @@ one suite on two GPU models). A collection error that several shards report is k
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..records.case_record import METRICS, CaseRecord, GateResult
-from ..records.plain import to_plain
-from ..records.verdicts import GateVerdict
-from .markdown import SummaryLine
-from .run_data import ItemResult, KernelFileRun, RunData, Shards
+from ..records.case_record import CaseRecord, GateResult
+from .data import KernelFileRun, RunData, Shards, stored
 
 __all__ = [
     "MergeError",
     "Merged",
+    "Run",
     "by_gpu",
     "collection_errors",
+    "describe_run",
     "failed_tests",
     "merge_runs",
-    "plan_lines",
     "prunable_files",
     "regate",
-    "summary_lines",
 ]
 
 Run = tuple[str, RunData]  # a saved run and the file it came from
@@ -102,11 +98,10 @@ def mismatches(runs: Sequence[Run]) -> list[str]:
     return problems
 
 
-def _content(data: RunData, test: str, records: Mapping[str, CaseRecord], failures: Mapping[str, Any]) -> Any:
+def _content(data: RunData, test: str) -> Any:
     """Everything a run says about one test, to tell the same run given twice from a test run twice."""
-    record, failure = records.get(test), failures.get(test)
-    said = to_plain(data.tests.get(test))
-    return (said, record.to_dict() if record else None, failure.to_dict() if failure else None)
+    result = data.tests[test]
+    return stored(result).to_dict(), result.timing.to_dict() if result.timing else None
 
 
 def _shards(runs: Sequence[Run]) -> Shards | None:
@@ -121,7 +116,8 @@ def _shards(runs: Sequence[Run]) -> Shards | None:
     return None if merged.complete else merged
 
 
-def _what(data: RunData) -> str:
+def describe_run(data: RunData) -> str:
+    """What part of a suite a run is, in words."""
     return str(data.shard) if data.shard else "a whole run"
 
 
@@ -144,10 +140,12 @@ def _unfinished(runs: Sequence[Run], shards: Shards | None) -> tuple[list[str], 
             continue
         ran = f"{end.ran} of its {end.selected} selected tests ran" if end.selected is not None else ""
         if end.exit_status == 2:
-            partial.append(f"{name} ({_what(data)}) was interrupted (pytest exit status 2){': ' + ran if ran else ''}")
+            said = f": {ran}" if ran else ""
+            partial.append(f"{name} ({describe_run(data)}) was interrupted (pytest exit status 2){said}")
         elif end.selected is not None and end.ran < end.selected:
             why = f"stopped after {end.maxfail} failure(s) (-x/--maxfail)" if end.maxfail else "ended early"
-            notes.append(f"{name} ({_what(data)}) {why}: {ran}; the other {end.selected - end.ran} are in no run")
+            left = end.selected - end.ran
+            notes.append(f"{name} ({describe_run(data)}) {why}: {ran}; the other {left} are in no run")
     return partial, notes
 
 
@@ -212,20 +210,17 @@ def merge_runs(
     first = runs[0][1]
     version = next((data.version for _, data in runs if data.version), "")
     settings = next((data.settings for _, data in runs if data.settings), {})
-    out = RunData(gpu={}, records=[], command=command, version=version, settings=dict(settings), shard=shards)
+    out = RunData(gpu={}, command=command, version=version, settings=dict(settings), shard=shards)
     owner: dict[str, tuple[str, Any, RunData]] = {}  # test -> (file, what it said, its run)
     overlaps, models, duplicates = [], set(), 0
     facts: dict[str, dict[str, Any]] = {}
     for name, data in runs:
-        records, failures = {r.test: r for r in data.records}, {f.test: f for f in data.failures}
-        tests = list(dict.fromkeys([*data.tests, *records, *failures]))
-        new = set()
-        for test in tests:
-            said = _content(data, test, records, failures)
+        for test, result in data.tests.items():
+            said = _content(data, test)
             if test not in owner:
                 owner[test] = (name, said, data)
-                new.add(test)
-            elif data.tests.get(test, ItemResult("passed")).kind == "collect":
+                out.tests[test] = result
+            elif result.kind == "collect":
                 continue  # every shard collects: the same collection error, kept once
             elif owner[test][1] == said:
                 duplicates += 1
@@ -233,9 +228,6 @@ def merge_runs(
                 sentence, differ = _overlap(test, (owner[test][0], owner[test][2]), (name, data))
                 overlaps.append(sentence)
                 models |= differ
-        out.records += [r for r in data.records if r.test in new]
-        out.failures += [f for f in data.failures if f.test in new]
-        out.tests.update({t: r for t, r in data.tests.items() if t in new})
         for file, seen in data.files.items():
             had = out.files.get(file, seen)
             out.files[file] = KernelFileRun(had.sha256 or seen.sha256, had.whole and seen.whole)
@@ -244,8 +236,9 @@ def merge_runs(
                 facts.setdefault(model, gpu)
         out.date = max(out.date, data.date)
         out.notes += [n for n in data.notes if n not in out.notes]
-        count = len(tests) - len(collection_errors(data))
-        out.notes.append(f"merged from {name} ({_what(data)}, {count} tests): {data.command or 'command not saved'}")
+        count = len(data.tests) - len(collection_errors(data))
+        made = data.command or "command not saved"
+        out.notes.append(f"merged from {name} ({describe_run(data)}, {count} tests): {made}")
     if overlaps:
         raise _overlap_error(overlaps, models)
     models_timed = [r.gpu for r in out.records if r.gpu]
@@ -264,64 +257,30 @@ def prunable_files(data: RunData) -> list[str]:
     return [] if data.shard is not None else sorted(f for f, seen in data.files.items() if seen.whole)
 
 
-def _fails(gate: GateResult | None, settings: Mapping[str, Any]) -> bool:
-    if gate is None:
-        return False
-    return (
-        gate.verdict == GateVerdict.REGRESSED
-        or (gate.verdict == GateVerdict.NEW and bool(settings.get("fail-new")))
-        or (gate.verdict == GateVerdict.UNSTABLE and bool(settings.get("fail-unstable")))
-    )
-
-
-def _gate_text(record: CaseRecord, gate: GateResult) -> str:
-    label = METRICS[gate.metric][2]
-    change = f" is {100 * gate.change:+.1f}% against its baseline" if gate.change is not None else ""
-    return f"pytest-gemm merge gate: {record.name}: {label}{change} ({gate.verdict})"
-
-
-def regate(data: RunData, gates: Mapping[str, GateResult | None]) -> None:
-    """Give the records these gate results (None: not gated, as when recording baselines), and each timed
-    test the outcome the gate now gives it; a test that failed for another reason stays failed."""
-    for i, record in enumerate(data.records):
-        if record.test not in gates:
+def regate(
+    data: RunData, gates: Mapping[str, GateResult | None], describe: Callable[[CaseRecord, GateResult], str]
+) -> None:
+    """Give the timed tests these gate results (None: not gated, as when recording baselines), and the outcome
+    the gate now gives each (``describe`` words a failure by the gate); a test that failed otherwise stays failed."""
+    for test, result in list(data.tests.items()):
+        record = result.timing
+        if record is None or test not in gates:
             continue
-        gate = gates[record.test]
-        data.records[i] = dataclasses.replace(record, gate=gate)
-        result = data.tests.get(record.test)
-        if result is None or result.outcome == "skipped":
-            continue
-        by_gate = result.outcome == "failed" and _fails(record.gate, data.settings)
-        if result.outcome == "failed" and not by_gate:
-            continue
-        if gate is not None and _fails(gate, data.settings):
-            message = result.message if by_gate else _gate_text(record, gate)
-            data.tests[record.test] = dataclasses.replace(result, outcome="failed", message=message)
-        else:
-            data.tests[record.test] = dataclasses.replace(result, outcome="passed", message="")
-
-
-def summary_lines(data: RunData) -> list[SummaryLine]:
-    """Every GPU case of the run for the markdown summary, sorted by test id."""
-    records = {r.test: r for r in data.records}
-    failed = {f.test: f for f in data.failures}
-    cases = {t for t, r in data.tests.items() if r.kind == "case"} | set(records) | set(failed)
-    lines = []
-    for test in sorted(cases):
-        result = data.tests.get(test)
-        if result is None and test in failed:
-            result = ItemResult("failed", failed[test].diagnosis[0] if failed[test].diagnosis else "")
-        elif result is None:
-            result = ItemResult("failed" if _fails(records[test].gate, data.settings) else "passed")
-        lines.append(SummaryLine(test, result.outcome, result.message, records.get(test)))
-    return lines
+        by_gate = result.failed and record.gate is not None and record.gate.fails
+        gate = gates[test]
+        result = result.with_timing(record.with_gate(gate))
+        if result.outcome != "skipped" and (by_gate or not result.failed):
+            if gate is not None and gate.fails:
+                message = result.message if by_gate else describe(record, gate)
+                result = dataclasses.replace(result, outcome="failed", message=message)
+            else:
+                result = dataclasses.replace(result, outcome="passed", message="")
+        data.tests[test] = result
 
 
 def failed_tests(data: RunData) -> list[str]:
-    """The tests of the run that failed (every kind, and failed verifications of files without outcomes)."""
-    failed = {t for t, r in data.tests.items() if r.outcome == "failed" and r.kind != "collect"}
-    failed |= {line.test for line in summary_lines(data) if line.outcome == "failed"}
-    return sorted(failed)
+    """The tests of the run that failed (every kind but collection errors)."""
+    return sorted(t for t, r in data.tests.items() if r.failed and r.kind != "collect")
 
 
 def collection_errors(data: RunData) -> dict[str, str]:
@@ -339,46 +298,9 @@ def by_gpu(data: RunData) -> dict[str, RunData]:
         model: dataclasses.replace(
             data,
             gpu=data.facts(model) or {"name": model},
-            records=[r for r in data.records if r.gpu == model],
+            tests={t: r for t, r in data.tests.items() if r.timing is None or r.timing.gpu == model},
             gpus={},
             notes=[*data.notes, f"the timed cases on {model} only; {note}"],
         )
         for model in models
     }
-
-
-def plan_lines(runs: Sequence[Run], data: RunData, target_s: float) -> list[str]:
-    """How long the merged tests took, and how many shards keep each under ``target_s`` seconds, from the
-    seconds pytest measured for each test and each run's wall time ([] when the runs carry no test times)."""
-    times = {t: r.duration_s for t, r in data.tests.items() if r.kind != "collect"}
-    if not any(times.values()):
-        return []
-    total, longest = sum(times.values()), max(times.values())
-    gpu = [r for r in data.tests.values() if r.kind in ("case", "sanitize")]
-    spent = sum(r.duration_s for r in gpu)
-    each = f", {spent / len(gpu):.2f} s each on average" if gpu else ""
-    worker = sum(r.worker_s for r in gpu)
-    inside = f", GPU workers busy {worker:.1f} s on them" if worker else ""
-    lines = [
-        f"plan: {len(times)} tests took {total:.1f} s in tests ({spent:.1f} s in {len(gpu)} GPU tests{each}{inside}; "
-        f"the longest test {longest:.1f} s)"
-    ]
-    outside = []
-    for name, run in runs:
-        tests = [r for r in run.tests.values() if r.kind != "collect"]
-        in_tests = sum(r.duration_s for r in tests)
-        wall = f", {run.wall_s:.1f} s from start to saved" if run.wall_s is not None else ""
-        lines.append(f"  {name} ({_what(run)}): {in_tests:.1f} s in {len(tests)} tests{wall}")
-        if run.wall_s is not None and tests:
-            outside.append(max(0.0, run.wall_s - in_tests))
-    fixed = max(outside, default=0.0)
-    said = f"{fixed:.1f} s per shard outside tests (the most a run here spent)" if outside else "no time outside tests"
-    if fixed + longest > target_s:
-        lines.append(f"plan: no shard count keeps a shard under {target_s:g} s: {said} plus the longest test exceed it")
-    else:
-        count = max(1, math.ceil(total / (target_s - fixed)))
-        lines.append(
-            f"plan: for at most {target_s:g} s per shard: {count} shard(s) ({total:.1f} s of tests spread over "
-            f"{target_s - fixed:.1f} s each, after {said}); shards by test id are only roughly equal: keep a margin"
-        )
-    return lines

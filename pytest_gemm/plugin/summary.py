@@ -1,0 +1,94 @@
+"""What the end of a run prints: the compile report, the timing tables, the gate, the workers, and where the
+rest is. At default verbosity the tables are condensed so that a run fits on a screen; ``-v`` shows them whole.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from ..report.tables import compile_table, timer_names, timing_tables
+from .terminal import no_device_line, workers_line
+
+GemmSession = Any  # the session (plugin/session.py) that calls these: typed loosely, as its stash key is
+
+__all__ = ["empty_shard_line", "write"]
+
+
+def empty_shard_line(shard: tuple[int, int], left_out: int) -> str:
+    index, count = shard
+    return (
+        f"pytest-gemm: shard {index} of {count} holds none of the {left_out} selected tests "
+        "(more shards than tests): nothing to run, exit status 0"
+    )
+
+
+def _elsewhere(session: GemmSession, timed: int) -> str:
+    """Where every timed case is, when the terminal shows one row per kernel and shape."""
+    places = ["-v"]
+    if session.settings.gate.summary is not None:
+        places.append(f"the summary {session.settings.gate.summary}")
+    if session.pictures.folder is not None:
+        places.append(f"the report {session.pictures.folder / 'index.html'}")
+    return (
+        "pytest-gemm: the tables show each kernel's fastest variant at each shape (alpha = 1, beta = 0); "
+        f"all {timed} timed case(s): {', '.join(places)}"
+    )
+
+
+def _tables(session: GemmSession, tr: Any) -> None:
+    full = session.facts.full_tables
+    if session.compiled:
+        tr.section("pytest-gemm compile report (ptxas)")
+        lines = compile_table(session.compiled, full=full)
+        for line in lines:
+            tr.write_line(line)
+        if not full and len(lines) - 2 < len(session.compiled):
+            tr.write_line("(-v: every variant)")
+    records = session.ledger.records
+    if not records:
+        return
+    tr.section(f"pytest-gemm timing (device time, {timer_names(records)})")
+    width = shutil.get_terminal_size((120, 24)).columns
+    for model in sorted({r.gpu for r in records}):  # a table per GPU model (mixed models time each case on one)
+        mine = [r for r in records if r.gpu == model]
+        for line in timing_tables(mine, session.gpus.get(model, {}), width=width, full=full):
+            tr.write_line(line)
+    if not full:
+        tr.write_line(_elsewhere(session, len(records)))
+
+
+def _workers(session: GemmSession, tr: Any) -> None:
+    workers = workers_line(session.worker_pids, session.replaced, session.worker_compiles, session.per_gpu)
+    if workers:
+        tr.write_line(workers)
+    now = session._workers
+    for index, why in sorted((now.retired if now else {}).items()):
+        gpu = now.gpus[index].label if now.gpus else f"GPU {index}"
+        tr.write_line(f"pytest-gemm: {gpu} was taken out of service ({why}); the other GPUs ran its cases", red=True)
+    for index, pool in enumerate(now.pools if now else []):
+        if pool.lost and index not in now.retired:  # the last GPU serving: its later cases failed
+            gpu = now.gpus[index].label if index < len(now.gpus) else "the GPU"
+            tr.write_line(
+                f"pytest-gemm: {gpu} was lost during the run ({pool.lost}); the GPU cases after that failed", red=True
+            )
+
+
+def write(session: GemmSession, tr: Any) -> None:
+    """The end of the run, in the controlling process."""
+    _tables(session, tr)
+    gate = session.gatekeeper.summary_lines()
+    if gate is not None:
+        tr.section(gate[0])
+        for line in gate[1]:
+            tr.write_line(line, red=line.startswith("error:"))
+    _workers(session, tr)
+    for reason, count in session.no_device.items():
+        tr.write_line(no_device_line(reason, count, ahead=False), yellow=True)
+    for kernel, lines in sorted(session.declared.items()):
+        tr.write_line(f"pytest-gemm: {kernel} declares {'; '.join(lines)}")
+    saved = session.config.getoption("benchmark_json", None)
+    if saved is not None and session.ledger.records and not session.facts.benchmark_tables:
+        tr.write_line(f"pytest-gemm: saved run (pytest-benchmark's JSON): {getattr(saved, 'name', saved)}")
+    for text, red in session.lines:
+        tr.write_line(text, red=red)

@@ -1,0 +1,79 @@
+"""Why a case failed, as data: the kind of verdict (``Verdict``) and its facts.
+
+The judgement (``judge/``) builds a :class:`Diagnosis`; the report layer (``report/``) turns it into the
+failure text, the HTML page, the heatmap and the summary. A new check adds a kind of finding (a word of
+``ErrorCause`` or ``Check``) and its rendering, never a sentence here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .outcome import ErrorMap, ErrorStats, Failure
+from .shapes import Shape
+from .verdicts import Check, ErrorCause, TimingProblem, Verdict
+
+__all__ = ["MAX_OUTPUT_LINES", "Diagnosis", "Finding"]
+
+MAX_OUTPUT_LINES = 20  # lines of the worker's output a diagnosis keeps (the last ones)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing wrong with an output: what it is, and where in C.
+
+    ``count`` is how many elements it concerns (of C, or changed, for a bitwise check); ``rows`` and ``cols``
+    the first and last row and column of C holding them and ``tiles`` how many 32x32 tiles of C do (None:
+    not traced to elements); ``region`` names the guard region a read went past ("the guard after A"), or
+    where a bitwise check found a change.
+    """
+
+    kind: ErrorCause | Check
+    count: int = 0
+    rows: tuple[int, int] | None = None
+    cols: tuple[int, int] | None = None
+    tiles: int | None = None
+    region: str = ""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A failed case: the kind of verdict, the case's scalars, and the facts of that kind.
+
+    * ``FAULT``: ``failure`` (what the worker, CUDA or the compiler said) and ``output`` (what it printed);
+    * ``WRONG_OUTPUT``: ``findings`` (most telling first), ``kernel`` (the output against the truth), ``peer``
+      (cuBLAS in the same dtype, the yardstick), ``error_map`` (where over C), ``seed`` (the case's data);
+    * ``TIMING``: ``problems``, with ``kernel`` the last timed launch's output when it was wrong and ``peer``
+      cuBLAS's timed output when that was (the speed figures are in the case's timing record);
+    * ``NO_RESULT``: nothing more.
+    """
+
+    kind: Verdict
+    dtype: str
+    shape: Shape
+    alpha: float
+    beta: float
+    seed: int = 0
+    findings: tuple[Finding, ...] = ()
+    kernel: ErrorStats | None = None
+    peer: ErrorStats | None = None
+    error_map: ErrorMap | None = None
+    failure: Failure | None = None
+    problems: tuple[TimingProblem, ...] = ()
+    output: str = ""
+    always_reads_c: bool = False  # the header's declarations that change the checks
+    nondeterministic: str = ""
+    said: tuple[str, ...] = ()  # a saved run's sentences from before diagnoses were data (no findings then)
+
+    @property
+    def poisoned(self) -> bool:
+        """Whether C held the NaN poison before the launch (beta = 0, and the kernel does not declare it reads C)."""
+        return self.beta == 0 and not self.always_reads_c
+
+    def kinds(self) -> tuple[str, ...]:
+        """The words of what was found, most telling first: the findings', the problems', or the failure's."""
+        if self.kind == Verdict.FAULT and self.failure is not None:
+            return (str(self.failure.kind),)
+        if self.kind == Verdict.TIMING:
+            return tuple(str(p) for p in self.problems)
+        return tuple(dict.fromkeys(str(f.kind) for f in self.findings)) or self.said[:1] or (str(self.kind),)

@@ -1,0 +1,65 @@
+"""Saved runs written by older pytest-gemm versions, read into today's form before they are checked.
+
+Format 1 kept failed verifications in a ``failures`` list beside ``tests`` (each with its diagnosis as
+sentences and a full error map: maps are pooled to ``STORED_CELLS`` a side once read), and timing records
+named their suspicions in sentences and their gate results without whether they fail the test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..judge.gate import GatePolicy
+from ..records.verdicts import GateVerdict, TimingProblem, Verdict
+from .check import WrongValue, check, key
+
+__all__ = ["legacy_record", "legacy_tests"]
+
+#: what a format-1 record's suspicion sentence says, and the word it is now
+_SUSPICIONS = (("peak", TimingProblem.ABOVE_PEAK), ("faster than cuBLAS", TimingProblem.FASTER_THAN_CUBLAS))
+
+
+def _suspicion(value: Any) -> Any:
+    if not isinstance(value, str) or value in {p.value for p in TimingProblem}:
+        return value
+    return next((word.value for text, word in _SUSPICIONS if text in value), value)
+
+
+def legacy_record(value: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """A timing record as saved (``extra_info["gemm"]``), with a format-1 record's sentences as words and its
+    gate result saying whether it fails the test (by the settings the run saved)."""
+    out = dict(value)
+    for name in ("suspicious", "suspicious_expected"):
+        if isinstance(out.get(name), list):
+            out[name] = [_suspicion(v) for v in out[name]]
+    gate = out.get("gate")
+    if isinstance(gate, dict) and "fails" not in gate and gate.get("verdict") in {v.value for v in GateVerdict}:
+        out["gate"] = {**gate, "fails": GatePolicy.of_saved(settings).fails(GateVerdict(gate["verdict"]))}
+    return out
+
+
+def legacy_tests(extra: dict[str, Any], failures: list[Any]) -> dict[str, Any]:
+    """The ``tests`` section, with a format-1 run's ``failures`` folded into its tests as diagnoses."""
+    tests = extra.get("tests", {})
+    if not failures or not isinstance(tests, dict):
+        return tests
+    tests = dict(tests)
+    for i, failed in enumerate(failures):
+        where = f"gemm.failures[{i}]"
+        check(failed, dict, where)
+        for name in ("test", "dtype", "shape"):
+            check(failed.get(name), str, key(where, name))
+        said = failed.get("diagnosis", [])
+        check(said, list[str], key(where, "diagnosis"))
+        diagnosis = {
+            "kind": Verdict.WRONG_OUTPUT.value,
+            **{name: failed.get(name) for name in ("dtype", "shape", "alpha", "beta")},
+            "error_map": failed.get("error_map"),
+            "said": said,
+        }
+        entry = tests.get(failed["test"])
+        if entry is not None and not isinstance(entry, dict):
+            raise WrongValue(f"{key('gemm.tests', failed['test'])}: expected an object")
+        entry = dict(entry or {"outcome": "failed", "kind": "case", "message": said[0] if said else ""})
+        tests[failed["test"]] = {**entry, "diagnosis": diagnosis}
+    return tests
