@@ -391,7 +391,7 @@ def _set(run: dict, path: tuple, value) -> None:
                 "beta": 0.0,
                 "error_map": {"rows": 512, "cols": 512, "cell": [512, 512], "ratio": ["!!"], "cause": ["."]},
             },
-            f"gemm.tests[\"{CASE_512}\"]: ErrorMap.ratio: '!' is not a stored ratio digit",
+            f"gemm.tests[\"{CASE_512}\"]: ErrorMap.ratio: '!!' is not a stored ratio",
         ),
         (("gemm", "wall_s"), True, "gemm.wall_s: expected a number or null, got true"),
         (

@@ -1,5 +1,6 @@
 """The plugin's side of the pictures: where the report goes, each failed case's heatmap drawn as the case ends
-(from its full-resolution error map, in the process that ran it), pytest-html's extras, the report at the end.
+(from its full-resolution error map, in the process that ran it, by a thread of its own while the GPU works on),
+pytest-html's extras, the report at the end.
 
 Drawing lives in ``report/``; matplotlib is imported only when a picture is drawn, so a run that asks for
 no report (and no pytest-html report) never pays for it.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Collection
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +47,11 @@ class Pictures:
             self.folder: Path | None = config.invocation_params.dir / asked
         else:
             self.folder = None if self.html is None else self.html.parent / BESIDE_HTML
+        self._drawing: ThreadPoolExecutor | None = None  # one thread: only it draws until the report at the end
+        self._drawn: dict[str, Future[Path]] = {}
 
     def heatmap(self, test: str, diagnosis: Diagnosis, gpu: str) -> str | None:
-        """Draw a failed case's full-resolution error map into the folder now; its name there (None: not drawn)."""
+        """Start drawing a failed case's full-resolution error map into the folder; its name there (None: none)."""
         if self.folder is None or diagnosis.error_map is None:
             return None
         from datetime import datetime, timezone
@@ -56,11 +60,21 @@ class Pictures:
         from ..report.heatmap import heatmap
 
         name = heatmap_name(test)
-        try:
-            heatmap(test, diagnosis, gpu, datetime.now(timezone.utc).date().isoformat(), self.folder / name)
-        except (ImportError, OSError):
-            return None  # said at the end, when the report is written
+        if self._drawing is None:
+            self._drawing = ThreadPoolExecutor(1, thread_name_prefix="gemm-heatmap")
+        day = datetime.now(timezone.utc).date().isoformat()
+        self._drawn[name] = self._drawing.submit(heatmap, test, diagnosis, gpu, day, self.folder / name)
         return name
+
+    def drawn(self, name: str) -> bool:
+        """Wait for a heatmap drawn as its case ended; whether it was (a failure is said when the report is written)."""
+        future = self._drawn.get(name)
+        return future is not None and future.exception() is None
+
+    def close(self) -> None:
+        """Wait for the heatmaps still being drawn."""
+        if self._drawing is not None:
+            self._drawing.shutdown(wait=True)
 
     def html_extras(self, test: str, heatmap: str | None, dtype: str | None) -> list[dict[str, Any]]:
         """pytest-html extras for one case's row: its heatmap (embedded), or its dtype's chart; and the report page."""
@@ -70,7 +84,7 @@ class Pictures:
         from ..report.folder import chart_name
 
         out = []
-        if heatmap is not None and (self.folder / heatmap).is_file():
+        if heatmap is not None and self.drawn(heatmap) and (self.folder / heatmap).is_file():
             data = base64.b64encode((self.folder / heatmap).read_bytes()).decode("ascii")
             out.append(extras.png(data, name="error over C"))
         if dtype is not None and not self.config.getoption("self_contained_html", False):  # a link would warn there
@@ -84,6 +98,7 @@ class Pictures:
         run drew as its cases ended (``drawn``: their test ids) are not drawn again."""
         if self.folder is None:
             return None
+        self.close()
         try:
             from ..report.folder import write_report
 

@@ -86,6 +86,11 @@ class GemmSession:
         self.lines: list[tuple[str, bool]] = []  # what the end of the run says beside the tables (text, red)
 
     @property
+    def started_workers(self) -> GpuWorkers | None:
+        """The GPU workers, if the run started them (the end of the run says what became of them)."""
+        return self._workers
+
+    @property
     def gpu(self) -> dict[str, Any] | None:
         """The facts of the first GPU model that timed a case (the run's GPU on a host of one model)."""
         return next(iter(self.gpus.values()), None)
@@ -333,6 +338,7 @@ class GemmSession:
         if self._workers is not None:
             self._workers.close()
         if not self.facts.controller:
+            self.pictures.close()  # the heatmaps it drew as its cases ended are in the folder before it ends
             return  # an xdist worker: the controlling process writes
         if self.settings.gate.update:
             self.gatekeeper.write(self.gpus)

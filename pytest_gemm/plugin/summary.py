@@ -40,11 +40,9 @@ def _tables(session: GemmSession, tr: Any) -> None:
     full = session.facts.full_tables
     if session.compiled:
         tr.section("pytest-gemm compile report (ptxas)")
-        lines = compile_table(session.compiled, full=full)
-        for line in lines:
+        # without a GPU the compile report is the run's news: it lists the variants near a limit too
+        for line in compile_table(session.compiled, full=full, near=not session.worker_pids):
             tr.write_line(line)
-        if not full and len(lines) - 2 < len(session.compiled):
-            tr.write_line("(-v: every variant)")
     records = session.ledger.records
     if not records:
         return
@@ -62,7 +60,7 @@ def _workers(session: GemmSession, tr: Any) -> None:
     workers = workers_line(session.worker_pids, session.replaced, session.worker_compiles, session.per_gpu)
     if workers:
         tr.write_line(workers)
-    now = session._workers
+    now = session.started_workers
     for index, why in sorted((now.retired if now else {}).items()):
         gpu = now.gpus[index].label if now.gpus else f"GPU {index}"
         tr.write_line(f"pytest-gemm: {gpu} was taken out of service ({why}); the other GPUs ran its cases", red=True)

@@ -85,7 +85,6 @@ _RANK = {cause.value: cause.rank for cause in ErrorCause} | {"": len(ErrorCause)
 #: a ratio is stored as two characters: 0, or 10 ** ((code - _ZERO) / _STEPS) for codes 1 to 4095, so within
 #: 1.2% of its value from 10^-20 to 10^20 (clamped beyond); the map's largest ratio is stored exactly beside
 _DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_"
-_VALUE = {c: i for i, c in enumerate(_DIGITS)}
 _STEPS, _ZERO, _TOP = 100, 2048, 64 * 64 - 1
 MAX_OUTSIDE_STORED = 64  # rectangles of writes outside C a pooled map keeps
 
@@ -95,11 +94,6 @@ def _code(value: float) -> str:
         return "00"
     code = min(_TOP, max(1, _ZERO + round(math.log10(value) * _STEPS))) if math.isfinite(value) else _TOP
     return _DIGITS[code // 64] + _DIGITS[code % 64]
-
-
-def _decode(pair: str) -> float:
-    code = _VALUE[pair[0]] * 64 + _VALUE[pair[1]]
-    return 0.0 if code == 0 else 10.0 ** ((code - _ZERO) / _STEPS)
 
 
 @dataclass(frozen=True)
@@ -176,31 +170,58 @@ class ErrorMap:
     @classmethod
     def from_plain_value(cls, value: Any) -> ErrorMap:
         """A stored map: rows as strings (:meth:`to_plain_value`), or as lists of numbers and words (saved runs
-        written before maps were stored this way)."""
+        written before maps were stored this way). Each value is checked; a saved run holds hundreds of maps, so
+        the grids are read here, not field by field."""
         if not isinstance(value, dict):
             raise PlainError(f"ErrorMap: expected an object, got {type(value).__name__}")
         data = dict(value)
-        peak = data.pop("peak", None)
-        ratio, cause = data.get("ratio"), data.get("cause")
-        if isinstance(ratio, list) and all(isinstance(line, str) for line in ratio):
-            try:
-                decoded = [[_decode(line[k : k + 2]) for k in range(0, len(line) - 1, 2)] for line in ratio]
-            except KeyError as exc:
-                raise PlainError(f"ErrorMap.ratio: {exc.args[0]!r} is not a stored ratio digit") from None
-            cells = [(v, i, j) for i, line in enumerate(decoded) for j, v in enumerate(line)]
-            if cells and isinstance(peak, (int, float)) and math.isfinite(peak) and peak > 0:
-                _, i, j = max(cells)  # the largest ratio exactly, and none above it from rounding its code
-                decoded = [[min(v, float(peak)) for v in line] for line in decoded]
-                decoded[i][j] = float(peak)
-            data["ratio"] = decoded
-        if isinstance(cause, list) and all(isinstance(line, str) for line in cause):
-            if any(letter not in _WORDS for line in cause for letter in line):
-                raise PlainError(f"ErrorMap.cause: expected rows of {''.join(_WORDS)}")
-            data["cause"] = [[_WORDS[letter] for letter in line] for line in cause]
-        emap = fields_from_plain(cls, data)
-        if len(emap.ratio) != len(emap.cause) or any(len(a) != len(b) for a, b in zip(emap.ratio, emap.cause)):
+        peak, ratio, cause = data.pop("peak", None), data.pop("ratio", None), data.pop("cause", None)
+        head = fields_from_plain(cls, {**data, "ratio": [], "cause": []})
+        ratios, causes = _ratios(ratio, peak), _causes(cause)
+        if len(ratios) != len(causes) or any(len(a) != len(b) for a, b in zip(ratios, causes)):
             raise PlainError("ErrorMap: its ratio and cause rows differ in shape")
-        return emap
+        return replace(head, ratio=ratios, cause=causes)
+
+
+_TABLE = {a + b: 0.0 if i == 0 else 10.0 ** ((i - _ZERO) / _STEPS) for i, (a, b) in
+          enumerate((a, b) for a in _DIGITS for b in _DIGITS)}  # fmt: skip
+
+
+def _ratios(rows: Any, peak: Any) -> tuple[tuple[float, ...], ...]:
+    """A stored map's ratios: two characters a cell, or numbers (older files)."""
+    if not isinstance(rows, list):
+        raise PlainError("ErrorMap.ratio: expected a list of rows")
+    if all(isinstance(line, str) for line in rows):
+        try:
+            grid = [[_TABLE[line[k : k + 2]] for k in range(0, len(line) - 1, 2)] for line in rows]
+        except KeyError as exc:
+            raise PlainError(f"ErrorMap.ratio: {exc.args[0]!r} is not a stored ratio") from None
+        cells = [(v, i, j) for i, line in enumerate(grid) for j, v in enumerate(line)]
+        if cells and isinstance(peak, (int, float)) and math.isfinite(peak) and peak > 0:
+            _, i, j = max(cells)  # the largest ratio exactly, and none above it from rounding its code
+            grid = [[min(v, float(peak)) for v in line] for line in grid]
+            grid[i][j] = float(peak)
+        return tuple(map(tuple, grid))
+    numbers = all(isinstance(line, list) for line in rows) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for line in rows for v in line
+    )
+    if not numbers:
+        raise PlainError("ErrorMap.ratio: expected rows of stored ratios or of numbers")
+    return tuple(tuple(float(v) for v in line) for line in rows)
+
+
+def _causes(rows: Any) -> tuple[tuple[str, ...], ...]:
+    """A stored map's causes: a letter a cell, or words (older files)."""
+    if not isinstance(rows, list) or not all(isinstance(line, (str, list)) for line in rows):
+        raise PlainError("ErrorMap.cause: expected a list of rows")
+    words = set(_RANK)
+    if all(isinstance(line, str) for line in rows):
+        if any(letter not in _WORDS for line in rows for letter in line):
+            raise PlainError(f"ErrorMap.cause: expected rows of {''.join(_WORDS)}")
+        return tuple(tuple(_WORDS[letter] for letter in line) for line in rows)
+    if any(not isinstance(line, list) or any(w not in words for w in line) for line in rows):
+        raise PlainError("ErrorMap.cause: expected rows of cause words")
+    return tuple(tuple(line) for line in rows)
 
 
 def _merged(rects: tuple[tuple[int, int, int, int, int], ...], most: int) -> tuple[tuple[int, int, int, int, int], ...]:

@@ -98,7 +98,7 @@ def heatmap(test: str, case: Diagnosis, gpu_name: str, day: str, out: Path) -> P
     from matplotlib.colors import LogNorm
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch, Rectangle
-    from matplotlib.ticker import FuncFormatter, NullLocator
+    from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
     emap = case.error_map
     assert emap is not None, "a diagnosis without an error map has no heatmap"
@@ -157,6 +157,8 @@ def heatmap(test: str, case: Diagnosis, gpu_name: str, day: str, out: Path) -> P
     tiles = _outline_tiles(ax, emap, (x0, x1, y0, y1))
     ax.set_xlim(x0, x1)
     ax.set_ylim(y1, y0)
+    ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))  # few labels: a report draws hundreds of these
+    ax.yaxis.set_major_locator(MaxNLocator(6, integer=True))
     ax.set_xlabel(f"column of C (N = {emap.cols})")
     ax.set_ylabel(f"row of C (M = {emap.rows})")
     over = int(((ranks == ErrorCause.OVER_BOUND.rank) & plain).sum())
@@ -167,8 +169,8 @@ def heatmap(test: str, case: Diagnosis, gpu_name: str, day: str, out: Path) -> P
         f"{case.dtype}, M={shape.M} N={shape.N} K={shape.K}, alpha={case.alpha:g}, beta={case.beta:g}\none cell = "
         f"{cell[0]}×{cell[1]} elements ({ratio.shape[0]}×{ratio.shape[1]} cells); {tiles}"
     )
-    title(fig, ax, f"Where {test.split('::')[-1]} is wrong", gpu_name, day, detail)
-    return save(fig, out, optimize=False)
+    title(fig, ax, f"Where {test.split('::')[-1]} is wrong", gpu_name, day, detail, wrap=False)
+    return save(fig, out, palette=True)
 
 
 def _draw_outside(ax: Any, emap: ErrorMap, handles: list[Any]) -> tuple[float, float, float, float]:

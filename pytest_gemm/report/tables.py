@@ -19,6 +19,7 @@ __all__ = [
     "format_time",
     "gate_tally",
     "gpu_line",
+    "notable",
     "row_flags",
     "timer_names",
     "timing_tables",
@@ -35,6 +36,14 @@ def format_time(seconds: float) -> str:
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}%"
+
+
+def notable(record: CaseRecord) -> bool:
+    """Whether a timed case's verdicts say more than that it passed: wrong, suspicious, a gate verdict other
+    than the same, or throttled (how its timing stopped, or a hot L2, is no news)."""
+    gate = record.gate
+    moved = gate is not None and gate.verdict != GateVerdict.SAME
+    return bool(record.verdict.flag or record.suspicious or moved or record.throttle)
 
 
 def row_flags(record: CaseRecord) -> str:
@@ -159,7 +168,7 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120,
     shown = rows if full else condensed(rows)
     flagged: Counter[tuple[str, str, Any]] = Counter()
     if not full:
-        flagged.update((r.kernel.split("[")[0], r.dtype, r.shape) for r in rows if row_flags(r) and r not in shown)
+        flagged.update((r.kernel.split("[")[0], r.dtype, r.shape) for r in rows if notable(r) and r not in shown)
     for dtype in sorted({row.dtype for row in shown}):
         table = []
         for row in (r for r in shown if r.dtype == dtype):
@@ -192,23 +201,31 @@ def _compile_flags(row: CompileRecord) -> list[str]:
     return flags
 
 
-def compile_table(rows: list[CompileRecord], *, full: bool = True) -> list[str]:
-    """What ptxas said about each compiled kernel variant, and how many blocks fit on an SM, one line each
-    (``full``: every variant; else a summary line and the variants that cannot launch, spill or sit near a limit)."""
+def compile_table(rows: list[CompileRecord], *, full: bool = True, near: bool = True) -> list[str]:
+    """What ptxas said about each compiled kernel variant, and how many blocks fit on an SM, one line each.
+
+    ``full``: every variant; else a summary line and the variants that cannot launch or spill, and with
+    ``near`` those that sit near a launch limit too (the compile report is then all a run without a GPU shows).
+    """
     cached = sum(r.from_cache for r in rows)
-    shown = rows if full else [r for r in rows if _compile_flags(r)]
-    lines = [
+    head = (
         f"{len(rows) - cached} variant(s) compiled by NVRTC, {cached} found in the compile cache "
         "(pytest's cache directory; --cache-clear empties it)"
-        + ("" if full else f"; {len(shown)} cannot launch, spill or sit near a limit" + (":" if shown else ""))
-    ]
-    if not shown:
-        return lines
-    width = max(len(r.file + "::" + r.kernel) for r in shown) + 2
-    lines.append(
-        f"{'kernel':<{width}} {'arch':<8} {'regs':>5} {'spill st/ld B':>14} {'stack B':>8} {'static smem B':>14}"
-        f" {'dynamic smem B':>15} {'threads':>8}  occupancy (blocks/SM, warps, bound by)"
     )
+    shown = rows
+    if not full:
+        launch, spill = sum(r.cannot_launch for r in rows), sum(bool(r.spill_stores or r.spill_loads) for r in rows)
+        close = sum(bool(r.near_limits) for r in rows)
+        head += f"; {launch} cannot launch, {spill} spill, {close} sit near a launch limit (-v: every variant)"
+        shown = [r for r in rows if r.cannot_launch or r.spill_stores or r.spill_loads or (near and r.near_limits)]
+    if not shown:
+        return [head]
+    width = max(len(r.file + "::" + r.kernel) for r in shown) + 2
+    lines = [
+        head,
+        f"{'kernel':<{width}} {'arch':<8} {'regs':>5} {'spill st/ld B':>14} {'stack B':>8} {'static smem B':>14}"
+        f" {'dynamic smem B':>15} {'threads':>8}  occupancy (blocks/SM, warps, bound by)",
+    ]
     for row in sorted(shown, key=lambda r: (r.file, r.kernel, r.arch)):
         spills = f"{row.spill_stores}/{row.spill_loads}"
         flags = "".join(f"  {flag}" for flag in _compile_flags(row))

@@ -77,8 +77,8 @@ def _scalar(value: Any, tp: Any) -> bool:
 def check(value: Any, tp: Any, where: str) -> None:
     """Raise :class:`WrongValue` unless ``value`` fits the type hint ``tp`` (a record's field type)."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is Any:
-        return
+    if tp is Any or (hasattr(tp, "from_plain_value") and isinstance(value, tp)):
+        return  # a record with a plain form of its own checked its values as it was read
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return
