@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_gemm.records.request import Request, TimingSettings
+from pytest_gemm.records.shapes import Shape
 from pytest_gemm.worker.backend import GpuBackend
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +44,8 @@ _EMPTY = r'extern "C" __global__ void pytest_gemm_empty() {}'
 
 def time_case(backend: GpuBackend, name: str, size: int, settings: TimingSettings) -> dict:
     path, kernel, params = CASES[name]
-    request = Request(str(ROOT / path), path, kernel, params, "fp32", size, size, size, 1.0, 0.0, 0, timing=settings)
+    shape = Shape(size, size, size)
+    request = Request(str(ROOT / path), path, kernel, params, "fp32", shape, 1.0, 0.0, 0, timing=settings)
     outcome = backend.run(request, lambda phase: None)
     if outcome.failure is not None or outcome.timing is None:
         raise SystemExit(f"{name} {size}: {outcome.failure}")

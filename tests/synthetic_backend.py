@@ -75,7 +75,7 @@ def _stats(ratio: np.ndarray, unwritten: np.ndarray, nonfinite: int) -> ErrorSta
 
 def _wrong(request, name: str, pattern: str) -> Verification:
     """A wrong output of ``request``'s size, wrong as ``pattern`` says, with its causes traced and its map pooled."""
-    m, n = request.m, request.n
+    m, n = request.shape.M, request.shape.N
     rng = np.random.default_rng(request.seed)
     ratio = rng.lognormal(-4.0, 1.5, size=(m, n)).astype(np.float32)  # a correct kernel's error: well inside
     unwritten = np.zeros((m, n), dtype=bool)
@@ -115,17 +115,17 @@ def _wrong(request, name: str, pattern: str) -> Verification:
 
 
 def _shape(request):
-    from pytest_gemm.records.shapes import Shape
-
-    return Shape(request.m, request.n, request.k)
+    return request.shape
 
 
 def _passed(request, name: str) -> Outcome:
     """A right output, timed when asked: about 60% of cuBLAS's speed, 50 pairs."""
     rng = np.random.default_rng(request.seed)
-    flops = 2 * request.m * request.n * request.k
+    flops = 2 * request.shape.M * request.shape.N * request.shape.K
     cublas = rng.normal(flops / 40e12, flops / 40e12 * 0.003, 50)  # cuBLAS fp32 at 40 TFLOP/s
-    ok = ErrorStats(0.2, 0.01, 0, request.m * request.n, 0, 0, 1e-7, 1e-6, ((0, 0, 1.0, 1.0, 0.2),), (), 0, 1)
+    ok = ErrorStats(
+        0.2, 0.01, 0, request.shape.M * request.shape.N, 0, 0, 1e-7, 1e-6, ((0, 0, 1.0, 1.0, 0.2),), (), 0, 1
+    )
     verification = Verification(name, request.seed, _shape(request), request.alpha, request.beta, ok, ok)
     timing = None
     if request.timing is not None:

@@ -50,6 +50,7 @@ def test_a_run_of_broken_kernels_at_2048_leaves_small_artifacts(broken):
     xml = (broken.path / "run.xml").read_text()
     assert "gemm_diagnosis" not in xml and "gemm_gpu" not in xml  # what only crossed to the controller is gone
     assert xml.count('name="gemm_heatmap"') == 15  # each failed case names its picture
+    assert xml.count("'verdict': 'new'") == 3  # the timed cases' records, as the gate left them
     assert len(xml) < 18 * 6_000, len(xml)
     saved = json.loads((broken.path / "run.json").read_text())
     entries = saved["gemm"]["tests"]

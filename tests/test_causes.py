@@ -7,6 +7,8 @@ diagnosis rules, and tests/test_gpu.py checks the same diagnoses on real kernels
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -365,3 +367,47 @@ def test_the_workers_warm_up_takes_every_re_run_of_a_diagnosis(tmp_path):
         assert launches >= (2 + 4 if beta == 0 else 1 + 4)  # C given finite data (beta = 0); clean + each guard
         assert _traced(right, _case(beta=beta))[0] == ()
     assert causes_seen == {ErrorCause.READ_C.value, ErrorCause.ARITHMETIC.value}
+
+
+def _stored(emap):
+    import json
+
+    from pytest_gemm.records.plain import to_plain
+
+    return json.loads(json.dumps(to_plain(emap)))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"rows": "x"}, "rows and cols must be whole numbers of at least 1"),
+        ({"cell": [0, 2]}, "ErrorMap.cell: expected two whole numbers of at least 1"),
+        ({"tile": [32]}, "ErrorMap.tile: expected two whole numbers of at least 1"),
+        ({"outside": [[1, 2, 3]]}, "ErrorMap.outside: expected rectangles of five whole numbers"),
+        ({"ratio": ["000"]}, "a row of stored ratios has an odd number of characters"),
+        ({"ratio": ["0000"]}, "ErrorMap.ratio: expected 3 rows of 2 cells for its size and cell"),
+        ({"cause": ["..", "..", "?."]}, "ErrorMap.cause: expected rows of"),
+    ],
+)
+def test_a_stored_map_that_does_not_fit_its_own_size_is_refused(change, message):
+    from pytest_gemm.records.outcome import ErrorMap
+    from pytest_gemm.records.plain import PlainError, from_plain
+
+    emap = ErrorMap(5, 4, (2, 2), ((0.5, 0.1),) * 3, (("", "unwritten"),) * 3, (2, 2))
+    assert from_plain(ErrorMap, _stored(emap)) == emap
+    with pytest.raises(PlainError, match=re.escape(message)):
+        from_plain(ErrorMap, {**_stored(emap), **change})
+
+
+def test_writes_outside_c_pooled_for_a_saved_run_never_cover_c():
+    """Rectangles after C's last row and in its row padding lie close at C's corner: they merge each with its own."""
+    from pytest_gemm.records.outcome import ErrorMap
+
+    after = [(100 + i, j, 1, 1, 1) for i in range(4) for j in range(0, 100, 3)]  # rows past C
+    padding = [(i, 100 + j, 1, 1, 1) for i in range(0, 100, 2) for j in range(3)]  # columns past its rows
+    emap = ErrorMap(100, 100, (1, 1), ((0.1,) * 100,) * 100, (("",) * 100,) * 100, outside=tuple(after + padding))
+    pooled = emap.pooled(64)
+    assert len(pooled.outside) <= 64 and sum(r[4] for r in pooled.outside) == len(after) + len(padding)
+    for r, c, h, w, _ in pooled.outside:
+        assert r >= 100 or c >= 100, (r, c, h, w)  # each box on one side of C
+        assert not (r < 100 and c < 100 and r + h > 0 and c + w > 0)

@@ -11,6 +11,7 @@ from pytest_gemm.isolation.devices import Gpu
 from pytest_gemm.isolation.dispatch import GpuWorkers
 from pytest_gemm.records.outcome import Outcome
 from pytest_gemm.records.request import Request
+from pytest_gemm.records.shapes import Shape
 
 
 class StandIn:
@@ -48,7 +49,7 @@ def _workers(*pools: StandIn) -> GpuWorkers:
 
 
 def _request(kernel: str) -> Request:
-    return Request("/k.cu", "k.cu", kernel, (), "fp32", 64, 64, 64, 1.0, 0.0, 0)
+    return Request("/k.cu", "k.cu", kernel, (), "fp32", Shape(64, 64, 64), 1.0, 0.0, 0)
 
 
 def test_a_fault_in_one_gpus_thread_fails_that_case_and_the_other_gpu_runs_the_rest():

@@ -269,3 +269,24 @@ def _pytest_html_rows(page: Path) -> dict[str, list[tuple[str, str]]]:
     assert blob, "not a pytest-html 4 report"
     tests = json.loads(html.unescape(blob.group(1)))["tests"]
     return {test: [(e["format_type"], e["content"]) for r in runs for e in r["extras"]] for test, runs in tests.items()}
+
+
+def test_a_heatmap_that_cannot_be_drawn_as_its_case_ends_is_said_and_drawn_from_the_saved_map(project):
+    project.makeconftest(
+        (project.path / "conftest.py").read_text()
+        + "\n\nimport pytest_gemm.report.heatmap as _maps\n_real, _calls = _maps.heatmap, []\n\n\n"
+        + "def _once(*args, **kwargs):\n    _calls.append(1)\n"
+        + "    if len(_calls) == 1:\n        raise OSError('disk full')\n    return _real(*args, **kwargs)\n\n\n"
+        + "_maps.heatmap = _once\n"
+    )
+    result = _run(project, "--gemm-report", "report", "--benchmark-skip")
+    result.assert_outcomes(passed=6, failed=1, skipped=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the report itself was written
+    result.stdout.fnmatch_lines(
+        [
+            "pytest-gemm report: 1 heatmap(s) could not be drawn as their cases ended (first: errors/unwritten_tile*: "
+            "OSError: disk full); drawn again from the saved maps"
+        ]
+    )
+    (drawn,) = (project.path / "report" / "errors").glob("unwritten*.png")
+    assert_sensible_png(drawn)

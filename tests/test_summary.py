@@ -100,3 +100,8 @@ def test_the_condensed_table_shows_each_kernels_fastest_variant_per_shape_and_co
     assert lines[-1].startswith("5 case(s) timed in ")  # all of them
     full = timing_tables([*rows, slower, flagged], recording()["facts"], width=120)
     assert "sgemm_naive[SLOW]" in "\n".join(full) and len(full) == len(lines) + 2
+    header = next(line for line in lines if line.startswith("kernel"))
+    assert header.split() == ["kernel", "shape", "median", "TFLOP/s", "%", "cuBLAS", "flags"]  # the few that matter
+    other = dataclasses.replace(base, test="other.cu::k", file="other.cu")  # the same kernel name in another file
+    both = timing_tables([base, other], recording()["facts"], width=120, full=False)
+    assert sum(line.startswith("sgemm_naive") for line in both) == 2

@@ -93,7 +93,7 @@ def _source(xp: Any, mask: Any, cause: ErrorCause, region: str) -> ErrorSource:
     cols = to_host(xp.nonzero(mask.any(axis=0))[0])
     _, n_tiles, _ = tile_summary(xp, mask, TILE)
     return ErrorSource(
-        cause=cause.value,
+        cause=cause,
         count=int(mask.sum()),
         rows=(int(rows[0]), int(rows[-1])),
         cols=(int(cols[0]), int(cols[-1])),

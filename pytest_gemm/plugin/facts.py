@@ -13,8 +13,17 @@ import pytest
 
 __all__ = ["RunFacts"]
 
-#: pytest-benchmark options that ask for its own tables (--benchmark-verbose too: verbose wins over quiet)
-_TABLE_OPTIONS = ("benchmark_compare", "benchmark_compare_fail", "benchmark_histogram", "benchmark_cprofile")
+#: pytest-benchmark options that ask for its own output: its tables, or its lines saying where it saved a run or
+#: wrote a file (--benchmark-verbose too: verbose wins over quiet)
+_TABLE_OPTIONS = (
+    "benchmark_compare",
+    "benchmark_compare_fail",
+    "benchmark_histogram",
+    "benchmark_cprofile",
+    "benchmark_save",
+    "benchmark_autosave",
+    "benchmark_csv",
+)
 
 
 @dataclass(frozen=True)
@@ -27,8 +36,11 @@ class RunFacts:
     uses_benchmark: bool  # GPU cases ask for pytest-benchmark's fixture (not with --benchmark-skip)
     timed: bool  # GPU cases are timed: they use the fixture and pytest-benchmark is not disabled (nor under xdist)
     verbosity: int  # pytest's -v count (-q counts down)
-    benchmark_tables: bool  # pytest-benchmark prints its own tables (asked for: -v or one of its table options)
+    benchmark_tables: bool  # pytest-benchmark prints its own tables (asked for: -v or one of its output options)
     posix: bool  # GPU workers are child processes fed through pipes, killed with their process group
+    saved_json: str | None = None  # pytest-benchmark's JSON of the run (--benchmark-json), where the run is saved
+    saves_run: bool = False  # the run is saved (--benchmark-json, --benchmark-save or --benchmark-autosave)
+    save_raw: bool = False  # timed cases keep their samples (--benchmark-save-data)
 
     @property
     def full_tables(self) -> bool:
@@ -44,6 +56,7 @@ class RunFacts:
         disabled = bool(get("benchmark_disable", False)) and not get("benchmark_enable", False)
         verbosity = int(get("verbose", 0) or 0)
         asked = verbosity > 0 or bool(get("benchmark_verbose", False)) or any(get(o, None) for o in _TABLE_OPTIONS)
+        saved_json = get("benchmark_json", None)
         return cls(
             controller=worker_id is None,
             worker_id=worker_id,
@@ -53,4 +66,7 @@ class RunFacts:
             verbosity=verbosity,
             benchmark_tables=asked and not get("benchmark_quiet", False),
             posix=os.name == "posix",
+            saved_json=getattr(saved_json, "name", saved_json),
+            saves_run=any(get(o, None) for o in ("benchmark_json", "benchmark_save", "benchmark_autosave")),
+            save_raw=bool(get("benchmark_save_data", False)),
         )

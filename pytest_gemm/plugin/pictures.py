@@ -71,6 +71,10 @@ class Pictures:
         future = self._drawn.get(name)
         return future is not None and future.exception() is None
 
+    def _not_drawn(self) -> dict[str, BaseException]:
+        """The heatmaps that could not be drawn as their cases ended (their names), and why."""
+        return {name: exc for name, future in self._drawn.items() if (exc := future.exception()) is not None}
+
     def close(self) -> None:
         """Wait for the heatmaps still being drawn."""
         if self._drawing is not None:
@@ -93,19 +97,33 @@ class Pictures:
         out.append(extras.url(os.path.relpath(self.folder / "index.html", self.html.parent), name="pytest-gemm report"))
         return out
 
-    def write(self, data: RunData, drawn: Collection[str]) -> tuple[str, bool] | None:
-        """Write the report (None: none asked for); the line to print, and whether it failed. The heatmaps the
-        run drew as its cases ended (``drawn``: their test ids) are not drawn again."""
+    def write(self, data: RunData, drawn: Collection[str]) -> list[tuple[str, bool]]:
+        """Write the report (nothing when none is asked for); the lines to print, each with whether it says a
+        failure. The heatmaps the run drew as its cases ended (``drawn``: their test ids) are not drawn again;
+        one that could not be is said, and drawn from the run's pooled map."""
         if self.folder is None:
-            return None
+            return []
         self.close()
+        lines = []
+        failed = self._not_drawn()
+        if failed:
+            from ..report.folder import heatmap_name
+
+            drawn = [test for test in drawn if heatmap_name(test) not in failed]
+            name, exc = next(iter(failed.items()))
+            why = f"first: {name}: {type(exc).__name__}: {exc}"
+            said = f"{len(failed)} heatmap(s) could not be drawn as their cases ended ({why})"
+            lines.append((f"pytest-gemm report: {said}; drawn again from the saved maps", True))
         try:
             from ..report.folder import write_report
 
             report = write_report(data, self.folder, drawn=drawn)
         except ImportError as exc:
-            return f"pytest-gemm report: cannot draw without matplotlib ({exc}); pip install matplotlib", True
+            return [
+                *lines,
+                (f"pytest-gemm report: cannot draw without matplotlib ({exc}); pip install matplotlib", True),
+            ]
         except OSError as exc:
-            return f"pytest-gemm report: cannot write {self.folder}: {exc}", True
+            return [*lines, (f"pytest-gemm report: cannot write {self.folder}: {exc}", True)]
         pictures = len(report.charts) + len(report.heatmaps)
-        return f"pytest-gemm report: {self.folder / 'index.html'} ({pictures} picture(s))", False
+        return [*lines, (f"pytest-gemm report: {self.folder / 'index.html'} ({pictures} picture(s))", False)]

@@ -117,8 +117,7 @@ class GemmSession:
         if outcome.output.strip():
             item.add_report_section("call", "GPU worker output", outcome.output)
         gpu = done.facts or self.workers.facts or {}
-        save_raw = bool(self.config.getoption("benchmark_save_data", False))
-        sha = item.source_sha256
+        sha, save_raw = item.source_sha256, self.facts.save_raw
         result = judge_outcome(item.case, item.nodeid, outcome, gpu, source_sha256=sha, save_raw=save_raw)
         if result.outcome == "skipped":
             pytest.skip(result.message)
@@ -137,16 +136,11 @@ class GemmSession:
         drawn = self.pictures.heatmap(item.nodeid, result.diagnosis, gpu)
         if drawn is not None:
             item.user_properties.append((HEATMAP, drawn))
-        if not self._keeps_maps():  # nothing will draw it: the failure's words are all that travel
+        if self.pictures.folder is None and not self.facts.saves_run:  # nothing will draw it: the words travel
             result = dataclasses.replace(result, diagnosis=dataclasses.replace(result.diagnosis, error_map=None))
         item.user_properties.append((DIAGNOSIS, stored(result).to_dict()))
         replay = replay_command(item.nodeid, item.case.shape, item.base_seed)
         raise GemmFailure(failure_text(item.name, result, replay))
-
-    def _keeps_maps(self) -> bool:
-        """Whether a report or a saved run will show failed cases' error maps."""
-        saved = any(self.config.getoption(o, None) for o in ("benchmark_json", "benchmark_save", "benchmark_autosave"))
-        return self.pictures.folder is not None or saved
 
     def _note_worker(self, item: GemmCaseItem, done: Done) -> None:
         outcome = done.outcome
@@ -281,8 +275,11 @@ class GemmSession:
                     benchmark = getattr(item, "funcargs", {}).get("benchmark")
                     if benchmark is not None and "gemm" in benchmark.extra_info:
                         benchmark.extra_info["gemm"] = gated  # saved runs carry the gate's verdict too
-        # what only crossed to the controlling process leaves the item: the teardown report (JUnit XML's) is slim
-        item.user_properties[:] = [(k, v) for k, v in item.user_properties if k not in TRANSIENT]
+        # what only crossed to the controlling process leaves the item: the teardown report (JUnit XML's) is slim;
+        # the timing record there is the gated one
+        gated = dict(report.user_properties).get(RECORD)
+        kept = [(k, v) for k, v in item.user_properties if k not in TRANSIENT]
+        item.user_properties[:] = [(k, gated if k == RECORD and gated is not None else v) for k, v in kept]
         if isinstance(item, GemmCaseItem):
             heatmap = next(iter(props(report, HEATMAP)), None)
             record = next(iter(props(report, RECORD)), None)
@@ -352,10 +349,9 @@ class GemmSession:
             if error:
                 session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         said = self.pictures.write(self.ledger.run(self.gpu or {}, self.gpus), self.drawn)
-        if said is not None:
-            self.lines.append(said)
-            if said[1] and self.pictures.asked:
-                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        self.lines += said
+        if said and said[-1][1] and self.pictures.asked:  # the report itself could not be written
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         summary.write(self, terminalreporter)

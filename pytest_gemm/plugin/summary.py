@@ -85,8 +85,9 @@ def write(session: GemmSession, tr: Any) -> None:
         tr.write_line(no_device_line(reason, count, ahead=False), yellow=True)
     for kernel, lines in sorted(session.declared.items()):
         tr.write_line(f"pytest-gemm: {kernel} declares {'; '.join(lines)}")
-    saved = session.config.getoption("benchmark_json", None)
-    if saved is not None and session.ledger.records and not session.facts.benchmark_tables:
-        tr.write_line(f"pytest-gemm: saved run (pytest-benchmark's JSON): {getattr(saved, 'name', saved)}")
+    facts = session.facts
+    benchmarked = any(r.timing is not None and r.diagnosis is None for r in session.ledger.tests.values())
+    if facts.saved_json is not None and benchmarked and not facts.benchmark_tables:  # its own line is quiet then
+        tr.write_line(f"pytest-gemm: saved run (pytest-benchmark's JSON): {facts.saved_json}")
     for text, red in session.lines:
         tr.write_line(text, red=red)

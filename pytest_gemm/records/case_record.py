@@ -174,7 +174,7 @@ class CompileRecord:
     occupancy_percent: float | None = None  # their warps, as a share of the most an SM holds
     occupancy_limit: str | None = None  # what bounds blocks_per_sm ("registers", "shared memory"...)
     cannot_launch: bool = False  # it breaks a launch limit of this arch whatever the shape
-    near_limits: tuple[str, ...] = ()  # the limits it uses 90% or more of ("registers", "shared memory")
+    near_limits: tuple[str, ...] = ()  # the launch limits it uses 90% or more of (specs.limits.near_limits)
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)

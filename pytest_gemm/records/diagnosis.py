@@ -69,11 +69,3 @@ class Diagnosis:
     def poisoned(self) -> bool:
         """Whether C held the NaN poison before the launch (beta = 0, and the kernel does not declare it reads C)."""
         return self.beta == 0 and not self.always_reads_c
-
-    def kinds(self) -> tuple[str, ...]:
-        """The words of what was found, most telling first: the findings', the problems', or the failure's."""
-        if self.kind == Verdict.FAULT and self.failure is not None:
-            return (str(self.failure.kind),)
-        if self.kind == Verdict.TIMING:
-            return tuple(str(p) for p in self.problems)
-        return tuple(dict.fromkeys(str(f.kind) for f in self.findings)) or self.said[:1] or (str(self.kind),)

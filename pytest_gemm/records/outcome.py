@@ -9,7 +9,7 @@ from typing import Any
 
 from .plain import PlainError, fields_from_plain
 from .shapes import Shape
-from .verdicts import ErrorCause, FailureKind
+from .verdicts import Check, ErrorCause, FailureKind
 
 __all__ = [
     "CAUSE_LETTERS",
@@ -138,7 +138,7 @@ class ErrorMap:
         and the most telling cause of each block kept (as if C had been pooled with the larger cells at once)."""
         down, across = self.grid
         fr, fc = max(1, math.ceil(down / max_cells)), max(1, math.ceil(across / max_cells))
-        outside = _merged(self.outside, MAX_OUTSIDE_STORED)
+        outside = _merged(self.outside, MAX_OUTSIDE_STORED, (self.rows, self.cols))
         if fr == fc == 1:
             return replace(self, outside=outside)
         blocks = [(range(i, min(i + fr, down)), range(j, min(j + fc, across))) for i in range(0, down, fr)
@@ -164,7 +164,7 @@ class ErrorMap:
             "outside": [list(r) for r in self.outside],
             "peak": peak,
             "ratio": ["".join(_code(v) for v in line) for line in self.ratio],
-            "cause": ["".join(CAUSE_LETTERS.get(w, ".") if w else "." for w in line) for line in self.cause],
+            "cause": ["".join(CAUSE_LETTERS[ErrorCause(w)] if w else "." for w in line) for line in self.cause],
         }
 
     @classmethod
@@ -177,9 +177,12 @@ class ErrorMap:
         data = dict(value)
         peak, ratio, cause = data.pop("peak", None), data.pop("ratio", None), data.pop("cause", None)
         head = fields_from_plain(cls, {**data, "ratio": [], "cause": []})
+        _check_head(head)
         ratios, causes = _ratios(ratio, peak), _causes(cause)
-        if len(ratios) != len(causes) or any(len(a) != len(b) for a, b in zip(ratios, causes)):
-            raise PlainError("ErrorMap: its ratio and cause rows differ in shape")
+        grid = (math.ceil(head.rows / head.cell[0]), math.ceil(head.cols / head.cell[1]))
+        for name, rows in (("ratio", ratios), ("cause", causes)):
+            if len(rows) != grid[0] or any(len(line) != grid[1] for line in rows):
+                raise PlainError(f"ErrorMap.{name}: expected {grid[0]} rows of {grid[1]} cells for its size and cell")
         return replace(head, ratio=ratios, cause=causes)
 
 
@@ -187,11 +190,31 @@ _TABLE = {a + b: 0.0 if i == 0 else 10.0 ** ((i - _ZERO) / _STEPS) for i, (a, b)
           enumerate((a, b) for a in _DIGITS for b in _DIGITS)}  # fmt: skip
 
 
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _check_head(emap: ErrorMap) -> None:
+    """A stored map's sizes, cell, tile and writes outside C: whole numbers, the sizes at least 1."""
+    if not (_positive(emap.rows) and _positive(emap.cols)):
+        raise PlainError(
+            f"ErrorMap: rows and cols must be whole numbers of at least 1, got {emap.rows!r}, {emap.cols!r}"
+        )
+    for name, pair in (("cell", emap.cell), ("tile", emap.tile or (1, 1))):
+        if len(pair) != 2 or not all(_positive(v) for v in pair):
+            raise PlainError(f"ErrorMap.{name}: expected two whole numbers of at least 1, got {list(pair)!r}")
+    for rect in emap.outside:
+        if len(rect) != 5 or not all(isinstance(v, int) and not isinstance(v, bool) for v in rect):
+            raise PlainError(f"ErrorMap.outside: expected rectangles of five whole numbers, got {list(rect)!r}")
+
+
 def _ratios(rows: Any, peak: Any) -> tuple[tuple[float, ...], ...]:
     """A stored map's ratios: two characters a cell, or numbers (older files)."""
     if not isinstance(rows, list):
         raise PlainError("ErrorMap.ratio: expected a list of rows")
     if all(isinstance(line, str) for line in rows):
+        if any(len(line) % 2 for line in rows):
+            raise PlainError("ErrorMap.ratio: a row of stored ratios has an odd number of characters")
         try:
             grid = [[_TABLE[line[k : k + 2]] for k in range(0, len(line) - 1, 2)] for line in rows]
         except KeyError as exc:
@@ -224,14 +247,19 @@ def _causes(rows: Any) -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(line) for line in rows)
 
 
-def _merged(rects: tuple[tuple[int, int, int, int, int], ...], most: int) -> tuple[tuple[int, int, int, int, int], ...]:
-    """Rectangles of writes outside C merged by their corners' grid cells, growing cells until at most ``most``."""
-    size = 1
+def _merged(
+    rects: tuple[tuple[int, int, int, int, int], ...], most: int, size: tuple[int, int]
+) -> tuple[tuple[int, int, int, int, int], ...]:
+    """Rectangles of writes outside C (of ``size`` rows and columns) merged by their corners' grid cells, growing
+    the cells until at most ``most`` remain; rectangles on different sides of C never merge, so no box covers C."""
+    rows, cols = size
+    cell = 1
     while len(rects) > most:
-        size *= 2
-        groups: dict[tuple[int, int], list[int]] = {}
+        cell *= 2
+        groups: dict[tuple[int, ...], list[int]] = {}
         for r, c, h, w, n in rects:
-            box = groups.setdefault((r // size, c // size), [r, c, r + h, c + w, 0])
+            side = (r < 0, r >= rows, c < 0, c >= cols)
+            box = groups.setdefault((*side, r // cell, c // cell), [r, c, r + h, c + w, 0])
             box[0], box[1] = min(box[0], r), min(box[1], c)
             box[2], box[3], box[4] = max(box[2], r + h), max(box[3], c + w), box[4] + n
         rects = tuple((r0, c0, r1 - r0, c1 - c0, n) for r0, c0, r1, c1, n in groups.values())
@@ -242,7 +270,7 @@ def _merged(rects: tuple[tuple[int, int, int, int, int], ...], most: int) -> tup
 class ErrorSource:
     """Wrong elements of C traced to one source, by their bit patterns and by re-runs of the kernel."""
 
-    cause: str  # an ErrorCause word
+    cause: ErrorCause
     count: int
     rows: tuple[int, int]  # first and last row of C holding such elements
     cols: tuple[int, int]  # first and last column
@@ -254,7 +282,7 @@ class ErrorSource:
 class Fault:
     """A bitwise check that failed: ``where`` changed in ``count`` elements."""
 
-    kind: str  # "out-of-bounds write" | "input modified"
+    kind: Check
     where: str
     count: int
 

@@ -4,6 +4,8 @@
 ``from_plain`` rebuilds a dataclass from that, guided by its type hints (nested records, tuples,
 enums, unions of them and optional fields). A record with a compact form of its own (a shape is
 written ``MxNxK``) defines ``to_plain_value()`` and the class method ``from_plain_value(value)``.
+A float that is not finite is written as the string ``"inf"``, ``"-inf"`` or ``"nan"``, so that the
+data is strict JSON (which has no words for them) and reads back as the same float.
 Nothing is evaluated: unknown keys are an error, not code.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import types
 import typing
 from typing import Any, TypeVar
@@ -18,6 +21,7 @@ from typing import Any, TypeVar
 __all__ = ["PlainError", "fields_from_plain", "from_plain", "to_plain"]
 
 T = TypeVar("T")
+_NONFINITE = ("inf", "-inf", "nan")
 
 
 class PlainError(ValueError):
@@ -36,6 +40,8 @@ def to_plain(value: Any) -> Any:
         return [to_plain(v) for v in value]
     if isinstance(value, dict):
         return {str(k): to_plain(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # 'inf', '-inf' or 'nan'
     return value
 
 
@@ -104,5 +110,7 @@ def _convert(tp: Any, value: Any) -> Any:
             return tuple(_convert(args[0], v) for v in value)
         return tuple(_convert(a, v) for a, v in zip(args, value)) if args else tuple(value)
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is float and value in _NONFINITE:
         return float(value)
     return value

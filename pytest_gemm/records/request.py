@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .shapes import Shape
+
 __all__ = ["SANITIZER_TOOLS", "TIMERS", "Request", "TimingSettings"]
 
 
@@ -43,9 +45,7 @@ class Request:
     kernel: str  # the kernel's name in that file
     params: tuple[tuple[str, int], ...]  # the variant
     dtype: str
-    m: int
-    n: int
-    k: int
+    shape: Shape
     alpha: float
     beta: float
     seed: int

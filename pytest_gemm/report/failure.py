@@ -17,7 +17,7 @@ from ..records.result import CaseResult
 from ..records.shapes import Shape
 from ..records.verdicts import Check, ErrorCause, FailureKind, TimingProblem, Verdict
 
-__all__ = ["FINDING_TEXT", "declarations", "diagnosis_lines", "failure_text", "stats_line"]
+__all__ = ["FINDING_TEXT", "declarations", "diagnosis_lines", "failure_text", "headline", "stats_line"]
 
 
 def _x(ratio: float) -> str:
@@ -240,10 +240,21 @@ def _timing(name: str, d: Diagnosis, record: CaseRecord | None, replay: str) -> 
             f"{name}: the cuBLAS launches timed alongside produced a wrong result "
             f"({stats}); this is a pytest-gemm bug, please report it with: {replay}"
         ]
-    problems = [_problem(p, d, record) for p in d.problems]
+    problems = [_problem(p, d, record) for p in d.problems] or ["no timing problem recorded"]
     suspicious = any(p in (TimingProblem.ABOVE_PEAK, TimingProblem.FASTER_THAN_CUBLAS) for p in d.problems)
     hint = ['If this speed is real, say why in the kernel header: expect_fast = "...".'] if suspicious else []
-    return [f"{name}:", *problems, *hint, f"replay: {replay}"]
+    return [f"{name}: {problems[0]}", *problems[1:], *hint, f"replay: {replay}"]
+
+
+def headline(name: str, result: CaseResult) -> str:
+    """What is wrong with a failed case, in one line (the report page's, for a case without findings)."""
+    d = result.diagnosis
+    if d is None or d.kind == Verdict.NO_RESULT:
+        return result.message or "the worker returned no result"
+    if d.kind == Verdict.WRONG_OUTPUT:
+        return (diagnosis_lines(d) or ["verification failed"])[0]
+    text = failure_text(name, result, "").splitlines()[0]
+    return text.removeprefix(f"{name}: ").removesuffix("; this is a pytest-gemm bug, please report it with:")
 
 
 def failure_text(name: str, result: CaseResult, replay: str) -> str:

@@ -169,7 +169,8 @@ def heatmap(test: str, case: Diagnosis, gpu_name: str, day: str, out: Path) -> P
         f"{case.dtype}, M={shape.M} N={shape.N} K={shape.K}, alpha={case.alpha:g}, beta={case.beta:g}\none cell = "
         f"{cell[0]}×{cell[1]} elements ({ratio.shape[0]}×{ratio.shape[1]} cells); {tiles}"
     )
-    title(fig, ax, f"Where {test.split('::')[-1]} is wrong", gpu_name, day, detail, wrap=False)
+    what = f"Where {test.split('::')[-1]} is wrong"
+    title(fig, ax, what, gpu_name, day, detail, wrap=len(what) + len(gpu_name) > 80)  # wrapping costs: long only
     return save(fig, out, palette=True)
 
 

@@ -15,7 +15,7 @@ from ..records.case_record import CaseRecord
 from ..records.result import CaseResult
 from ..records.verdicts import GateVerdict
 from ..runs.data import RunData
-from .failure import diagnosis_lines
+from .failure import diagnosis_lines, headline
 from .tables import COLUMNS, NUMERIC, cells, gate_tally
 
 __all__ = ["page"]
@@ -99,7 +99,7 @@ def _failure_section(failures: Mapping[str, CaseResult], pictures: Mapping[str, 
     out = [f'<h2 id="failures">Failed cases: {len(failures)}</h2>']
     for test, result in failures.items():
         assert result.diagnosis is not None
-        lines = diagnosis_lines(result.diagnosis) or [result.message or str(result.diagnosis.kind)]
+        lines = diagnosis_lines(result.diagnosis) or [headline(test.split("::")[-1], result)]
         out.append(f"<h3><code>{_e(test)}</code></h3>")
         out.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>")
         src = pictures.get(test)

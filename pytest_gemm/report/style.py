@@ -119,5 +119,6 @@ def save(fig: Any, path: Path, *, optimize: bool = True, palette: bool = False) 
     image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
     info = PngImagePlugin.PngInfo()
     info.add_text("Software", "pytest-gemm")
-    image.convert("RGB").quantize(256, method=Image.Quantize.FASTOCTREE).save(path, format="PNG", pnginfo=info)
+    octree = getattr(getattr(Image, "Quantize", None), "FASTOCTREE", 2)  # Pillow before 9.1: the number
+    image.convert("RGB").quantize(256, method=octree).save(path, format="PNG", pnginfo=info)
     return path

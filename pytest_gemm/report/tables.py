@@ -12,6 +12,7 @@ from ..records.verdicts import REFERENCE_MOVED, SOURCE_CHANGED, GateVerdict, Sto
 
 __all__ = [
     "COLUMNS",
+    "CONDENSED",
     "NUMERIC",
     "cells",
     "compile_table",
@@ -39,10 +40,10 @@ def _pct(value: float | None) -> str:
 
 
 def notable(record: CaseRecord) -> bool:
-    """Whether a timed case's verdicts say more than that it passed: wrong, suspicious, a gate verdict other
-    than the same, or throttled (how its timing stopped, or a hot L2, is no news)."""
+    """Whether a timed case's verdicts say more than that it passed: wrong, suspicious, regressed, improved,
+    unstable, or throttled (how its timing stopped, a hot L2, or a first run's new cases are no news)."""
     gate = record.gate
-    moved = gate is not None and gate.verdict != GateVerdict.SAME
+    moved = gate is not None and gate.verdict not in (GateVerdict.SAME, GateVerdict.NEW)
     return bool(record.verdict.flag or record.suspicious or moved or record.throttle)
 
 
@@ -103,6 +104,8 @@ def gpu_line(gpu: dict[str, Any], rows: list[CaseRecord]) -> str:
 #: the columns of a timed case's row, and those that hold numbers (right-aligned)
 COLUMNS = ("kernel", "shape", "median", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n", "flags")
 NUMERIC = frozenset({"median", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n"})
+#: the columns of the condensed table (the terminal's at default verbosity)
+CONDENSED = ("kernel", "shape", "median", "TFLOP/s", "% cuBLAS", "flags")
 _MIN_KERNEL = 10
 
 
@@ -132,21 +135,26 @@ def _rest_width(widths: dict[int, int], columns: list[int]) -> int:
     return sum(widths[i] for i in columns[1:]) + 2 * (len(columns) - 1)
 
 
+def _group(row: CaseRecord) -> tuple[str, str, str, Any]:
+    """A kernel (its file and name, whatever the variant), dtype and shape: one row of the condensed table."""
+    return row.file, row.kernel.split("[")[0], row.dtype, row.shape
+
+
 def condensed(rows: Sequence[CaseRecord]) -> list[CaseRecord]:
     """One row per kernel, dtype and shape: its fastest variant's alpha = 1, beta = 0 case (else its fastest case),
-    in run order. What the others say is not lost: :func:`timing_tables` counts their flags on the row shown."""
-    groups: dict[tuple[str, str, Any], list[CaseRecord]] = {}
+    in run order. What the others say is not lost: :func:`timing_tables` counts their notable flags on the row."""
+    groups: dict[tuple[str, str, str, Any], list[CaseRecord]] = {}
     for row in rows:
-        groups.setdefault((row.kernel.split("[")[0], row.dtype, row.shape), []).append(row)
+        groups.setdefault(_group(row), []).append(row)
     return [min([r for r in group if not r.ab] or group, key=lambda r: r.ratio) for group in groups.values()]
 
 
-def _table(table: list[list[str]], width: int) -> list[str]:
-    """Rows of cells (:data:`COLUMNS`) as aligned lines within ``width``: "% peak" goes first, then the kernel
-    column is shortened (with a trailing '~')."""
-    columns = list(range(len(COLUMNS)))
+def _table(table: list[list[str]], width: int, names: Sequence[str] = COLUMNS) -> list[str]:
+    """Rows of cells (:data:`COLUMNS`) as aligned lines within ``width``, of the columns ``names``: "% peak" goes
+    first, then the kernel column is shortened (with a trailing '~')."""
+    columns = [COLUMNS.index(name) for name in names]
     widths = {i: max(len(COLUMNS[i]), *(len(line[i]) for line in table)) for i in columns}
-    if widths[0] + _rest_width(widths, columns) > width:
+    if widths[0] + _rest_width(widths, columns) > width and "% peak" in names:
         columns.remove(COLUMNS.index("% peak"))
     widths[0] = max(_MIN_KERNEL, min(widths[0], width - _rest_width(widths, columns)))
     lines = []
@@ -166,18 +174,19 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120,
     else :func:`condensed`, each row's flags saying how many of the cases it stands for are flagged)."""
     lines = [gpu_line(gpu, rows)]
     shown = rows if full else condensed(rows)
-    flagged: Counter[tuple[str, str, Any]] = Counter()
+    flagged: Counter[tuple[str, str, str, Any]] = Counter()
     if not full:
-        flagged.update((r.kernel.split("[")[0], r.dtype, r.shape) for r in rows if notable(r) and r not in shown)
+        seen = {id(r) for r in shown}
+        flagged.update(_group(r) for r in rows if notable(r) and id(r) not in seen)
     for dtype in sorted({row.dtype for row in shown}):
         table = []
         for row in (r for r in shown if r.dtype == dtype):
             line = cells(row)
-            more = flagged[(row.kernel.split("[")[0], row.dtype, row.shape)]
+            more = flagged[_group(row)]
             if more:
                 line["flags"] = ", ".join(filter(None, (line["flags"], f"{more} more flagged")))
             table.append(list(line.values()))
-        lines += ["", f"{dtype}:", *_table(table, width)]
+        lines += ["", f"{dtype}:", *_table(table, width, COLUMNS if full else CONDENSED)]
     total = sum(row.timing_s for row in rows)
     lines.append("")
     lines.append(f"{len(rows)} case(s) timed in {total:.1f} s (warm-up, timing and re-verification).")

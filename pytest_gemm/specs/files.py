@@ -6,7 +6,6 @@ import hashlib
 from pathlib import Path
 
 from ..records.request import Request
-from ..records.shapes import Shape
 from .cases import AlphaBeta, Case
 from .pyfile import parse_py_source
 from .spec import KernelFileError, KernelSpec, Variant, decode_source, has_header, parse_cu_source
@@ -85,6 +84,4 @@ def case_from_request(request: Request, specs: list[KernelSpec]) -> Case:
         raise KernelFileError(request.shown, f"{spec.name} has no variant {variant.id!r} any more", key="params")
     if request.dtype not in spec.dtypes:
         raise KernelFileError(request.shown, f"{spec.name} no longer declares dtype {request.dtype}", key="dtypes")
-    return Case(
-        spec, variant, request.dtype, Shape(request.m, request.n, request.k), AlphaBeta(request.alpha, request.beta)
-    )
+    return Case(spec, variant, request.dtype, request.shape, AlphaBeta(request.alpha, request.beta))

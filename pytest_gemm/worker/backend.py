@@ -21,6 +21,7 @@ from ..compiler.cache import CubinCache
 from ..compiler.nvrtc import CompileError, NvrtcUnavailable
 from ..records.outcome import Failure, Outcome, TimingRun, Verification, internal_failure
 from ..records.request import Request
+from ..records.shapes import Shape
 from ..records.verdicts import FailureKind
 from ..specs.cases import Case
 from ..specs.spec import KernelFileError
@@ -84,7 +85,7 @@ class GpuBackend:
         path.write_text(_WARM_UP_KERNEL, encoding="utf-8")
         try:
             for name, alpha, beta in _WARM_UP_CASES:
-                request = Request(str(path), "warm_up.py", name, (), "fp32", 64, 64, 64, alpha, beta, 0)
+                request = Request(str(path), "warm_up.py", name, (), "fp32", Shape(64, 64, 64), alpha, beta, 0)
                 outcome = self._run(request, lambda phase: None)
                 if outcome.failure is not None:
                     raise RuntimeError(f"the worker's warm-up failed: {outcome.failure.message}")

@@ -10,6 +10,7 @@ import numpy as np
 from ..judge.accuracy import to_host
 from ..records.dtypes import DType, get_dtype
 from ..records.outcome import Fault
+from ..records.verdicts import Check
 from ..specs.cases import Case
 
 __all__ = [
@@ -92,7 +93,7 @@ class GuardedMatrix:
             if changed:
                 if where.startswith("the row padding"):
                     where += " (between the row's end and ld)"
-                faults.append(Fault("out-of-bounds write", where, changed))
+                faults.append(Fault(Check.OUT_OF_BOUNDS, where, changed))
         return faults
 
 

@@ -19,6 +19,7 @@ from ..judge.accuracy import count_changed, element_ratios, error_stats
 from ..judge.causes import outside_cells
 from ..records.dtypes import DType, get_dtype
 from ..records.outcome import ErrorStats, Fault, Verification, cuda_version
+from ..records.verdicts import Check
 from ..specs.archs import arch_runs_on
 from ..specs.cases import Case, launch_geometry, tensor_map_box
 from ..specs.limits import DeviceLimits, KernelResources, launch_problems
@@ -234,7 +235,7 @@ class GpuRunner:
             for name, g, bits in (("A", ga, a_bits), ("B", gb, b_bits)):
                 changed = count_changed(cp, bits, data.logical(g.matrix(bits.dtype)))
                 if changed:
-                    faults.append(Fault("input modified", f"{name} (inputs must be read-only)", changed))
+                    faults.append(Fault(Check.INPUT_MODIFIED, f"{name} (inputs must be read-only)", changed))
 
             truth, gscale = self.truth(case, a_bits, b_bits, c0_bits)
             got, unwritten = self.output(case, gc, data, c0_bits)

@@ -17,6 +17,7 @@ from ..judge.causes import Evidence, causes_of, error_map, error_sources, some
 from ..records.dtypes import get_dtype
 from ..records.outcome import ErrorMap, ErrorSource, Fault
 from ..records.shapes import Shape
+from ..records.verdicts import Check
 from ..specs.cases import Case, launch_geometry
 from ..specs.errors import KernelFileError
 from ..specs.header_keys import DEVICE_NAMES
@@ -67,7 +68,7 @@ def determinism_fault(runner: GpuRunner, case: Case, gc: GuardedMatrix, start: A
                     f"; launch {n} left {skipped} of them unwritten, as if it remembered launch 1 "
                     "(does the kernel keep state between launches?)"
                 )
-            return Fault("non-deterministic output", where, changed)
+            return Fault(Check.NONDETERMINISTIC, where, changed)
     return None
 
 
