@@ -1,7 +1,7 @@
 """The records of several GPUs of one model in a baseline entry: GPUs of one model differ.
 
-On H100s, cuBLAS at half precision and 1024^3 ran 4% faster on some than on others, with the same
-code (docs/baselines.md). So an entry keeps, besides its latest numbers, one record per GPU that
+GPUs of one model run the same code a few percent apart (measured: docs/baselines.md, "GPUs of one
+model"). So an entry keeps, besides its latest numbers, one record per GPU that
 recorded it (``gpus``, keyed by :func:`~pytest_gemm.records.case_record.gpu_identity`), as long as
 they were recorded alike; the gate compares a case with its own GPU's record, or with the range of
 the others (:func:`pytest_gemm.judge.gate.references`).

@@ -132,7 +132,7 @@ def tile_summary(xp: Any, bad_mask: Any, tile: int = TILE) -> tuple[tuple[tuple[
     padded = xp.zeros((tm * tile, tn * tile), dtype=bool)
     padded[:m, :n] = bad_mask
     # one flag a tile (1/1024 of C) goes to the host, where NumPy lists and counts them: on the GPU that was five
-    # more kernels for CuPy to JIT-compile on a fresh machine (scans, a count: with CUB, 11 s on an H100)
+    # more kernels for CuPy to JIT-compile on a fresh machine (scans, a count; docs/measurements.md)
     per_tile = to_host(padded.reshape(tm, tile, tn, tile).any(axis=(1, 3)))
     where = np.argwhere(per_tile)[:MAX_TILES_LISTED]
     return tuple((int(r), int(c)) for r, c in where), int(np.count_nonzero(per_tile)), tm * tn
@@ -147,7 +147,7 @@ def count_changed(xp: Any, before: Any, after: Any) -> int:
 def _median(xp: Any, flat: Any) -> float:
     """NumPy's median of a 1-D array (the mean of the two middle values when their count is even), from a full
     sort: CuPy sorts with code compiled ahead of time, where its ``median`` JIT-compiles a NaN check, a mean
-    and a where (with CUB, 6 s on a fresh H100). The ratios it is given are never NaN (a NaN would sort last
+    and a where (docs/measurements.md). The ratios it is given are never NaN (a NaN would sort last
     here, where NumPy's median is NaN)."""
     ordered = xp.sort(flat)
     n = int(ordered.size)

@@ -13,8 +13,8 @@ kernel's does not. So with the ratio gated, a verdict also needs the kernel's ow
 to have moved the same way by at least half the threshold; otherwise the case is the same, with
 a note that the reference moved.
 
-GPUs of one model differ: on H100s, cuBLAS at half precision and 1024^3 ran 4% faster on some than
-on others, and a cluster kernel 8% slower. So an entry keeps one record per GPU that recorded it
+GPUs of one model differ by a few percent (measured: docs/baselines.md, "GPUs of one model"). So an
+entry keeps one record per GPU that recorded it
 (``gpus``, keyed by ``gpu_identity``). A case is compared with its own GPU's record when there is
 one; otherwise with the range of the others: a regression must be worse than the slowest of them,
 an improvement better than the fastest.

@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 Z95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
-STEP_JITTER_NS = 2  # how far a CUPTI duration may sit from a whole number of its clock's steps (1 ns seen on H100s)
+STEP_JITTER_NS = 2  # how far a CUPTI duration may sit from a whole number of its clock's steps (docs/measurements.md)
 
 
 @dataclass(frozen=True)
@@ -86,9 +86,10 @@ def ratio_interval(numerator: Sequence[float] | np.ndarray, denominator: Sequenc
 def clock_step(samples: Sequence[float] | np.ndarray, most: float = 64e-9, jitter: int = STEP_JITTER_NS) -> float:
     """The step of the clock that ``samples`` (seconds) were read with, 0 when it cannot be told.
 
-    CUPTI's kernel durations on an H100 are whole multiples of 32 ns, give or take 1 ns (its timestamps are
-    converted to the host's clock). The distinct values, in whole nanoseconds, then fall into narrow clusters
-    (none wider than ``2 * jitter``) whose modes lie whole steps apart; the step is the most common gap between
+    CUPTI's kernel durations are whole multiples of its clock's step, give or take a nanosecond (its timestamps
+    are converted to the host's clock; measured: docs/measurements.md). The distinct values, in whole
+    nanoseconds, then fall into narrow clusters (none wider than ``2 * jitter``) whose modes lie whole steps
+    apart; the step is the most common gap between
     neighbouring clusters, seen at least twice. 0 for values that are not whole nanoseconds, fewer than three
     clusters, a wide cluster (a finer clock), gaps that are not whole steps, or a step over ``most``."""
     ns = np.asarray(samples, dtype=np.float64) * 1e9

@@ -1,9 +1,8 @@
 """The run's compile items compiled ahead, in threads, while pytest works through the items in order.
 
 NVRTC compiles on the host's CPU, one program per call, and cuda-python lets go of the GIL while it runs,
-so compiles of different programs in threads overlap: on a 2-core machine two threads compiled ten of the
-bundled kernels in 6.25 s against 11.14 s one after the other. On a fresh machine the main job's 84 compile
-items took 38 s of the pytest process's time on an H100, one at a time, while the GPU waited. Here they start
+so compiles of different programs in threads overlap, while compiled one at a time they keep the GPU waiting
+(measured: docs/measurements.md, "The pytest side"). Here they start
 when collection ends, in the items' order, on all but two of the cores this process may use (the GPU worker
 and the pytest process keep theirs), at a lower priority than the GPU worker's timing, and each compile item
 takes its own result, or its compile error, when pytest reaches it. With the compile cache on, every result
