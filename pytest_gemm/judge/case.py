@@ -69,21 +69,16 @@ def wrong_output(v: Verification, dtype: str, *, always_reads_c: bool = False, n
 
 def diagnose(case: Case, verification: Verification) -> Diagnosis:
     """The diagnosis of a case whose output failed its verification."""
-    spec = case.spec
-    declared = {"always_reads_c": spec.always_reads_c, "nondeterministic": spec.nondeterministic}
-    return wrong_output(verification, case.dtype, **declared)
+    return wrong_output(verification, case.dtype, **_declared(case))
+
+
+def _declared(case: Case) -> dict[str, Any]:
+    """What the case's kernel header declares that changes its checks."""
+    return {"always_reads_c": case.spec.always_reads_c, "nondeterministic": case.spec.nondeterministic}
 
 
 def _scalars(case: Case) -> dict[str, Any]:
-    spec = case.spec
-    return {
-        "dtype": case.dtype,
-        "shape": case.shape,
-        "alpha": case.ab.alpha,
-        "beta": case.ab.beta,
-        "always_reads_c": spec.always_reads_c,
-        "nondeterministic": spec.nondeterministic,
-    }
+    return {"dtype": case.dtype, "shape": case.shape, "alpha": case.ab.alpha, "beta": case.ab.beta, **_declared(case)}
 
 
 def _peak(gpu: dict[str, Any], dtype: str) -> float | None:

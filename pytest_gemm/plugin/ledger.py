@@ -23,6 +23,8 @@ import pytest
 from .. import __version__
 from ..options import Settings
 from ..records.case_record import CaseRecord
+from ..records.diagnosis import Diagnosis
+from ..records.plain import from_plain
 from ..records.result import CaseResult, Kind
 from ..runs.data import KernelFileRun, RunData, SessionEnd, Shards
 from .facts import RunFacts
@@ -116,7 +118,7 @@ class Ledger:
             worker = sum(sum((w.get("phase_s") or {}).values()) for w in props(report, WORKER))
             changes["worker_s"] = round(old.worker_s + worker, 6)
             for value in props(report, DIAGNOSIS):
-                changes["diagnosis"] = CaseResult.from_dict(value).diagnosis
+                changes["diagnosis"] = from_plain(Diagnosis, value)
             for value in props(report, MARGIN):
                 changes["margin"] = value
             for value in props(report, RECORD):  # as the gate left it

@@ -41,7 +41,7 @@ GPU = "gemm_gpu"  # a case run on a GPU: the worker's device facts
 WORKER = "gemm_worker"
 MARGIN = "gemm_margin"  # a verified case: how far inside the verification bounds its output was
 COMPILE = "gemm_compile"  # a compile item: its CompileRecord, as a dict
-DIAGNOSIS = "gemm_diagnosis"  # a failed case: its CaseResult with the diagnosis (error map pooled), as a dict
+DIAGNOSIS = "gemm_diagnosis"  # a failed case: its Diagnosis (error map pooled), as a dict
 HEATMAP = "gemm_heatmap"  # a failed case whose heatmap was drawn as it ended: the picture, in the report folder
 #: what reaches the controlling process with the call report and is then taken off the item (not in JUnit XML)
 TRANSIENT = (DIAGNOSIS, GPU)

@@ -20,6 +20,7 @@ from ..isolation.dispatch import Done, GpuWorkers
 from ..judge.case import judge_outcome
 from ..options import Settings, label
 from ..records.case_record import CaseRecord, CompileRecord
+from ..records.plain import to_plain
 from ..records.result import CaseResult
 from ..report.failure import declarations, failure_text
 from ..report.markdown import markdown, summary_cases
@@ -138,7 +139,7 @@ class GemmSession:
             item.user_properties.append((HEATMAP, drawn))
         if self.pictures.folder is None and not self.facts.saves_run:  # nothing will draw it: the words travel
             result = dataclasses.replace(result, diagnosis=dataclasses.replace(result.diagnosis, error_map=None))
-        item.user_properties.append((DIAGNOSIS, stored(result).to_dict()))
+        item.user_properties.append((DIAGNOSIS, to_plain(stored(result).diagnosis)))
         replay = replay_command(item.nodeid, item.case.shape, item.base_seed)
         raise GemmFailure(failure_text(item.name, result, replay))
 
@@ -316,8 +317,9 @@ class GemmSession:
             self.drawn.add(report.nodeid)
         for facts in props(report, GPU):
             self.gpus.setdefault(str(facts.get("name", "")), facts)
-        for value in props(report, RECORD):
-            self.gatekeeper.collect(report, CaseRecord.from_dict(value))
+        timing = self.ledger.tests[report.nodeid].timing  # the ledger has read it from this report
+        if timing is not None and props(report, RECORD):
+            self.gatekeeper.collect(report, timing)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

@@ -38,10 +38,9 @@ def legacy_record(value: dict[str, Any], settings: dict[str, Any]) -> dict[str, 
     return out
 
 
-def legacy_tests(extra: dict[str, Any], failures: list[Any]) -> dict[str, Any]:
+def legacy_tests(tests: dict[str, Any], failures: list[Any]) -> dict[str, Any]:
     """The ``tests`` section, with a format-1 run's ``failures`` folded into its tests as diagnoses."""
-    tests = extra.get("tests", {})
-    if not failures or not isinstance(tests, dict):
+    if not failures:
         return tests
     tests = dict(tests)
     for i, failed in enumerate(failures):

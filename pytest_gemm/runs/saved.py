@@ -107,9 +107,9 @@ def _shards(value: Any) -> Shards | None:
 
 
 def _tests(extra: dict[str, Any]) -> dict[str, CaseResult]:
-    raw = legacy_tests(extra, _list(extra, "failures", "gemm"))
+    raw = legacy_tests(_object(extra, "tests", "gemm"), _list(extra, "failures", "gemm"))
     tests = {}
-    for test, value in _object({"tests": raw}, "tests", "gemm").items():
+    for test, value in raw.items():
         where = key("gemm.tests", test)
         result = stored(_record(CaseResult, value, where))
         _at_least(result.duration_s, 0, key(where, "duration_s"))
