@@ -15,9 +15,10 @@ from typing import Any
 from .judge.gate import DEFAULT_METRIC, DEFAULT_THRESHOLD
 from .records.case_record import METRICS
 from .records.dtypes import DTYPES
-from .records.request import SANITIZER_TOOLS, TIMERS, TimingSettings
+from .records.request import COMPILE_TIMEOUT, SANITIZER_TOOLS, TIMERS, TimingSettings
 from .records.shapes import Shape, ShapeError, parse_shapes
 from .specs.archs import known_arch
+from .specs.spec import DEFAULT_MAX_VARIANTS
 
 __all__ = [
     "BY_NAME",
@@ -26,7 +27,6 @@ __all__ = [
     "Option",
     "OptionError",
     "Settings",
-    "add_cli_arguments",
     "label",
     "read_settings",
 ]
@@ -78,6 +78,8 @@ def _dtypes(text: str) -> list[str] | None:
 
 
 def _archs(text: str) -> list[str]:
+    if not _split(text):  # no compile test at all: that is -m 'not gemm_compile', not an empty list
+        raise OptionError("expected at least one architecture, such as sm_90 (no compile tests: -m 'not gemm_compile')")
     for arch in _split(text):
         try:
             known_arch(arch)
@@ -131,6 +133,7 @@ class Option:
     flag: bool = False
     ini: bool = True
     metavar: str | None = None
+    many: bool = False  # a list: comma-separated on the command line; a TOML list or such a string in an ini file
 
     @property
     def key(self) -> str:
@@ -155,21 +158,38 @@ OPTIONS = (
         "quick",
         "shape sets (quick, standard, edge, llm) and/or shapes such as 1024 or 4096x4096x1024, comma-separated",
         _shapes,
+        many=True,
     ),
     Option(
         "dtypes",
         "",
         "only these dtypes (fp32, tf32, fp16, bf16, fp64), comma-separated; default: all declared",
         _dtypes,
+        many=True,
     ),
-    Option("archs", "sm_80,sm_90", "architectures the no-GPU compile tests build for, comma-separated", _archs),
+    Option(
+        "archs", "sm_80,sm_90", "architectures the no-GPU compile tests build for, comma-separated", _archs, many=True
+    ),
     Option("seed", "0", "base seed of the random inputs; each case derives its own seed from it and its id", _seed),
+    Option(
+        "max-variants",
+        str(DEFAULT_MAX_VARIANTS),
+        "most variants (combinations of its params) one kernel may have, each compiled and run at every shape",
+        _number(int, 1, 10_000_000),
+    ),
     Option(
         "timeout",
         DEFAULT_TIMEOUT,
         "seconds a case may run in the GPU worker without progress (a verification, a batch of timed "
         "launches, which gets max-time more) before the worker is killed and replaced and the case fails "
         "as timed out",
+        _number(float, 0.1, 86400.0),
+    ),
+    Option(
+        "compile-timeout",
+        f"{COMPILE_TIMEOUT:g}",
+        "seconds one NVRTC compile of a kernel variant may take (compile tests, and the GPU worker's compile) "
+        "before the compiler is stopped and that variant fails; a compile that runs long says so on the terminal",
         _number(float, 0.1, 86400.0),
     ),
     Option(
@@ -221,11 +241,21 @@ OPTIONS = (
         lambda text: Path(text) if text.strip() else None,
     ),
     Option(
+        "overwrite-report",
+        "false",
+        "write the report into a folder that holds files pytest-gemm did not write, replacing those of the same "
+        "names (default: such a folder is refused; a new, empty or pytest-gemm's own folder needs no switch)",
+        flag=True,
+        command=True,
+        ini=False,
+    ),
+    Option(
         "sanitize",
         "",
         "also run each .cu kernel once under these compute-sanitizer tools (memcheck, racecheck, initcheck, "
         "synccheck), comma-separated: one test per tool, sanitize[TOOL]; default: none",
         _tools,
+        many=True,
     ),
     Option(
         "gpus",
@@ -306,10 +336,13 @@ class Settings:
     timing: TimingSettings = field(default_factory=TimingSettings)
     gate: GateSettings = field(default_factory=lambda: GateSettings(Path("baselines")))
     require_gpu: bool = False  # no usable CUDA device is a usage error
+    max_variants: int = DEFAULT_MAX_VARIANTS  # most variants one kernel may have (--gemm-max-variants)
     report: Path | None = None  # the report folder (--gemm-report), or None
+    overwrite_report: bool = False  # the report may go in a folder of files pytest-gemm did not write
     sanitize: tuple[str, ...] = ()  # compute-sanitizer tools each .cu kernel runs under (--gemm-sanitize)
     gpus: int | None = None  # how many visible GPUs to use (--gemm-gpus); None: all
     shard: tuple[int, int] | None = None  # (I, N): this run is shard I of N (--gemm-shard); None: all
+    compile_timeout: float = COMPILE_TIMEOUT  # seconds one NVRTC compile may take (--gemm-compile-timeout)
 
 
 def read_settings(value: Callable[[str], str], flag: Callable[[str], bool], root: Path) -> Settings:
@@ -350,30 +383,11 @@ def read_settings(value: Callable[[str], str], flag: Callable[[str], bool], root
         timing,
         gate,
         flag("require-gpu"),
+        max_variants=get("max-variants"),
         report=get("report"),
+        overwrite_report=flag("overwrite-report"),
         sanitize=get("sanitize"),
         gpus=get("gpus"),
         shard=get("shard"),
+        compile_timeout=get("compile-timeout"),
     )
-
-
-def add_cli_arguments(parser: Any) -> None:
-    """Add the options the ``pytest-gemm`` command shares with the plugin to an argparse parser."""
-    import argparse
-
-    for option in OPTIONS:
-        if not option.command:
-            continue
-
-        def convert(text: str, option: Option = option) -> Any:
-            try:
-                return option.convert(text)
-            except OptionError as exc:
-                raise argparse.ArgumentTypeError(str(exc)) from None
-
-        parser.add_argument(
-            f"--{option.name}",
-            default=option.convert(option.default),
-            type=convert,
-            help=f"{option.help} (default {option.default!r}; pytest: --gemm-{option.name})",
-        )

@@ -22,6 +22,9 @@
 #                     give the device tool carry: [".thirdparty"]) on quick,edge, verification only, 4 xdist workers
 #                     (GEMM_THIRDPARTY_DIRS: which folders, GEMM_THIRDPARTY_WORKERS: how many xdist workers,
 #                     GEMM_THIRDPARTY_SHAPES: which shape sets)
+#                     `bad-input` runs research/bad-input-gpu.sh (issue 33's rows that need a GPU: a shape past
+#                     the GPU's memory or the kernel's int arguments, a compile past its limit, a selection
+#                     that leaves no GPU case, the compile cache, the README's sample run)
 #   GEMM_MULTI_GPU=1  also run research/multi-gpu-acceptance.sh (one GPU against all of them; needs 2 or more)
 #   GEMM_ISOLATION    parts of research/isolation-acceptance.sh to run (e.g. faults-timed,faults-verified,control)
 set -uo pipefail
@@ -80,6 +83,10 @@ fi
 [[ $parts == *,plugin,* ]] && run plugin-tests tests/ -m "gpu or not gpu"
 if [[ $parts == *,gpu,* ]]; then
     if [ -n "${GEMM_GPU_K:-}" ]; then run gpu-tests tests/ -m gpu -k "$GEMM_GPU_K"; else run gpu-tests tests/ -m gpu; fi
+fi
+if [[ $parts == *,bad-input,* ]] && enough bad-input; then
+    timeout "$(limit)" bash research/bad-input-gpu.sh "$out/bad-input" >/dev/null 2>&1
+    echo "== bad-input: $(grep -c '^== ' "$out/bad-input/bad-input-gpu.txt" 2>/dev/null) steps (bad-input/bad-input-gpu.txt)"
 fi
 # The recorded outcomes that the CPU tests replay (tests/data/h100_outcomes.json; copy it back by hand).
 if [[ $parts == *,record,* ]] && enough record; then

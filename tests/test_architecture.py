@@ -15,12 +15,13 @@ PURE = ("records", "specs", "compiler", "judge", "runs", "baselines", "report", 
 #: what each package may import from the others: data flows one way (kernel file -> spec -> case -> worker ->
 #: outcome -> judged case -> saved run, report, baseline); the pytest glue (plugin) and the command (cli) use it all
 LAYERS = {
+    "fileio": set(),  # files written whole, keeping their mode: used by the packages that write files
     "records": set(),
     "specs": {"records"},
-    "compiler": {"records", "specs"},
+    "compiler": {"records", "specs", "fileio"},
     "judge": {"records", "specs"},
     "runs": {"records", "judge"},
-    "baselines": {"records", "specs", "judge"},
+    "baselines": {"records", "specs", "judge", "fileio"},
     "options": {"records", "specs", "judge"},
     "report": {"records", "specs", "judge", "runs", "options"},
     "isolation": {"records", "specs", "worker"},

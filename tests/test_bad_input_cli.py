@@ -202,29 +202,18 @@ def test_prune_in_a_folder_that_cannot_be_written_removes_nothing(recorded_runs,
     assert _saved(project) == before
 
 
-def test_an_update_run_that_cannot_write_fails_in_one_line_and_keeps_its_results(recorded_runs, blocked):
+def test_an_update_run_that_cannot_write_is_refused_as_it_starts(recorded_runs, blocked):
+    """Issue 33, row 71: a baseline folder that an update cannot write is a usage error before any GPU work; one
+    that becomes unwritable during the run keeps its results (tests/test_output_paths.py)."""
     project = recorded_runs
     before = _saved(project)
     reason = blocked(project.path / "baselines")
     result = _replay_run(project, "--gemm-update-baselines", scale=1.1)
-    result.assert_outcomes(passed=6)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "passed" not in result.stdout.str()
     _no_traceback(result.stdout.str(), result.stderr.str())
-    errors = [line for line in result.stdout.lines if line.startswith("error:")]
-    assert len(errors) == 1, result.stdout.str()
-    (error,) = errors
-    assert error.startswith(f"error: {H100_FILE}: ") and reason in error
-    assert "; nothing written there. This run's 6 timed case(s) are kept in " in error
-    kept = Path(error.split(" are kept in ")[1].split(" (")[0])
-    assert kept.parent == project.path and kept.name.startswith("pytest-gemm-nvidia-h100-80gb-hbm3-")
-    entries = json.loads(kept.read_text())["entries"]
-    assert len(entries) == 6 and all(k.startswith(NAIVE) for k in entries)
-    old = json.loads(before)["entries"]
-    assert all(entries[k]["ratio"] > old[k]["ratio"] * 1.05 for k in old)  # the slower run's numbers, kept
-    if "is a file" in reason:
-        assert error.endswith(f"(this run's entries alone): add them to {H100_FILE} once that is fixed")
-    else:
-        assert error.endswith(f"(the whole file as it would be): copy it to {H100_FILE} once that is fixed")
+    (error,) = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert error.startswith("ERROR: --gemm-baselines / gemm_baselines: ") and reason in error
     assert _saved(project) == before
 
 

@@ -2,21 +2,24 @@
 
 A file holds, for each case (keyed by its test id: kernel file, kernel, variant, dtype, shape and
 alpha/beta case), the gated metrics with their intervals and how they were recorded. Keys are
-sorted and the formatting is fixed so that diffs review well. Nothing here touches a GPU.
+sorted and the formatting is fixed so that diffs review well. What an entry must hold is checked by
+one rule (:func:`entry_problem`), both when a file is read and before a timed case is recorded.
+Nothing here touches a GPU.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..fileio import atomic_write
 from ..records.case_record import CaseRecord, nvml_values
 from .gpus import gpu_record, gpus_problem, numbers_problem, with_other_gpus
 
@@ -30,6 +33,7 @@ __all__ = [
     "baseline_path",
     "baseline_paths",
     "entry_from_record",
+    "entry_problem",
     "for_gpu",
     "gpu_slug",
     "load",
@@ -39,6 +43,7 @@ __all__ = [
     "render",
     "save",
     "set_aside",
+    "unrecordable",
 ]
 
 SCHEMA = 1
@@ -139,7 +144,7 @@ def load(path: Path, *, gpu: str | None = None, shown: Shown = str) -> BaselineF
         raise BaselineError(f"{path}: {problem}")
     model, entries = data["gpu"], data["entries"]
     for key, entry in entries.items():
-        problem = _entry_problem(entry)
+        problem = entry_problem(entry)
         if problem:
             raise BaselineError(
                 f"{path}: entry {key!r}: {problem}; fix or delete that entry, or restore the file from version control"
@@ -210,13 +215,31 @@ def os_problem(exc: OSError, path: Path, shown: Shown = str) -> str:
     return exc.strerror or str(exc)
 
 
-def _entry_problem(entry: Any) -> str | None:
+def entry_problem(entry: Any) -> str | None:
+    """What is wrong with a baseline entry (None: nothing): the rule for reading a file and for recording a case."""
     if not isinstance(entry, dict):
         return "expected an object"
     missing = sorted(_ENTRY_KEYS - entry.keys())
     if missing:
         return f"missing {', '.join(missing)}"
+    tflops = entry["tflops"]
+    if not isinstance(tflops, (int, float)) or isinstance(tflops, bool) or not (math.isfinite(tflops) and tflops >= 0):
+        return f"tflops must be a number of at least 0, got {tflops!r}"
     return numbers_problem(entry) or gpus_problem(entry)
+
+
+#: most cases a message names
+_NAMED = 10
+
+
+def unrecordable(records: Iterable[CaseRecord]) -> str | None:
+    """Why these timed cases cannot all be recorded (None: they can), by the rule a file's entries are read with;
+    each case that cannot is named (the first ``_NAMED``), with its field."""
+    bad = [f"{r.test}: {problem}" for r in records if (problem := entry_problem(entry_from_record(r, {})))]
+    if not bad:
+        return None
+    more = f"; and {len(bad) - _NAMED} more" if len(bad) > _NAMED else ""
+    return f"{len(bad)} timed case(s) cannot be recorded as baselines: {'; '.join(bad[:_NAMED])}{more}"
 
 
 def baseline_paths(folder: Path) -> list[Path]:
@@ -233,19 +256,10 @@ def render(baseline: BaselineFile) -> str:
 
 
 def save(baseline: BaselineFile) -> None:
-    """Write atomically: a temporary file in the same folder, then a rename over the old one."""
+    """Write atomically (a temporary file in the same folder, then a rename over the old one), keeping the mode."""
     text = render(baseline)
     baseline.path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{baseline.path.name}.", suffix=".tmp", dir=baseline.path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, baseline.path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(baseline.path, text.encode("utf-8"))
 
 
 def set_aside(path: Path) -> Path:

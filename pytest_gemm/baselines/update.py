@@ -1,14 +1,19 @@
 """Recording baselines: one GPU's file updated from timed cases, and entries whose case is gone.
 
-The plugin (``--gemm-update-baselines``) and the command (``pytest-gemm update``, ``prune``) both
-record through here, so a file is always merged, set aside when unreadable, and written the same way.
+The plugin (``--gemm-update-baselines``) and the command (``pytest-gemm update``, ``merge
+--update-baselines``, ``prune``) all change a file through here, so it is always merged, set aside when
+unreadable, and written the same way: under the file's lock (:func:`locked`), read again and merged by key,
+so that processes updating one file at once (shards on one host) lose nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock, Timeout
 
 from ..records.case_record import CaseRecord
 from ..records.shapes import Shape
@@ -30,9 +35,59 @@ from .store import (
     render,
     save,
     set_aside,
+    unrecordable,
 )
 
-__all__ = ["KernelCases", "record", "root_problem", "stale_keys", "write"]
+__all__ = [
+    "LOCK_TIMEOUT_S",
+    "KernelCases",
+    "lock_path",
+    "locked",
+    "record",
+    "remove",
+    "root_problem",
+    "stale_keys",
+    "write",
+]
+
+#: how long a change of a baseline file waits for another process's change of it (each takes well under a second)
+LOCK_TIMEOUT_S = 60.0
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file of baseline file ``path``: beside it and hidden, so never listed or read as a baseline file."""
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextmanager
+def locked(path: Path, shown: Shown = str) -> Iterator[str | None]:
+    """Hold the lock of baseline file ``path``, across processes, for a whole read-change-write.
+
+    Yields None while it is held, or why it could not be taken (its folder cannot be written, or another
+    process held it for ``LOCK_TIMEOUT_S``): the block may still read and merge, but :func:`write` then
+    refuses, carrying the text it would have written. The lock is the operating system's (``flock``), dropped
+    when its process ends however it ends, so a killed process never leaves it held.
+    """
+    lock, problem = FileLock(lock_path(path), timeout=LOCK_TIMEOUT_S), None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # (older filelock versions do not make it)
+        lock.acquire()
+    except Timeout:  # (an OSError too)
+        problem = (
+            f"is being changed by another process, which has held its lock file {shown(lock_path(path))} for over "
+            f"{LOCK_TIMEOUT_S:g} s"
+        )
+    except OSError as exc:
+        why = os_problem(exc, lock_path(path), shown)
+        if lock_path(path).exists():  # the folder was written: the lock file itself is what is wrong
+            problem = f"cannot be locked: its lock file {shown(lock_path(path))} cannot be opened ({why})"
+        else:
+            problem = f"cannot be written in {shown(path.parent)}/ ({why})"
+    try:
+        yield problem
+    finally:
+        if problem is None:
+            lock.release()
 
 
 def record(
@@ -51,38 +106,63 @@ def record(
     An unreadable file is set aside (kept under another name) and a new one started; a file of
     another GPU raises :class:`OtherGpuError`, one that cannot be read or written
     :class:`BaselineAccessError` (nothing changed), carrying the text that would have been written:
-    the whole file, or this run's entries alone when the old file could not be read. Messages name
-    paths with ``shown``. Returns what changed and notes worth printing.
+    the whole file, or this run's entries alone when the old file could not be read. Records that could not
+    be entries (:func:`~.store.unrecordable`) raise :class:`BaselineError`, nothing changed. The file is read,
+    merged and written under its lock. Messages name paths with ``shown``. Returns what changed and notes worth
+    printing.
     """
+    problem = unrecordable(records)
+    if problem:
+        raise BaselineError(f"{shown(path)}: {problem}; nothing recorded")
     notes, unreadable = [], None
     recorded = recorded_info(facts, records, version)
     new = {r.test: entry_from_record(r, recorded) for r in records}
-    try:
-        baseline = load(path, gpu=gpu, shown=shown) or BaselineFile(path, gpu)
-    except OtherGpuError:
-        raise
-    except BaselineAccessError as exc:
-        alone = render(BaselineFile(path, gpu, new))
-        raise BaselineAccessError(path, exc.problem, alone, whole=False, shown=shown) from None
-    except BaselineError as exc:
-        unreadable, baseline = str(exc).removeprefix(f"{path}: "), BaselineFile(path, gpu)
-    notes += [f"{r.test} was timed while throttled ({', '.join(r.throttle)})" for r in records if r.throttle]
-    gone = stale_keys(baseline, new, whole_files, root) if whole_files is not None and root is not None else []
-    changes = merge(baseline, new, gone)
-    if unreadable is not None:
+    with locked(path, shown) as unlocked:
         try:
-            moved = set_aside(path)
-        except OSError as exc:
-            why = f"it is unreadable ({unreadable}) and cannot be set aside ({os_problem(exc, path, shown)})"
-            raise BaselineAccessError(path, why, render(baseline), shown=shown) from None
-        notes.insert(0, f"the unreadable file was kept as {moved.name} ({path}: {unreadable})")
-    if changes:
-        write(baseline, shown)
+            baseline = load(path, gpu=gpu, shown=shown) or BaselineFile(path, gpu)
+        except OtherGpuError:
+            raise
+        except BaselineAccessError as exc:
+            alone = render(BaselineFile(path, gpu, new))
+            raise BaselineAccessError(path, exc.problem, alone, whole=False, shown=shown) from None
+        except BaselineError as exc:
+            unreadable, baseline = str(exc).removeprefix(f"{path}: "), BaselineFile(path, gpu)
+        notes += [f"{r.test} was timed while throttled ({', '.join(r.throttle)})" for r in records if r.throttle]
+        gone = stale_keys(baseline, new, whole_files, root) if whole_files is not None and root is not None else []
+        changes = merge(baseline, new, gone)
+        if unreadable is not None:
+            if unlocked:
+                why = f"it is unreadable ({unreadable}) and {unlocked}"
+                raise BaselineAccessError(path, why, render(baseline), shown=shown)
+            try:
+                moved = set_aside(path)
+            except OSError as exc:
+                why = f"it is unreadable ({unreadable}) and cannot be set aside ({os_problem(exc, path, shown)})"
+                raise BaselineAccessError(path, why, render(baseline), shown=shown) from None
+            notes.insert(0, f"the unreadable file was kept as {moved.name} ({path}: {unreadable})")
+        if changes:
+            write(baseline, shown, unlocked)
     return changes, notes
 
 
-def write(baseline: BaselineFile, shown: Shown = str) -> None:
-    """Save a baseline file; a failure raises :class:`BaselineAccessError` carrying the text it would have held."""
+def remove(path: Path, keys: Iterable[str], shown: Shown = str) -> Changes:
+    """Drop the entries ``keys`` from baseline file ``path``, read again under its lock (what another process
+    recorded meanwhile is kept); :class:`BaselineAccessError` when it cannot be written (nothing removed)."""
+    with locked(path, shown) as unlocked:
+        baseline = load(path, shown=shown)
+        if baseline is None:
+            return Changes()
+        changes = merge(baseline, {}, keys)
+        if changes:
+            write(baseline, shown, unlocked)
+    return changes
+
+
+def write(baseline: BaselineFile, shown: Shown = str, unlocked: str | None = None) -> None:
+    """Save a baseline file, inside :func:`locked` (``unlocked``: why its lock could not be taken, so nothing is
+    written); a failure raises :class:`BaselineAccessError` carrying the text it would have held."""
+    if unlocked:
+        raise BaselineAccessError(baseline.path, unlocked, render(baseline), shown=shown)
     try:
         save(baseline)
     except OSError as exc:

@@ -1,8 +1,8 @@
-"""The ``pytest-gemm`` command: look at baselines, compare a saved run with them, record or prune them,
-draw a saved run, merge saved runs (``merge.py``).
+"""Look at baseline files, compare saved runs with them, record or prune them, and draw or merge saved runs.
 
-No GPU is needed for any of it: runs are read from pytest-benchmark JSON files (``--benchmark-json``
-or ``--benchmark-save``) written by a timed run, or from a report's ``run.json``.
+The ``pytest-gemm`` command (``merge`` in ``merge.py``); the first line is its ``--help`` description. Each
+subcommand takes only the options it uses. No GPU is needed for any of it: runs are read from pytest-benchmark
+JSON files (``--benchmark-json`` or ``--benchmark-save``) written by a timed run, or from a report's ``run.json``.
 """
 
 from __future__ import annotations
@@ -15,15 +15,24 @@ from pathlib import Path
 
 from .. import __version__
 from ..baselines.store import BaselineAccessError, BaselineError, baseline_path, baseline_paths, load
-from ..baselines.store import merge as merge_entries  # (``merge`` here is the merge command's module)
-from ..baselines.update import KernelCases, root_problem, write
+from ..baselines.update import KernelCases, remove, root_problem
 from ..judge.gate import GatePolicy, judge
-from ..options import add_cli_arguments
 from ..records.verdicts import GateVerdict
+from ..report.outputs import claim_report_folder
 from ..report.regression import aligned, interval_cell
 from ..report.tables import format_time
 from ..specs.spec import KernelFileError
-from .common import CliError, by_gpu, gate_table, read_saved, record_baselines, timed_run
+from .common import (
+    GATE,
+    CliError,
+    add_cli_arguments,
+    by_gpu,
+    gate_table,
+    read_saved,
+    record_baselines,
+    switch,
+    timed_run,
+)
 from .merge import add_merge_parser
 
 __all__ = ["main"]
@@ -106,9 +115,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         for key, why in gone:
             print(f"  {'would remove' if args.dry_run else 'removed'} {key}: {why}")
         if gone and not args.dry_run:
-            merge_entries(baseline, {}, [key for key, _ in gone])
-            try:
-                write(baseline)
+            try:  # read again under the file's lock: what another process recorded meanwhile is kept
+                remove(baseline.path, [key for key, _ in gone])
             except BaselineAccessError as exc:
                 raise CliError(f"{exc}; nothing removed from it") from None
         print(f"{baseline.path}: {len(gone)} of {total} entries stale")
@@ -145,7 +153,14 @@ def cmd_plot(args: argparse.Namespace) -> int:
             )
             source = f"gate verdicts computed by pytest-gemm plot against {path}"
             data.notes.append(source)
-    report = write_report(data, Path(args.out), shape, source, source=Path(args.run), processes=os.cpu_count() or 1)
+    out = Path(args.out)
+    problem = claim_report_folder(out, overwrite=args.overwrite_report, switch=switch("overwrite-report"))
+    if problem:
+        raise CliError(f"--out: {problem}")
+    try:
+        report = write_report(data, out, shape, source, source=Path(args.run), processes=os.cpu_count() or 1)
+    except (ImportError, OSError) as exc:
+        raise CliError(f"cannot write the report in {out}: {exc}") from None
     print(f"{report.folder / 'index.html'}: {len(report.charts)} chart(s), {len(report.heatmaps)} error map(s)")
     for path in report.files:
         print(f"  {path}")
@@ -155,32 +170,33 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pytest-gemm", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"pytest-gemm {__version__}")
-    shared = argparse.ArgumentParser(add_help=False)  # the options the plugin has too, with its defaults
-    add_cli_arguments(shared)
     sub = parser.add_subparsers(dest="command", required=True)
-    show = sub.add_parser("show", parents=[shared], help="print baseline files as tables")
+    show = sub.add_parser("show", help="print baseline files as tables")
+    add_cli_arguments(show, ["baselines"])  # the options it shares with the plugin, with the plugin's defaults
     show.add_argument("files", nargs="*", help="baseline files (default: every file in the baseline folder)")
     show.set_defaults(func=cmd_show)
-    compare = sub.add_parser(
-        "compare", parents=[shared], help="compare a saved run with its GPU's baselines; exit 1 on a regression"
-    )
+    compare = sub.add_parser("compare", help="compare a saved run with its GPU's baselines; exit 1 on a regression")
+    add_cli_arguments(compare, GATE)
     compare.add_argument("run", help="a pytest-benchmark JSON file of a timed run")
     compare.add_argument("baseline", nargs="?", help="the baseline file (default: the one for the run's GPU)")
     compare.set_defaults(func=cmd_compare)
-    update = sub.add_parser(
-        "update", parents=[shared], help="record a saved run as its GPU's baselines (no GPU needed)"
-    )
+    update = sub.add_parser("update", help="record a saved run as its GPU's baselines (no GPU needed)")
+    add_cli_arguments(update, ["baselines"])
     update.add_argument("--from", dest="source", required=True, help="a pytest-benchmark JSON file of a timed run")
     update.set_defaults(func=cmd_update)
-    prune = sub.add_parser("prune", parents=[shared], help="remove entries whose kernel file or case no longer exists")
+    prune = sub.add_parser("prune", help="remove entries whose kernel file or case no longer exists")
+    add_cli_arguments(prune, ["baselines"])
     prune.add_argument("--root", default=".", help="the directory kernel paths are relative to (default: .)")
     prune.add_argument("--dry-run", action="store_true", help="only say what would be removed")
     prune.set_defaults(func=cmd_prune)
     plot = sub.add_parser(
-        "plot", parents=[shared], help="draw a saved run's pictures and index.html (no GPU needed; see docs/reports.md)"
+        "plot", help="draw a saved run's pictures and index.html (no GPU needed; see docs/reports.md)"
     )
+    add_cli_arguments(plot, [*GATE, "overwrite-report"])  # the gate: for a run saved without verdicts
     plot.add_argument("run", help="a pytest-benchmark JSON file of a pytest-gemm run, or a report's run.json")
-    plot.add_argument("--out", required=True, help="the report folder to write")
+    plot.add_argument(
+        "--out", required=True, help="the report folder to write: a new or empty one, or one pytest-gemm wrote"
+    )
     plot.add_argument(
         "--size", help="the shape of the %% of cuBLAS chart, e.g. 4096 or 384x640x512 (default: the largest)"
     )

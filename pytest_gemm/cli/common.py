@@ -1,29 +1,80 @@
-"""What the ``pytest-gemm`` commands share: their error, reading saved runs, gating a run's cases against a
-baseline file with the asv-style table, recording baselines, and writing files."""
+"""What the ``pytest-gemm`` commands share: their error, the options they share with the plugin (added as
+``--NAME``, with the plugin's defaults, help and checks, as ``plugin/configure.py`` adds them as ``--gemm-NAME``),
+reading saved runs, gating a run's cases against a baseline file with the asv-style table, recording baselines,
+writing files."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from .. import __version__
-from ..baselines.store import BaselineAccessError, BaselineFile, baseline_path
+from ..baselines.store import BaselineAccessError, BaselineFile, baseline_path, unrecordable
 from ..baselines.update import record
 from ..judge.gate import GatePolicy, compared_record, judge
+from ..options import BY_NAME, Option, OptionError
 from ..records.case_record import METRICS, CaseRecord, GateResult
 from ..records.verdicts import GateVerdict, Sanity
+from ..report.outputs import folder_problem
 from ..report.regression import aligned, interval_cell
 from ..runs.data import RunData
 from ..runs.saved import RunFileError, read_run
 
-__all__ = ["CliError", "by_gpu", "gate_table", "read_saved", "record_baselines", "timed_run", "write_file"]
+__all__ = [
+    "GATE",
+    "CliError",
+    "add_cli_arguments",
+    "by_gpu",
+    "gate_table",
+    "read_saved",
+    "record_baselines",
+    "same_file",
+    "switch",
+    "timed_run",
+    "write_file",
+]
+
+#: the options of the gate that a command shares with the plugin (where it gates a run)
+GATE = ("baselines", "threshold", "gate-metric")
 
 
 class CliError(Exception):
     """A problem with the command's input; printed and exit status 2."""
+
+
+def add_cli_arguments(parser: argparse.ArgumentParser, names: Iterable[str]) -> None:
+    """Add the named options, which the command shares with the plugin (``Option.command``), to a subcommand."""
+    for option in map(BY_NAME.__getitem__, names):
+        assert option.command, option.name
+
+        def convert(text: str, option: Option = option) -> Any:
+            try:
+                return option.convert(text)
+            except OptionError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+
+        said = "" if option.flag else f"default {option.default!r}; "
+        how = {"action": "store_true"} if option.flag else {"default": option.convert(option.default), "type": convert}
+        parser.add_argument(f"--{option.name}", help=f"{option.help} ({said}pytest: --gemm-{option.name})", **how)
+
+
+def switch(name: str) -> str:
+    """How the command names the option ``name`` it shares with the plugin: ``--NAME``."""
+    return f"--{BY_NAME[name].name}"
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: the same file on disk (hard links, other spellings), or the same path
+    once resolved when either does not exist yet."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return a.resolve() == b.resolve()
 
 
 def read_saved(path: Path) -> RunData:
@@ -95,9 +146,13 @@ def gate_table(
 
 def record_baselines(data: RunData, run: str, folder: Path, whole_files: Mapping[str, bool] | None, root: Path) -> None:
     """Record the run's good timed cases as each GPU model's baselines; with ``whole_files``, also remove
-    the entries of gone cases of those kernel files (found under ``root``)."""
-    for name, records in by_gpu(data).items():
-        good = [r for r in records if r.verdict == Sanity.OK]
+    the entries of gone cases of those kernel files (found under ``root``). Every GPU's cases are checked first:
+    all of the run is recorded, or none of it."""
+    groups = {name: [r for r in records if r.verdict == Sanity.OK] for name, records in by_gpu(data).items()}
+    problem = unrecordable(r for good in groups.values() for r in good)
+    if problem:
+        raise CliError(f"{run}: {problem}; nothing recorded")
+    for name, good in groups.items():
         path = baseline_path(folder, name)
         try:
             changes, notes = record(path, name, good, data.facts(name), __version__, whole_files=whole_files, root=root)
@@ -114,13 +169,11 @@ def record_baselines(data: RunData, run: str, folder: Path, whole_files: Mapping
             print(f"  note: {note}")
 
 
-def write_file(path: Path, text: str, *, step_summary: bool = False) -> None:
-    """Write a file (and append it to $GITHUB_STEP_SUMMARY when asked and set); a failure is the command's error."""
+def write_file(path: Path, text: str) -> None:
+    """Write a file; a failure is the command's error, naming the file."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-        if step_summary and os.environ.get("GITHUB_STEP_SUMMARY"):
-            with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
-                handle.write(text)
     except OSError as exc:
-        raise CliError(f"cannot write {path}: {exc}") from None
+        why = folder_problem(path.parent, write=False) or exc.strerror or exc
+        raise CliError(f"cannot write {path}: {why}") from None

@@ -19,14 +19,25 @@ from typing import Any
 
 from ..baselines.store import BaselineFile, baseline_path, gpu_slug, load
 from ..judge.gate import DEFAULT_METRIC, DEFAULT_THRESHOLD, GatePolicy
-from ..options import add_cli_arguments
 from ..records.case_record import CaseRecord, GateResult
+from ..report.outputs import output_file_problem, report_folder_problem, summary_problems, write_summary
 from ..report.regression import gate_line
 from ..runs import merge as m
 from ..runs.data import RunData
 from ..runs.plan import plan_lines
 from ..runs.saved import run_json
-from .common import CliError, by_gpu, gate_table, read_saved, record_baselines, write_file
+from .common import (
+    GATE,
+    CliError,
+    add_cli_arguments,
+    by_gpu,
+    gate_table,
+    read_saved,
+    record_baselines,
+    same_file,
+    switch,
+    write_file,
+)
 
 __all__ = ["add_merge_parser", "cmd_merge"]
 
@@ -48,7 +59,7 @@ def add_merge_parser(sub: argparse._SubParsersAction) -> None:
         help="combine saved runs (the shards of one suite, or several machines) into one saved run; gate it per GPU "
         "model, or record it as baselines (docs/scaling.md)",
     )
-    add_cli_arguments(merge)  # the plugin's checks of the values; the defaults and help are merge's own
+    add_cli_arguments(merge, [*GATE, "overwrite-report"])  # the plugin's checks; the gate's defaults are merge's own
     for action in merge._actions:
         if action.dest in _OWN_HELP:
             action.default, action.help = None, _OWN_HELP[action.dest]
@@ -61,9 +72,16 @@ def add_merge_parser(sub: argparse._SubParsersAction) -> None:
         help="saved runs: each shard's --gemm-report DIR/run.json (written by "
         "every run), or --benchmark-json files (written only when a case was timed)",
     )
-    merge.add_argument("--out", required=True, metavar="MERGED.json", help="the merged run to write")
+    merge.add_argument(
+        "--out", required=True, metavar="MERGED.json", help="the merged run to write (not one of the runs)"
+    )
     merge.add_argument("--summary", metavar="PATH", help="write the markdown summary (also to $GITHUB_STEP_SUMMARY)")
-    merge.add_argument("--report", metavar="DIR", help="draw the pictures and index.html (one folder per GPU model)")
+    merge.add_argument(
+        "--report",
+        metavar="DIR",
+        help="draw the pictures and index.html (one folder per GPU model) in a new or empty folder, or one pytest-gemm "
+        "wrote",
+    )
     for flag, text in (
         ("--update-baselines", "record the merged cases as each GPU model's baselines instead of gating them"),
         ("--allow-mismatch", "merge runs of different pytest-gemm versions, settings or kernel sources (warns)"),
@@ -119,14 +137,42 @@ def _gate(data: RunData, out: Path, found: Mapping[str, tuple[Path, BaselineFile
     m.regate(data, gates, gate_line)
 
 
+def _check_paths(args: argparse.Namespace) -> None:
+    """Before anything is read or written: each run named once, and no output that is a run, another output, or a
+    path that cannot be written (a full disk shows only when written)."""
+    runs = list(args.runs)
+    for i, run in enumerate(runs):
+        earlier = next((e for e in runs[:i] if same_file(Path(e), Path(run))), None)
+        if earlier is not None:
+            said = f" (as {earlier} and as {run})" if earlier != run else ""
+            raise CliError(f"{run} is given twice{said}: name each saved run once; nothing merged")
+    given = [(option, path) for option, path in (("--out", args.out), ("--summary", args.summary)) if path]
+    outputs = [*given, *([("--report", args.report)] if args.report else [])]
+    for i, (option, path) in enumerate(outputs):
+        taken = [(f"{run}, one of the runs to merge", run) for run in runs]
+        for what, other in [*taken, *((f"{o}'s path too", p) for o, p in outputs[:i])]:
+            if same_file(Path(path), Path(other)):
+                raise CliError(f"{option} {path}: is {what}; nothing written: name another path")
+    problems = [f"--out: {problem}" for problem in [output_file_problem(Path(args.out))] if problem]
+    if args.summary:
+        problems += summary_problems(Path(args.summary), "--summary")
+    if problems:
+        raise CliError("\n".join(problems))
+
+
+def _report_folders(data: RunData, folder: str) -> dict[str, Path]:
+    """Each GPU model's report folder (a folder of its own under ``folder`` when the run holds several)."""
+    parts = m.by_gpu(data)
+    return {name: Path(folder) / (gpu_slug(name) * (len(parts) > 1)) for name in parts}
+
+
 def _report(data: RunData, folder: str, source: str, saved: Path) -> None:
     from ..report.folder import write_report
 
-    parts = m.by_gpu(data)
-    for name, part in parts.items():
+    folders = _report_folders(data, folder)
+    for name, part in m.by_gpu(data).items():
         try:
-            where = Path(folder) / (gpu_slug(name) * (len(parts) > 1))
-            report = write_report(part, where, None, source, source=saved, processes=os.cpu_count() or 1)
+            report = write_report(part, folders[name], None, source, source=saved, processes=os.cpu_count() or 1)
         except (ImportError, OSError) as exc:
             raise CliError(f"cannot write the report in {folder}: {exc}") from None
         print(f"{report.folder / 'index.html'}: {len(report.charts)} chart(s), {len(report.heatmaps)} error map(s)")
@@ -135,6 +181,7 @@ def _report(data: RunData, folder: str, source: str, saved: Path) -> None:
 def cmd_merge(args: argparse.Namespace) -> int:
     from ..report.markdown import markdown, summary_cases
 
+    _check_paths(args)
     runs, command = [(name, read_saved(Path(name))) for name in args.runs], " ".join(["pytest-gemm merge", *args.runs])
     try:
         merged = m.merge_runs(
@@ -145,6 +192,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
     data, out, root = merged.data, Path(args.out), Path(args.root)
     folder = root / (args.baselines or data.settings.get("baselines") or "baselines")
     found = _baselines(by_gpu(data), folder)
+    if args.report:
+        flag, allow = switch("overwrite-report"), args.overwrite_report
+        for where in _report_folders(data, args.report).values():
+            problem = report_folder_problem(where, overwrite=allow, switch=flag)
+            if problem:
+                raise CliError(f"--report: {problem}; nothing written")
     for warning in merged.warnings:
         print(f"pytest-gemm: warning: {warning}", file=sys.stderr)
     errors = m.collection_errors(data)
@@ -166,7 +219,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
         source = f"gate verdicts computed by pytest-gemm merge against {folder}/"
         write_file(out, json.dumps(run_json(data), indent=1) + "\n")
     if args.summary:
-        write_file(Path(args.summary), "## pytest-gemm\n\n" + markdown(summary_cases(data.tests)), step_summary=True)
+        error = write_summary(
+            Path(args.summary), "## pytest-gemm\n\n" + markdown(summary_cases(data.tests)), "--summary"
+        )
+        if error:
+            raise CliError(error)
         print(f"pytest-gemm summary: {args.summary}")
     if args.report:
         _report(data, args.report, source, out)

@@ -3,17 +3,18 @@
 The key hashes the source (with the variant's params), its path, the entry, the compiler
 options, the architecture and the NVRTC version. Each entry is two files written atomically
 (``KEY.cubin``, then ``KEY.json`` with the lowered name and ptxas's log), so processes sharing
-the folder (pytest-xdist workers, GPU workers) never read half an entry. The plugin keeps the
-folder in pytest's cache directory, which ``--cache-clear`` empties.
+the folder (pytest-xdist workers, GPU workers) never read half an entry; a file written again keeps
+its mode (``fileio.atomic_write``). The plugin keeps the folder in pytest's cache directory, which
+``--cache-clear`` empties.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
+
+from ..fileio import atomic_write
 
 __all__ = ["CubinCache", "cache_key"]
 
@@ -51,11 +52,4 @@ class CubinCache:
             pass
 
     def _write(self, path: Path, data: bytes) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=self.folder)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, data, durable=False)  # a lost entry is only compiled again

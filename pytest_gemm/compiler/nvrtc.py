@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from .cache import CubinCache, cache_key
 __all__ = [
     "CompileError",
     "CompileResult",
+    "Compiler",
     "NvrtcUnavailable",
     "Resources",
     "compile_kernel",
@@ -158,11 +160,19 @@ def source_with_params(spec: KernelSpec, variant: Variant) -> str:
     return f'{defines}#line 1 "{spec.path}"\n{spec.source}'
 
 
-def compile_kernel(spec: KernelSpec, variant: Variant, arch: str, cache: CubinCache | None = None) -> CompileResult:
+#: what compiles a program: (source, path, name expression, options, architecture) -> its result
+Compiler = Callable[[str, str, str, tuple[str, ...], str], CompileResult]
+
+
+def compile_kernel(
+    spec: KernelSpec, variant: Variant, arch: str, cache: CubinCache | None = None, compiler: Compiler | None = None
+) -> CompileResult:
     """Compile one variant of a ``.cu`` kernel for one architecture, or find it in ``cache`` or this process.
 
-    The cache key leaves ``--no-cache`` out: whether NVRTC takes it follows from its version, which is in
-    the key, so a worker that finds every kernel in the cache never pays :func:`_accepts_no_cache`'s probe.
+    NVRTC runs in this process, or in ``compiler`` when given (:class:`.limited.LimitedCompiler`: in a child process,
+    with a time limit). The cache key leaves ``--no-cache`` out: whether NVRTC takes it follows from its version,
+    which is in the key, so a worker that finds every kernel in the cache never pays :func:`_accepts_no_cache`'s
+    probe.
     """
     source, name_expr = source_with_params(spec, variant), spec.entry_for(variant)
     key = ""
@@ -174,7 +184,7 @@ def compile_kernel(spec: KernelSpec, variant: Variant, arch: str, cache: CubinCa
             lowered, log, cubin = found
             return CompileResult(arch, lowered, parse_ptxas_resources(log, lowered), log, cubin, from_cache=True)
     options = tuple(compile_options(spec, arch, no_cache=_accepts_no_cache()))
-    result = _compile(source, spec.path, name_expr, options, arch)
+    result = (compiler or _compile)(source, spec.path, name_expr, options, arch)
     if cache is not None:
         cache.put(key, result.lowered_name, result.log, result.cubin)
     return result

@@ -30,7 +30,6 @@ from .protocol import receive, send
 __all__ = ["WorkerPool", "describe_exit", "worker_environment"]
 
 START_TIMEOUT = 180.0  # seconds a new worker may take to start: import CuPy, open the device, warm up
-COMPILE_TIMEOUT = 600.0  # seconds NVRTC may take for one kernel variant
 EXIT_WAIT = 5.0  # seconds a worker that closed its pipe may take to exit, before it is killed
 START_FAILURES = 2  # consecutive failed starts after which the remaining cases fail at once
 _OUTPUT_TAIL = 64 * 1024  # bytes of a worker's output kept per case
@@ -265,8 +264,8 @@ class WorkerPool:
 
     # -- one case --------------------------------------------------------------------------------
     def _limit(self, phase: str, request: Request) -> float:
-        if phase == "compile":
-            return max(COMPILE_TIMEOUT, self.timeout)
+        if phase == "compile":  # NVRTC's time is not the kernel's: a limit of its own (--gemm-compile-timeout)
+            return request.compile_timeout
         if phase == "time" and request.timing is not None:
             return self.timeout + request.timing.max_time
         return self.timeout
@@ -335,5 +334,8 @@ class WorkerPool:
             message = describe_exit(code)
         details: tuple[str, ...] = ()
         if kind == FailureKind.TIMEOUT:
-            details = ("the worker was killed and replaced; --gemm-timeout (ini gemm_timeout) sets the limit",)
+            option = (
+                "compile-timeout (ini gemm_compile_timeout)" if phase == "compile" else "timeout (ini gemm_timeout)"
+            )
+            details = (f"the worker was killed and replaced; --gemm-{option} sets the limit",)
         return Outcome(failure=Failure(kind, message, phase, details, replace_worker=True), output=output)

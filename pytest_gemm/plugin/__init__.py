@@ -7,19 +7,22 @@ The entry point pytest loads (``pytest11``). Everything stateful lives in one
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ..options import BY_NAME, OPTIONS, OptionError, label, read_settings
+from ..options import OptionError, label
 from ..specs.files import is_kernel_file
 from . import hookspecs
+from .configure import add_options, read
 from .facts import RunFacts
-from .items import KernelFile
+from .items import KernelFile, UnimportedKernelFile
 from .session import GemmSession
 from .stash import SESSION
 from .terminal import kernel_file_hints
+from .walk import ignore_in_walk, note_collected, unreadable_entries, walk_notes
 
 __all__ = ["SESSION", "GemmSession"]
 
@@ -29,48 +32,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("gemm", "pytest-gemm: verify and time GEMM kernels")
-    group.addoption(
-        "--gemm-kernels",
-        action="store_true",
-        default=False,
-        help="collect GEMM kernel files (.cu with a pytest-gemm header, .py with @gemm_kernel) "
-        "from the given paths, or from the gemm_kernel_paths ini setting",
-    )
-    parser.addini(
-        "gemm_kernel_paths",
-        "kernel paths used by --gemm-kernels when no path is given",
-        type="args",
-        default=["kernels"],
-    )
-    for option in OPTIONS:
-        name, dest, ini = f"--gemm-{option.name}", f"gemm_{option.key}", f"gemm_{option.key}"
-        if option.flag:
-            said = f" (ini: {ini})" if option.ini else ""
-            group.addoption(name, dest=dest, action="store_true", default=None, help=option.help + said)
-            if option.ini:
-                parser.addini(ini, option.help, type="bool", default=False)
-            continue
-        said = f" (ini: {ini}, default {option.default!r})" if option.ini else ""
-        group.addoption(name, dest=dest, default=None, metavar=option.metavar, help=option.help + said)
-        if option.ini:
-            parser.addini(ini, option.help.replace("%%", "%"), default=option.default)
-
-
-def _value(config: pytest.Config, name: str) -> str:
-    option = BY_NAME[name]
-    cli = config.getoption(f"gemm_{option.key}")
-    if cli is not None:
-        return str(cli)
-    return str(config.getini(f"gemm_{option.key}")) if option.ini else option.default
-
-
-def _flag(config: pytest.Config, name: str) -> bool:
-    option = BY_NAME[name]
-    cli = config.getoption(f"gemm_{option.key}")
-    if cli is not None:
-        return bool(cli)
-    return bool(config.getini(f"gemm_{option.key}")) if option.ini else False
+    add_options(parser)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -93,11 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError("--gemm-shard: only with --gemm-kernels (it splits pytest-gemm runs)")
         return
     try:
-        settings = read_settings(
-            lambda name: _value(config, name),
-            lambda name: _flag(config, name),
-            config.rootpath,
-        )
+        settings = read(config)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     given = config.getoption("gemm_shard")  # None when not given (the option machinery's default is '')
@@ -125,16 +83,43 @@ def _python_plugin_collects(file_path: Path, parent: pytest.Collector) -> bool:
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     wanted = SESSION in parent.config.stash and is_kernel_file(file_path)
     if wanted and not _python_plugin_collects(file_path, parent):
+        note_collected(parent.config, file_path)
         return KernelFile.from_parent(parent, path=file_path)
     return None
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    """A Python kernel file named on the command line is a kernel file, never imported as a test module here."""
-    if SESSION in parent.config.stash and is_kernel_file(module_path):
-        return KernelFile.from_parent(parent, path=module_path)
-    return None
+    """A Python kernel file that pytest would take as a test module (named on the command line, or ``test_*.py``)
+    is a kernel file, never imported here: its top level runs only in a GPU worker (without --gemm-kernels, never)."""
+    if not is_kernel_file(module_path):
+        return None
+    if SESSION not in parent.config.stash:
+        return UnimportedKernelFile.from_parent(parent, path=module_path)
+    note_collected(parent.config, module_path)
+    return KernelFile.from_parent(parent, path=module_path)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With --gemm-kernels: a symlink loop is not descended, and a kernel file reached again through a symlink is
+    collected once (each said after collection)."""
+    return ignore_in_walk(collection_path, config) if SESSION in config.stash else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, pytest.CollectReport]:
+    """With --gemm-kernels, a folder's entries named like kernel files that pytest's walk passes over (a FIFO, a
+    link to a device) are collected too, as kernel files whose collection says what they are."""
+    report = yield
+    if SESSION in collector.config.stash and isinstance(collector, pytest.Directory) and report.passed:
+        assert isinstance(report.result, list)
+        report.result += [KernelFile.from_parent(collector, path=p) for p in unreadable_entries(collector)]
+    return report
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
+    """What the walk's guards did (symlink loops not descended, files reached twice collected once)."""
+    return walk_notes(config)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

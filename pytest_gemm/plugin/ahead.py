@@ -57,7 +57,8 @@ class Lookahead:
             launch_geometry(case.spec, case.variant, case.shape, sm_count=None)  # the worker checks SM_COUNT
         except KernelFileError as exc:
             raise GemmFailure(str(exc)) from None
-        return to_request(case, str(item.path), item.gemm_seed, self.settings.timing if timed else None)
+        timing = self.settings.timing if timed else None
+        return to_request(case, str(item.path), item.gemm_seed, timing, self.settings.compile_timeout)
 
     def _submit(self, item: GemmCaseItem, request: Request) -> Future[Done]:
         """Queue a case for the GPUs that can run it; a timed case on a host of mixed models, for one model."""

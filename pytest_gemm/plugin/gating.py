@@ -27,6 +27,7 @@ from ..baselines.store import (
     baseline_paths,
     for_gpu,
     load,
+    unrecordable,
 )
 from ..baselines.update import record
 from ..judge.gate import GatePolicy, compared_record, judge
@@ -113,7 +114,12 @@ class Gatekeeper:
                 self.missing.add(f"{rec.gpu} ({rec.gate.baseline_file})")
 
     def write(self, gpu_facts: dict[str, dict[str, Any]]) -> None:
-        """Write each GPU model's baseline file from its passing timed cases (``gpu_facts``: model -> facts)."""
+        """Write each GPU model's baseline file from its passing timed cases (``gpu_facts``: model -> facts): all
+        of them, or none when any cannot be recorded."""
+        problem = unrecordable(self.to_record)
+        if problem:
+            self.update_errors.append(f"{problem}; nothing written")
+            return
         by_gpu: dict[str, list[CaseRecord]] = {}
         for rec in self.to_record:
             by_gpu.setdefault(rec.gpu, []).append(rec)

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from ..compiler.limited import CompileTimeout
 from ..compiler.nvrtc import CompileError, NvrtcUnavailable
 from ..isolation.sanitizer import find_sanitizer, run_tool
+from ..options import label
 from ..records.case_record import CompileRecord
 from ..report.regression import case_command
 from ..specs.archs import parse_arch
@@ -24,14 +26,23 @@ from ..specs.cases import (
     variant_shared_mem,
     variant_threads,
 )
-from ..specs.files import load_specs, shown_path, source_hash
+from ..specs.files import read_specs, shown_path
 from ..specs.limits import KernelResources, launch_problems, limits_for_arch, near_limits, occupancy
 from ..specs.spec import KernelFileError, KernelSpec, Variant
 from .benchmark import DeviceClock
+from .compile_ahead import timeout_text
 from .properties import CASE, COMPILE
 from .stash import SESSION
 
-__all__ = ["GemmCaseItem", "GemmCompileItem", "GemmFailure", "GemmSanitizeItem", "KernelFile"]
+__all__ = [
+    "GemmCaseItem",
+    "GemmCompileItem",
+    "GemmFailure",
+    "GemmSanitizeItem",
+    "KernelFile",
+    "UnimportedKernelFile",
+    "check_variant_count",
+]
 
 
 class GemmFailure(Exception):
@@ -65,15 +76,15 @@ class KernelFile(pytest.File):
         settings = _session(self.config).settings
         shown = shown_path(self.path, self.config.rootpath)
         try:
-            specs = load_specs(self.path, shown)
-            source = source_hash(self.path)  # once per file: a baseline notes it to tell a changed kernel
+            # the hash is of the bytes the specs were read from: a baseline notes it to tell a changed kernel
+            specs, source = read_specs(self.path, shown)
             for spec in specs:
+                check_variant_count(spec, settings.max_variants)
                 check_launch(spec)  # a launch CUDA refuses whatever the shape: one error, not a failure per case
             expanded = [(spec, expand(spec, settings.shapes, settings.dtypes)) for spec in specs]
         except KernelFileError as exc:
             raise self.CollectError(str(exc)) from None
-        except OSError as exc:  # gone or unreadable since load_specs read it
-            raise self.CollectError(str(KernelFileError(shown, f"cannot read the file: {exc}"))) from None
+        _session(self.config).selection.add(expanded)  # what --gemm-dtypes and --gemm-shapes left is said
         for spec, cases in expanded:
             if spec.kind == "cu":
                 for variant in spec.variants():
@@ -89,6 +100,28 @@ class KernelFile(pytest.File):
                 yield GemmCaseItem.from_case(self, case, settings.seed, source)
         yield from sanitize_items(self, specs, settings.sanitize)
         self.n_cases = sum(len(cases) for _, cases in expanded)
+
+
+class UnimportedKernelFile(pytest.File):
+    """A kernel file named like a test module, in a run without --gemm-kernels: never imported, so its top level
+    never runs in the pytest process (the end of the run says to collect it with --gemm-kernels)."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        return iter(())
+
+
+def check_variant_count(spec: KernelSpec, most: int) -> None:
+    """A kernel whose params give more than ``most`` variants is refused, saying how many and how to allow them."""
+    count = spec.variant_count
+    if count > most:
+        product = " x ".join(f"{len(values)} {name}" for name, values in spec.params)
+        raise KernelFileError(
+            spec.path,
+            f"{spec.name}'s params give {count:,} variants ({product}), each compiled and run at every shape; "
+            f"a kernel may have at most {most:,} ({label('max-variants')} raises the limit)",
+            line=spec.line,
+            key="params",
+        )
 
 
 def _with_params_id(item: pytest.Item, base: str, params: str) -> pytest.Item:
@@ -121,6 +154,8 @@ class GemmCompileItem(_TextFailure, pytest.Item):
             pytest.skip(str(exc))
         except CompileError as exc:
             raise GemmFailure(f"{spec.path}: {spec.name} does not compile for {self.arch}:\n{exc.log}") from None
+        except CompileTimeout as exc:
+            raise GemmFailure(timeout_text(spec, variant, exc)) from None
         r = result.resources
         dynamic = variant_shared_mem(spec, variant)
         major, minor, _ = parse_arch(self.arch)
@@ -234,6 +269,9 @@ class GemmSanitizeItem(_TextFailure, pytest.Item):
     def runtest(self) -> None:
         session = _session(self.config)
         if self.case is None:
+            dtypes = session.settings.dtypes
+            if dtypes and not set(dtypes) & set(self.spec.dtypes):
+                pytest.skip(f"{self.spec.name}: {label('dtypes')} selects none of its dtypes ({', '.join(dtypes)})")
             pytest.skip(f"{self.spec.name}: its rules allow none of the shapes compute-sanitizer runs on")
         sanitizer = find_sanitizer()
         if sanitizer is None:

@@ -17,8 +17,11 @@ from typing import Any
 
 import pytest
 
+from ..options import label
 from ..records.diagnosis import Diagnosis
+from ..report.outputs import claim_report_folder
 from ..runs.data import RunData
+from ..specs.files import shown_path
 
 __all__ = ["BESIDE_HTML", "Pictures"]
 
@@ -49,6 +52,18 @@ class Pictures:
             self.folder = None if self.html is None else self.html.parent / BESIDE_HTML
         self._drawing: ThreadPoolExecutor | None = None  # one thread: only it draws until the report at the end
         self._drawn: dict[str, Future[Path]] = {}
+
+    def claim(self, overwrite: bool, switch: str) -> str | None:
+        """Check the report folder as the run starts, and create and mark it as pytest-gemm's (report/outputs.py);
+        what is wrong, naming the option that chose the folder (None: nothing, or no report)."""
+        if self.folder is None:
+            return None
+        here = self.config.invocation_params.dir
+        problem = claim_report_folder(
+            self.folder, overwrite=overwrite, switch=switch, shown=lambda p: shown_path(p, here)
+        )
+        given = label("report") if self.asked else f"the report folder beside pytest-html's --html ({BESIDE_HTML}/)"
+        return f"{given}: {problem}" if problem else None
 
     def heatmap(self, test: str, diagnosis: Diagnosis, gpu: str) -> str | None:
         """Start drawing a failed case's full-resolution error map into the folder; its name there (None: none)."""

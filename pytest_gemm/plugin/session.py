@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from ..compiler.cache import CubinCache
 from ..isolation.dispatch import Done, GpuWorkers
 from ..judge.case import judge_outcome
 from ..options import Settings, label
@@ -32,11 +31,13 @@ from ..worker.serve import DEFAULT_BACKEND
 from . import summary
 from .ahead import Lookahead
 from .benchmark import record_device_times
-from .compile_ahead import CompileAhead, jobs_of
+from .compile_ahead import CompileAhead, jobs_of, terminal_line
+from .configure import cubin_cache
 from .facts import RunFacts
 from .gating import Gatekeeper
 from .items import GemmCaseItem, GemmCompileItem, GemmFailure, GemmSanitizeItem
 from .ledger import Ledger
+from .outputs import check_outputs
 from .pictures import Pictures
 from .properties import (
     COMPILE,
@@ -53,6 +54,7 @@ from .properties import (
     WORKER,
     props,
 )
+from .selection import Selection
 from .terminal import LONG_RUN, gpus_line, header_line, no_device_line, progress_note, summary_file_text
 
 __all__ = ["GemmSession"]
@@ -65,13 +67,14 @@ class GemmSession:
         self.config, self.settings, self.facts = config, settings, facts
         self.gatekeeper = Gatekeeper(settings.gate, config.rootpath)
         self.gatekeeper.check_files()
-        cache = getattr(config, "cache", None)
-        self.cubins = CubinCache(cache.mkdir("gemm-cubins")) if cache is not None else None
-        self.compile_ahead = CompileAhead(self.cubins)
+        self.cubins = cubin_cache(config)  # None, with a warning, where the project cannot hold it
+        self.compile_ahead = CompileAhead(self.cubins, settings.compile_timeout, terminal_line(config))
         self._workers: GpuWorkers | None = None
         self.ahead = Lookahead(config, settings, facts.timed, lambda: self.workers)
         self.ledger = Ledger(config, settings, facts)
         self.pictures = Pictures(config, settings.report)
+        if facts.controller:  # where the run writes, checked before any work (xdist workers write none of it)
+            check_outputs(config, settings, self.pictures)
         # what the controlling process gathers from reports
         self.compiled: list[CompileRecord] = []
         self.gpus: dict[str, dict[str, Any]] = {}  # GPU model -> its facts, for each model that timed a case
@@ -84,6 +87,7 @@ class GemmSession:
         self.declared: dict[str, list[str]] = {}  # kernel -> header declarations that change its checks
         self.device_note: str | None = None  # said after collection: no device, and how many cases will skip
         self.left_out = 0  # tests this shard left to the other shards
+        self.selection = Selection(settings)  # what --gemm-dtypes and --gemm-shapes left of each kernel
         self.lines: list[tuple[str, bool]] = []  # what the end of the run says beside the tables (text, red)
 
     @property
@@ -214,6 +218,7 @@ class GemmSession:
         missing one is said before they skip."""
         if self.facts.controller:
             self.ledger.selected = len(session.items)  # after every selection (--lf's comes after the shard's)
+        self.lines += [(line, False) for line in self.selection.finish(self.config, session.items)]  # a usage error?
         if self.config.getoption("collectonly") or not (self.facts.controller and self.facts.posix):
             return
         get = self.config.getoption
@@ -250,7 +255,7 @@ class GemmSession:
         reporter._get_progress_information_message = message
 
     def pytest_report_collectionfinish(self) -> list[str]:
-        return [self.device_note] if self.device_note else []
+        return [*self.selection.lines, *([self.device_note] if self.device_note else [])]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -326,6 +331,7 @@ class GemmSession:
         """Under pytest-xdist the workers select: what the shard left out comes from theirs."""
         said = getattr(node, "workeroutput", None) or {}
         self.left_out = max(self.left_out, int(said.get("gemm_shard_left_out", 0)))
+        self.lines += self.selection.heard(said)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -333,6 +339,8 @@ class GemmSession:
         if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and shard is not None and self.left_out:
             session.exitstatus = pytest.ExitCode.OK  # a shard that holds none of the selected tests did its part
             self.lines.append((summary.empty_shard_line(shard, self.left_out), False))
+        if self.selection.error is not None:  # from the xdist workers, which ran nothing
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
         self.compile_ahead.close()
         if self._workers is not None:
             self._workers.close()
@@ -348,12 +356,12 @@ class GemmSession:
             text = "## pytest-gemm\n\n" + markdown(summary_cases(self.ledger.tests))
             error = summary_file_text(path, text)
             self.lines.append((error or f"pytest-gemm summary: {path}", bool(error)))
-            if error:
-                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            if error and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         said = self.pictures.write(self.ledger.run(self.gpu or {}, self.gpus), self.drawn)
         self.lines += said
-        if said and said[-1][1] and self.pictures.asked:  # the report itself could not be written
-            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        if said and said[-1][1] and self.pictures.asked and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the report itself could not be written
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         summary.write(self, terminalreporter)

@@ -12,9 +12,11 @@ import pytest
 
 from ..compiler.cache import CubinCache
 from ..isolation.devices import Gpu
-from ..options import Settings
+from ..options import Settings, label
 from ..records.request import TIMERS
-from ..specs.files import declares_kernels, shown_path
+from ..report.outputs import write_summary
+from ..specs.files import declares_kernels, mentions_without_declaring, shown_path
+from ..specs.source import file_problem
 from .facts import RunFacts
 
 __all__ = ["header_line", "kernel_file_hints", "no_device_line", "summary_file_text", "workers_line"]
@@ -38,7 +40,8 @@ def header_line(config: pytest.Config, s: Settings, facts: RunFacts, cubins: Cub
         if g.update
         else f"gate: {g.metric}, threshold {100 * g.threshold:g}%, baselines in {folder}/"
     )
-    cache = "compiled kernels cached" if cubins else "no compile cache (-p no:cacheprovider)"
+    why = "-p no:cacheprovider" if getattr(config, "cache", None) is None else "it could not be created"
+    cache = "compiled kernels cached" if cubins else f"no compile cache ({why})"
     return (
         f"pytest-gemm: {len(s.shapes)} shapes, dtypes {','.join(s.dtypes) if s.dtypes else 'as declared'}, "
         f"compile for {','.join(s.archs)}, seed {s.seed}; GPU work in a worker process, {s.timeout:g} s per phase; "
@@ -113,52 +116,56 @@ def workers_line(pids: set[int], replaced: Counter[str], compiles: Counter[str],
 
 
 def summary_file_text(path: Path, text: str) -> str | None:
-    """Write the markdown summary (and append it to $GITHUB_STEP_SUMMARY); an error message, or None."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if step_summary:
-            with open(step_summary, "a", encoding="utf-8") as handle:
-                handle.write(text)
-    except OSError as exc:
-        return f"cannot write the summary: {exc}"
-    return None
+    """Write the markdown summary (and append it to $GITHUB_STEP_SUMMARY); an error message naming the path and
+    whose it is, or None."""
+    error = write_summary(path, text, label("summary"))
+    return f"pytest-gemm: {error}" if error else None
 
 
 _KERNEL_FILES = ".cu files with a /* pytest-gemm header, .py files that use @gemm_kernel; see docs/kernel-files.md"
 
 
-def _kernel_files_under(folder: Path, skip: list[str]) -> int:
-    """How many kernel files a folder holds, not looking into the folders pytest does not recurse into."""
-    count = 0
+_NOT_DECLARED = "names gemm_kernel but declares no kernel (a kernel is a top-level def under @gemm_kernel(...))"
+
+
+def _kernel_files_under(folder: Path, skip: list[str]) -> tuple[int, list[Path]]:
+    """How many kernel files a folder holds, and its .py files that name gemm_kernel without declaring a kernel,
+    not looking into the folders pytest does not recurse into. Files that are not regular are never read."""
+    count, mentions = 0, []
     for root, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if not any(fnmatch.fnmatch(d, pattern) for pattern in skip)]
-        count += sum(declares_kernels(Path(root, name)) for name in files if name.endswith((".cu", ".py")))
-    return count
+        dirs[:] = sorted(d for d in dirs if not any(fnmatch.fnmatch(d, pattern) for pattern in skip))
+        for name in sorted(files):
+            if name.endswith((".cu", ".py")):
+                count += declares_kernels(Path(root, name))
+                mentions += [Path(root, name)] if mentions_without_declaring(Path(root, name)) else []
+    return count, mentions
 
 
 def kernel_file_hints(config: pytest.Config, *, gemm: bool, nothing_ran: bool) -> list[str]:
     """Hints for a run that missed its kernels: the paths it was given hold kernel files but --gemm-kernels is
-    off, or a named ``.cu`` file has no header (with --gemm-kernels), or a folder holds no kernel file."""
+    off, or a named ``.cu`` file has no header (with --gemm-kernels), or a folder holds no kernel file (and which
+    of its files name gemm_kernel without declaring one). A file that is not regular is passed over unread."""
     hints = []
     for arg in config.args:
         path = config.invocation_params.dir / arg.split("::")[0]
-        if not path.exists():
+        if not path.exists() or (not path.is_dir() and file_problem(path) is not None):
             continue
         shown = shown_path(path, config.rootpath) + ("/" if path.is_dir() else "")
         if path.is_dir():
             if not nothing_ran:
                 continue
-            count = _kernel_files_under(path, config.getini("norecursedirs"))
+            count, mentions = _kernel_files_under(path, config.getini("norecursedirs"))
             if count and not gemm:
                 noun = "kernel file" if count == 1 else "kernel files"
                 hints.append(f"pytest-gemm: {shown} holds {count} {noun}; run with --gemm-kernels to collect them")
             elif not count and gemm:
                 hints.append(f"pytest-gemm: {shown} holds no kernel file ({_KERNEL_FILES})")
+                hints += [f"pytest-gemm: {shown_path(m, config.rootpath)} {_NOT_DECLARED}" for m in mentions[:5]]
         elif declares_kernels(path):
             if not gemm and nothing_ran:
                 hints.append(f"pytest-gemm: {shown} is a kernel file; run with --gemm-kernels to collect it")
         elif gemm and path.suffix == ".cu":
             hints.append(f"pytest-gemm: {shown} has no pytest-gemm header, so it declares no tests ({_KERNEL_FILES})")
+        elif gemm and mentions_without_declaring(path):
+            hints.append(f"pytest-gemm: {shown} {_NOT_DECLARED}")
     return hints

@@ -10,7 +10,11 @@ from dataclasses import dataclass
 
 from .shapes import Shape
 
-__all__ = ["SANITIZER_TOOLS", "TIMERS", "Request", "TimingSettings"]
+__all__ = ["COMPILE_TIMEOUT", "SANITIZER_TOOLS", "TIMERS", "Request", "TimingSettings"]
+
+#: seconds one NVRTC compile may take (--gemm-compile-timeout): the bundled kernels' variants take 0.44 s on average
+#: (84 in 37.1 s on the H100 machine), a kernel that unrolls a loop over 32768 iterations took 60 s and 1.7 GB
+COMPILE_TIMEOUT = 300.0
 
 
 #: the compute-sanitizer tools a kernel can be checked with (--gemm-sanitize)
@@ -50,3 +54,4 @@ class Request:
     beta: float
     seed: int
     timing: TimingSettings | None = None
+    compile_timeout: float = COMPILE_TIMEOUT  # seconds the worker may spend compiling the kernel (its phase's limit)

@@ -77,6 +77,7 @@ class FailureKind(_Word):
     KERNEL_RAISED = "kernel raised"  # a Python kernel raised an exception
     KERNEL_FILE = "kernel file"  # the kernel file cannot be used for this case (header, tensor map, import)
     COMPILE = "compile error"  # the compiler rejected the kernel
+    TOO_BIG = "too big for GPU memory"  # the case's arrays cannot fit in the device's free memory; nothing ran
     INTERNAL = "internal error"  # a pytest-gemm bug
 
 

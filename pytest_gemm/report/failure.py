@@ -192,6 +192,7 @@ def _fault(name: str, d: Diagnosis, replay: str) -> list[str]:
     heads = {
         FailureKind.CUDA_ERROR: f"CUDA error while {before} {what}: {failure.message}",
         FailureKind.LAUNCH: f"cannot launch {what}: {failure.message}",
+        FailureKind.TOO_BIG: f"{what} does not fit in GPU memory: it {failure.message}",
         FailureKind.TIMEOUT: f"{what} {failure.message} while {where}",
         FailureKind.WORKER_DIED: f"the GPU worker died while {before} {what}: {failure.message}",
         FailureKind.KERNEL_RAISED: f"{what}: the Python kernel raised {failure.message}",

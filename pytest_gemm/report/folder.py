@@ -2,7 +2,8 @@
 
 ``pytest --gemm-report DIR`` and ``pytest-gemm plot RUN.json --out DIR`` both call :func:`write_report`. A
 run's report folder also holds the run itself (``run.json``, bounded: error maps pooled); a report drawn
-from a saved run names that file instead of copying it.
+from a saved run names that file instead of copying it. The folder is marked as pytest-gemm's first
+(``outputs.py``: its callers check before that a folder is new, empty or pytest-gemm's).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..runs.data import RunData
 from ..runs.saved import run_json
 from .heatmap import heatmap
 from .html import page
+from .outputs import mark_report_folder
 from .pictures import gate_chart, largest_shape, pct_cublas_chart, tflops_chart
 from .style import shape_label
 
@@ -93,7 +95,7 @@ def write_report(
     the report as :data:`RUN_FILE`, so that it can be drawn again or merged. ``processes``: how many processes
     may draw the heatmaps (only a single-threaded caller, such as the command, may fork).
     """
-    out.mkdir(parents=True, exist_ok=True)
+    mark_report_folder(out)
     report = Report(out)
     gpu, day = data.gpu_name, data.day
     records = data.records

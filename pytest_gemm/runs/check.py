@@ -3,7 +3,8 @@ the settings ``pytest-gemm merge`` compares have their options' types and allowe
 
 A value that is wrong raises :class:`WrongValue`, naming its key path in the file (``gemm.tests["k.cu::k[...]"]
 .duration_s: expected a number, got 'x'``), so that a damaged or hand-edited file is refused with the place
-to look instead of failing later, far from the cause. Nothing is evaluated.
+to look instead of failing later, far from the cause; so does a record that lacks a field it needs
+(:func:`check_present`, before the record is built). Nothing is evaluated.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from ..records.case_record import METRICS
 
-__all__ = ["WrongValue", "check", "check_settings", "key", "shown"]
+__all__ = ["WrongValue", "check", "check_present", "check_settings", "key", "shown"]
 
 
 class WrongValue(ValueError):
@@ -113,6 +114,34 @@ def check(value: Any, tp: Any, where: str) -> None:
             check(item, args[1] if args else Any, key(where, str(name)))
     elif not _scalar(value, tp):
         raise _wrong(where, _expected(tp), value)
+
+
+def _required(cls: Any) -> list[str]:
+    """The fields of a record that have no default: a saved record must hold them."""
+    none = dataclasses.MISSING
+    return [f.name for f in dataclasses.fields(cls) if f.default is none and f.default_factory is none]
+
+
+def check_present(value: Any, tp: Any, where: str, whose: str = "") -> None:
+    """Raise :class:`WrongValue` naming the key path of a record in ``value`` (plain data to become a ``tp``) that
+    lacks fields it needs, and those fields; ``whose`` says whose record it is (a test). Values of the wrong
+    type are left to :func:`check`, after the record is built."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        records = [a for a in args if dataclasses.is_dataclass(a)]
+        if len(records) == 1 and len(args) - (type(None) in args) == 1:  # an optional record: no doubt which
+            check_present(value, records[0], where, whose)
+    elif dataclasses.is_dataclass(tp) and isinstance(value, dict):
+        missing = [name for name in _required(tp) if name not in value]
+        if missing:
+            raise WrongValue(f"{where}: {whose + ' ' if whose else ''}lacks {', '.join(map(repr, missing))}")
+        hints = typing.get_type_hints(tp)
+        for f in dataclasses.fields(tp):
+            if f.name in value:
+                check_present(value[f.name], hints[f.name], key(where, f.name), whose)
+    elif origin in (tuple, list) and isinstance(value, list) and len(args) == 2 and args[1] is Ellipsis:
+        for i, item in enumerate(value):
+            check_present(item, args[0], f"{where}[{i}]", whose)
 
 
 def _number(low: float, high: float) -> Any:

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from ..records.case_record import CaseRecord, gpu_identity
 from ..records.plain import PlainError, from_plain, to_plain
 from ..records.result import CaseResult
-from .check import WrongValue, check, check_settings, key, shown
+from .check import WrongValue, check, check_present, check_settings, key, shown
 from .data import KernelFileRun, RunData, SessionEnd, Shards, stored
 from .legacy import legacy_record, legacy_tests
 
@@ -65,8 +65,10 @@ def run_json(data: RunData) -> dict[str, Any]:
     return {"machine_info": machine, "benchmarks": benchmarks, "datetime": data.date, "gemm": section(data)}
 
 
-def _record(cls: type[T], value: Any, where: str) -> T:
-    """A record of type ``cls`` read from ``value``, every field of the type it declares."""
+def _record(cls: type[T], value: Any, where: str, whose: str = "") -> T:
+    """A record of type ``cls`` read from ``value``, every field there and of the type it declares (``whose``: whose
+    record it is, for a message on a missing field)."""
+    check_present(value, cls, where, whose)
     try:
         record = from_plain(cls, value)
     except PlainError as exc:
@@ -148,8 +150,27 @@ def _records(raw: dict[str, Any], settings: dict[str, Any]) -> list[CaseRecord]:
         info = _object(bench, "extra_info", where) if bench.get("extra_info") is not None else {}
         if "gemm" in info:
             value = legacy_record(_object(info, "gemm", f"{where}.extra_info"), settings)
-            records.append(_record(CaseRecord, value, f"{where}.extra_info.gemm"))
+            test = value.get("test") or bench.get("fullname")
+            whose = f"the timing record of {test}" if isinstance(test, str) and test else "the timing record"
+            records.append(_record(CaseRecord, value, f"{where}.extra_info.gemm", whose))
+            _times(records[-1], f"{where}.extra_info.gemm")
     return records
+
+
+#: a timed record's durations and their ratio, with intervals: what its verdict, the gate and baselines read
+_TIMES = ("median_s", "ci_s", "cublas_median_s", "cublas_ci_s", "ratio", "ratio_ci")
+
+
+def _times(record: CaseRecord, where: str) -> None:
+    """A time or ratio that no timing makes (negative, NaN, infinite) is wrong, named with its case."""
+    for name in _TIMES:
+        value = getattr(record, name)
+        numbers = {f"[{i}]": v for i, v in enumerate(value)} if isinstance(value, tuple) else {"": value}
+        for index, number in numbers.items():
+            try:
+                _at_least(number, 0, key(where, name) + index)
+            except WrongValue as exc:
+                raise WrongValue(f"{exc} (case {record.test})") from None
 
 
 def read_run(path: Path) -> RunData:

@@ -6,9 +6,10 @@ import hashlib
 import math
 from dataclasses import dataclass
 
-from ..records.request import Request, TimingSettings
+from ..records.request import COMPILE_TIMEOUT, Request, TimingSettings
 from ..records.shapes import Shape
 from .expr import Expression, ExpressionError
+from .footprint import int_args_problem
 from .header_keys import DEVICE_NAMES, SHAPE_NAMES
 from .limits import MAX_BLOCK, MAX_GRID, MAX_SHARED_PER_BLOCK, MAX_THREADS_PER_BLOCK
 from .spec import KernelFileError, KernelSpec, Variant
@@ -79,7 +80,9 @@ class Case:
         return self.ab.prior or self.spec.always_reads_c
 
 
-def to_request(case: Case, path: str, seed: int, timing: TimingSettings | None) -> Request:
+def to_request(
+    case: Case, path: str, seed: int, timing: TimingSettings | None, compile_timeout: float = COMPILE_TIMEOUT
+) -> Request:
     """The plain request a worker runs for this case (``path``: the kernel file, absolute)."""
     return Request(
         path=path,
@@ -92,6 +95,7 @@ def to_request(case: Case, path: str, seed: int, timing: TimingSettings | None) 
         beta=case.ab.beta,
         seed=seed,
         timing=timing,
+        compile_timeout=compile_timeout,
     )
 
 
@@ -102,14 +106,16 @@ def case_seed(base_seed: int, nodeid: str) -> int:
 
 
 def expand(spec: KernelSpec, shapes: list[Shape], dtypes: list[str] | None = None) -> list[Case]:
-    """All cases of one kernel, in a deterministic order; shapes that break a ``requires`` rule get a skip reason."""
+    """All cases of one kernel, in a deterministic order; shapes past the harness's integer arguments, or that
+    break a ``requires`` rule, get a skip reason."""
     selected = [d for d in spec.dtypes if dtypes is None or d in dtypes]
     abs_ = AB_CASES if spec.has_alpha_beta else AB_CASES[:1]
+    past_ints = {shape: int_args_problem(spec, shape) for shape in shapes}
     cases = []
     for variant in spec.variants():
         for dtype in selected:
             for shape in shapes:
-                reason = _broken_rule(spec, variant, shape)
+                reason = past_ints[shape] or _broken_rule(spec, variant, shape)
                 cases += [Case(spec, variant, dtype, shape, ab, reason) for ab in abs_]
     return cases
 

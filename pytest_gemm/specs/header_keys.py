@@ -25,6 +25,16 @@ DEVICE_NAMES = frozenset({"SM_COUNT"})  # the GPU's, known only in the worker: a
 ENTRY = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<.*>)?\s*$", re.DOTALL)
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 _ARCH_FLAGS = re.compile(r"^(-arch|--gpu-architecture|-gencode|--generate-code|-code)\b")
+#: NVRTC's options that write files from the pytest process (or read one the compile cache cannot see), and what
+#: each does; NVRTC takes each in a long (--) and a short (-) form, its value after '='
+_FILE_FLAGS = {
+    "time": "NVRTC would append a CSV of each compile phase's time to the file it names",
+    "fdevice-time-trace": "NVRTC would write a JSON trace of the compile's time to the file it names",
+    "create-pch": "NVRTC would write a precompiled header to the file it names",
+    "pch": "NVRTC would write precompiled headers to a folder (in /tmp, or --pch-dir's)",
+    "pch-dir": "NVRTC would write precompiled headers to the folder it names",
+    "use-pch": "NVRTC would read a precompiled header that the compile cache cannot see change",
+}
 
 
 class HeaderChecker:
@@ -101,6 +111,13 @@ class HeaderChecker:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             self.fail("options", 'expected a list of compiler flags, e.g. ["-use_fast_math"]')
         for flag in value:
+            name = flag.split("=", 1)[0].lstrip("-")
+            if flag.startswith("-") and name in _FILE_FLAGS:
+                self.fail(
+                    "options",
+                    f"{flag!r}: {_FILE_FLAGS[name]}, from the pytest process; pytest-gemm refuses compiler options "
+                    "that write or read files of their own",
+                )
             if _ARCH_FLAGS.match(flag):
                 self.fail(
                     "options",
@@ -162,5 +179,12 @@ class HeaderChecker:
                 or not all(isinstance(v, int) and not isinstance(v, bool) for v in values)
             ):
                 self.fail("params", f"{name}: expected a non-empty list of integers, got {values!r}")
+            repeated = next((v for i, v in enumerate(values) if v in values[:i]), None)
+            if repeated is not None:
+                self.fail(
+                    "params",
+                    f"{name}: the value {repeated} is listed twice; each value gives variants of their own, "
+                    "whose tests would have the same ids",
+                )
             out.append((name, tuple(values)))
         return tuple(out)

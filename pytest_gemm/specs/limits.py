@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "ARCH_SHARED_OPTIN",
+    "INT_ARG_BITS",
+    "INT_ARG_MAX",
     "MAX_BLOCK",
     "MAX_GRID",
     "MAX_SHARED_PER_BLOCK",
@@ -23,6 +25,11 @@ __all__ = [
     "occupancy",
 ]
 
+#: the integer arguments the harness passes are C ints: a .cu kernel's M, N, K, lda, ldb and ldc, which the worker
+#: packs as signed integers of this many bits, and cuBLAS's sizes and leading dimensions (the fp64 truth, the cuBLAS
+#: peer and the timed reference), which CuPy casts to int; a shape past them is skipped at collection (specs.footprint)
+INT_ARG_BITS = 32
+INT_ARG_MAX = 2 ** (INT_ARG_BITS - 1) - 1
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK = (1024, 1024, 64)
 MAX_GRID = (2**31 - 1, 65535, 65535)

@@ -2,20 +2,24 @@
 
 The pytest process never imports a kernel file (it may import CuPy, or do anything at import
 time); only a GPU worker does, to call the function. So the decorator's arguments are read from
-the syntax tree and must be literals (``ast.literal_eval``, which evaluates no code).
+the syntax tree and must be literals (``ast.literal_eval``, which evaluates no code). A file is a
+kernel file when its syntax tree holds a ``gemm_kernel`` decorator anywhere; one that declares
+nothing (on a method, an ``async def``, a function under ``if`` or inside another) is an error
+naming its line, never silence.
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .spec import KernelFileError, KernelSpec, spec_from_mapping
 
-__all__ = ["DECORATOR", "SPEC_ATTR", "header_from_arguments", "parse_py_source"]
+__all__ = ["DECORATOR", "SPEC_ATTR", "PyFacts", "header_from_arguments", "parse_py_source", "py_facts"]
 
 DECORATOR = "gemm_kernel"
 SPEC_ATTR = "__pytest_gemm__"  # where the decorator leaves the header on the function
@@ -61,6 +65,88 @@ def _decorator_name(node: ast.expr) -> str:
     return ""
 
 
+_STATEMENTS = {
+    ast.If: "an if statement",
+    ast.Try: "a try statement",
+    ast.With: "a with statement",
+    ast.AsyncWith: "an async with statement",
+    ast.For: "a for loop",
+    ast.AsyncFor: "an async for loop",
+    ast.While: "a while loop",
+}
+if hasattr(ast, "TryStar"):
+    _STATEMENTS[ast.TryStar] = "a try statement"
+if hasattr(ast, "Match"):
+    _STATEMENTS[ast.Match] = "a match statement"
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _bodies(node: ast.AST) -> Iterator[list[ast.stmt]]:
+    """The statement lists a statement holds (``if``'s body and ``else``, a ``try``'s handlers, ...)."""
+    for _, value in ast.iter_fields(node):
+        if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+            yield value
+        elif isinstance(value, list):
+            for part in value:  # except handlers, match cases
+                if isinstance(part, (ast.excepthandler, getattr(ast, "match_case", ast.excepthandler))):
+                    yield part.body
+
+
+def _placements(body: list[ast.stmt], where: str | None) -> Iterator[tuple[ast.expr, ast.stmt, str | None]]:
+    """Each ``gemm_kernel`` decorator in ``body`` with its definition and, when misplaced, where it is."""
+    for node in body:
+        if isinstance(node, _DEFINITIONS):
+            for deco in node.decorator_list:
+                if _decorator_name(deco) == DECORATOR:
+                    yield deco, node, where
+            inner = f"class {node.name!r}" if isinstance(node, ast.ClassDef) else f"function {node.name!r}"
+            yield from _placements(node.body, where or inner)
+        else:
+            kind = _STATEMENTS.get(type(node), "a compound statement")
+            for inner_body in _bodies(node):
+                yield from _placements(inner_body, where or f"{kind} (line {node.lineno})")
+
+
+def _misplaced(path: str | Path, deco: ast.expr, node: ast.stmt, where: str | None) -> KernelFileError:
+    """The error of a ``gemm_kernel`` decorator that declares nothing where it stands."""
+    rule = "a kernel is a plain def at the top level of the file, which is read without running it"
+    if where is not None and where.startswith("class "):
+        what = f"on a method of {where}"
+    elif where is not None and where.startswith("function "):
+        what = f"on a function inside {where}"
+    elif where is not None:
+        what = f"on a function under {where}"
+    elif isinstance(node, ast.AsyncFunctionDef):
+        what = "on an async def"
+        rule = "a kernel is a plain def (the GPU worker calls it and does not await it)"
+    else:
+        what = "on a class"
+    return KernelFileError(path, f"@{DECORATOR} {what} declares no kernel: {rule}", line=deco.lineno)
+
+
+@dataclass(frozen=True)
+class PyFacts:
+    """What a ``.py`` file's text says about it as a kernel file, read without running it."""
+
+    mentions: bool  # names gemm_kernel anywhere (a comment, a string, an import)
+    declares: bool  # holds a gemm_kernel decorator anywhere (misplaced ones too: they are errors to show)
+    parses: bool  # is valid Python
+    test_module: bool  # defines test functions or classes at its top level (test_* or Test*)
+
+
+def py_facts(text: str) -> PyFacts:
+    """The facts of one ``.py`` file's text: its syntax tree, parsed only when it names gemm_kernel at all."""
+    if DECORATOR not in text:
+        return PyFacts(mentions=False, declares=False, parses=True, test_module=False)
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return PyFacts(mentions=True, declares=False, parses=False, test_module=False)
+    declares = next(_placements(tree.body, None), None) is not None
+    tests = any(isinstance(node, _DEFINITIONS) and node.name.lower().startswith("test") for node in tree.body)
+    return PyFacts(mentions=True, declares=declares, parses=True, test_module=tests)
+
+
 def _arguments(path: str | Path, call: ast.Call) -> dict[str, Any]:
     if call.args:
         raise KernelFileError(path, f"{DECORATOR}(...) takes keyword arguments only", line=call.lineno)
@@ -92,23 +178,20 @@ def parse_py_source(path: str | Path, text: str) -> list[KernelSpec]:
     except SyntaxError as exc:
         raise KernelFileError(path, f"not valid Python: {exc.msg}", line=exc.lineno) from None
     specs = []
-    for node in tree.body:
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        for deco in node.decorator_list:
-            if _decorator_name(deco) != DECORATOR:
-                continue
-            if not isinstance(deco, ast.Call):
-                raise KernelFileError(path, f"use @{DECORATOR}(dtypes=[...]), with its arguments", line=deco.lineno)
-            try:
-                header = header_from_arguments(**_arguments(path, deco))
-            except (TypeError, AttributeError) as exc:
-                raise KernelFileError(path, f"{DECORATOR}(...): {exc}", line=deco.lineno) from None
-            specs.append(
-                spec_from_mapping(
-                    header, path=path, line=deco.lineno, kind="py", attr=node.name, default_name=node.name, source=text
-                )
+    for deco, node, where in _placements(tree.body, None):
+        if where is not None or not isinstance(node, ast.FunctionDef):
+            raise _misplaced(path, deco, node, where)
+        if not isinstance(deco, ast.Call):
+            raise KernelFileError(path, f"use @{DECORATOR}(dtypes=[...]), with its arguments", line=deco.lineno)
+        try:
+            header = header_from_arguments(**_arguments(path, deco))
+        except (TypeError, AttributeError) as exc:
+            raise KernelFileError(path, f"{DECORATOR}(...): {exc}", line=deco.lineno) from None
+        specs.append(
+            spec_from_mapping(
+                header, path=path, line=deco.lineno, kind="py", attr=node.name, default_name=node.name, source=text
             )
+        )
     names = [s.name for s in specs]
     for spec in specs:
         if names.count(spec.name) > 1:

@@ -8,6 +8,7 @@ file's code, imports CuPy or touches a GPU.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import sys
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from ..records.dtypes import DTYPES
 from .errors import KernelFileError
 from .expr import Expression
 from .header_keys import ARG_NAMES, DEVICE_NAMES, ENTRY, SHAPE_NAMES, HeaderChecker
+from .source import HEADER, decode_cu, has_header, read_kernel_bytes
 from .tensor_maps import TensorMapSpec
 
 if sys.version_info >= (3, 11):
@@ -28,6 +30,7 @@ else:  # pragma: no cover
 
 __all__ = [
     "ARG_NAMES",
+    "DEFAULT_MAX_VARIANTS",
     "KernelFileError",
     "KernelSpec",
     "Variant",
@@ -38,8 +41,12 @@ __all__ = [
     "spec_from_mapping",
 ]
 
-_HEADER = re.compile(r"/\*\s*pytest-gemm[ \t]*\r?\n(.*?)\*/", re.DOTALL)
 _TOML_WHERE = re.compile(r"\s*\(at line (\d+), column (\d+)\)")
+
+#: variants one kernel may have by default (--gemm-max-variants): 128 times the bundled kernels' most (8, in
+#: kernels/09_wmma.cu), a sweep of 4 values of 5 params. Its 2,048 compile items for two architectures take about
+#: 15 minutes on one core at NVRTC's 0.44 s a variant (docs/architecture.md); 10,000 variants give 20,000.
+DEFAULT_MAX_VARIANTS = 1024
 
 REQUIRED_CU = ("entry", "args", "dtypes", "block", "grid")
 OPTIONAL = (
@@ -111,6 +118,11 @@ class KernelSpec:
         """The kernel's name with the variant's id: ``name[id]``, or ``name`` alone for no params."""
         return self.name + (f"[{variant.id}]" if variant.id else "")
 
+    @property
+    def variant_count(self) -> int:
+        """How many variants the params give (without listing them)."""
+        return math.prod(len(values) for _, values in self.params)
+
     def variants(self) -> list[Variant]:
         if not self.params:
             return [Variant()]
@@ -134,23 +146,10 @@ class KernelSpec:
         return next(t for t in self.tensor_maps if t.operand == operand)
 
 
-def has_header(text: str) -> bool:
-    """Whether a ``.cu`` file's text declares a kernel (a ``/* pytest-gemm`` block comment)."""
-    return _HEADER.search(text) is not None
-
-
 def decode_source(path: str | Path, data: bytes) -> str:
-    """A ``.cu`` file's text. A file with a header must be UTF-8; one without (a helper) may be anything."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        text = data.decode("utf-8", errors="replace")
-        if not has_header(text):
-            return text  # not a kernel file: its bytes are the compiler's business, not ours
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        message = f"byte 0x{data[exc.start]:02x} at column {column} is not UTF-8; a kernel file must be UTF-8"
-        raise KernelFileError(path, message, line=line) from None
+    """A ``.cu`` file's text (:func:`.source.decode_cu`): a file with a header must decode; one without (a helper)
+    may be anything."""
+    return decode_cu(path, data)
 
 
 def _toml_error(path: str | Path, exc: Exception, first_line: int) -> KernelFileError:
@@ -166,8 +165,9 @@ def _toml_error(path: str | Path, exc: Exception, first_line: int) -> KernelFile
 
 def parse_cu_source(path: str | Path, text: str) -> list[KernelSpec]:
     """All kernels declared in one ``.cu`` file's text; an empty list when it has no header."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # as decode_source gives it, whatever the caller read
     specs = []
-    for match in _HEADER.finditer(text):
+    for match in HEADER.finditer(text):
         line = text.count("\n", 0, match.start(1)) + 1
         try:
             data = tomllib.loads(match.group(1))
@@ -182,11 +182,7 @@ def parse_cu_source(path: str | Path, text: str) -> list[KernelSpec]:
 
 
 def parse_cu_file(path: str | Path) -> list[KernelSpec]:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise KernelFileError(path, f"cannot read the file: {exc}") from None
-    return parse_cu_source(path, decode_source(path, data))
+    return parse_cu_source(path, decode_source(path, read_kernel_bytes(Path(path), str(path))))
 
 
 def spec_from_mapping(

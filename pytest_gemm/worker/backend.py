@@ -20,13 +20,14 @@ from typing import Any
 from ..compiler.cache import CubinCache
 from ..compiler.nvrtc import CompileError, NvrtcUnavailable
 from ..records.outcome import Failure, Outcome, TimingRun, Verification, internal_failure
-from ..records.request import Request
+from ..records.request import Request, TimingSettings
 from ..records.shapes import Shape
 from ..records.verdicts import FailureKind
 from ..specs.cases import Case
+from ..specs.footprint import case_memory, memory_problem
 from ..specs.spec import KernelFileError
 from .device import GpuRunner, device_name, open_device
-from .errors import KernelRaised, LaunchRefused, cuda_error_name, is_launch_error, is_sticky_name
+from .errors import KernelRaised, LaunchRefused, TooBigForDevice, cuda_error_name, is_launch_error, is_sticky_name
 from .kernels import KernelFiles
 from .nvml import open_monitor
 from .timer import Timer
@@ -139,6 +140,7 @@ class GpuBackend:
             with phase("compile"):
                 self.runner.prepare(case)
             with phase("verify"):
+                self._check_memory(case, request.timing)
                 results["verification"] = verification = self.runner.verify(case, request.seed)
             if request.timing is None or not verification.passed:
                 return Outcome(verification=verification, phase_s=phases)
@@ -149,6 +151,27 @@ class GpuBackend:
             return Outcome(phase_s=phases, **results)
         except _Failed as failed:
             return Outcome(failure=failed.failure, phase_s=phases, **_partial(results))
+
+    def _check_memory(self, case: Case, timing: TimingSettings | None) -> None:
+        """Refuse a case whose verification (or timing, when it is timed) cannot fit in the device's free memory
+        (with the blocks CuPy's pool keeps for reuse), before its inputs are drawn or anything is allocated for it:
+        :class:`TooBigForDevice`, with the numbers."""
+        need = case_memory(
+            case.spec,
+            case.dtype,
+            case.shape,
+            case.c_prior,
+            guards=self.runner.guards,
+            timed=timing is not None,
+            cold_cache=timing is not None and timing.cold_cache,
+            l2_bytes=self.runner.l2_bytes,
+            flush_bytes=self.timer.flush_to_allocate,
+        )
+        free, total = self.cp.cuda.runtime.memGetInfo()
+        free += self.cp.get_default_memory_pool().free_bytes()
+        problem = memory_problem(need, free, total, f"this {self.runner.name}")
+        if problem is not None:
+            raise TooBigForDevice(*problem)
 
     # -- what went wrong -------------------------------------------------------------------------
     def _failure(self, exc: Exception, phase: str, case: Case | None) -> Failure:
@@ -161,6 +184,8 @@ class GpuBackend:
             return Failure(FailureKind.COMPILE, str(exc), phase)
         if isinstance(exc, LaunchRefused):
             return Failure(FailureKind.LAUNCH, str(exc), phase, exc.details)
+        if isinstance(exc, TooBigForDevice):
+            return Failure(FailureKind.TOO_BIG, str(exc), phase, exc.details)
         if isinstance(exc, KernelRaised):
             return Failure(FailureKind.KERNEL_RAISED, str(exc), phase, exc.details, replace_worker=not self._usable())
         if isinstance(exc, cp.cuda.memory.OutOfMemoryError):

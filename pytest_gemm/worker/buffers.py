@@ -12,6 +12,7 @@ from ..records.dtypes import DType, get_dtype
 from ..records.outcome import Fault
 from ..records.verdicts import Check
 from ..specs.cases import Case
+from ..specs.footprint import guard_layout
 
 __all__ = [
     "CaseInputs",
@@ -27,11 +28,6 @@ __all__ = [
     "where_landed",
     "widen",
 ]
-
-
-GUARD_BYTES = 64 * 1024  # guard before each buffer, and at least this much after it
-GUARD_ROWS = 256  # the guard after a buffer also covers this many extra rows (tiles up to 256)
-LD_PAD = 16  # extra elements per row when the kernel takes lda/ldb/ldc; the padding is guarded too
 
 
 @dataclass
@@ -130,11 +126,9 @@ def guarded(
     Without ``guards`` the buffer is the matrix alone (with its ld padding), so that under compute-sanitizer
     an access past it reaches memory that is not allocated."""
     rows, cols = shape
-    ld = cols + (LD_PAD if padded else 0)
-    before = GUARD_BYTES // dt.itemsize if guards else 0
-    after = max(before, GUARD_ROWS * ld) if guards else 0
-    flat = xp.full(before + rows * ld + after, dt.guard_bits, dtype=uint_type(xp, dt.itemsize))
-    g = GuardedMatrix(flat, before, rows, cols, ld, dt.guard_bits)
+    layout = guard_layout(cols, dt.itemsize, padded, guards)
+    flat = xp.full(layout.elements(rows), dt.guard_bits, dtype=uint_type(xp, dt.itemsize))
+    g = GuardedMatrix(flat, layout.before, rows, cols, layout.ld, dt.guard_bits)
     g.matrix(flat.dtype)[...] = dt.poison_bits if fill is None else upload_bits(xp, fill)
     return g
 

@@ -11,7 +11,8 @@ That is the harness's cost, not the kernel's.
 ``--gemm-timeout``); while it holds a frame of CuPy's compiler module, it sends the current phase
 again. A kernel that hangs is waited for in a
 synchronize or a copy, never inside that module, so its limit still runs out; and one phase gets
-at most ``cap`` seconds of such progress, so a compile that never ends is still stopped.
+at most ``cap`` seconds of such progress (the request's compile limit, ``--gemm-compile-timeout``), so a
+compile that never ends is still stopped.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+
+from ..records.request import COMPILE_TIMEOUT
 
 __all__ = ["CUPY_COMPILER", "CompileWatch"]
 
@@ -40,7 +43,7 @@ class CompileWatch:
         self,
         progress: Callable[[str], None],
         interval: float = 0.2,
-        cap: float = 600.0,
+        cap: float = COMPILE_TIMEOUT,
         module: str = CUPY_COMPILER,
         thread_id: int | None = None,
     ) -> None:

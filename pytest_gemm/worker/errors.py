@@ -10,6 +10,7 @@ __all__ = [
     "DeviceUnavailable",
     "KernelRaised",
     "LaunchRefused",
+    "TooBigForDevice",
     "cuda_error_name",
     "guarded_call",
     "is_launch_error",
@@ -54,6 +55,14 @@ class LaunchRefused(RuntimeError):
     """A launch that cannot happen: the kernel needs more than the device has. Nothing ran."""
 
     def __init__(self, message: str, details: list[str] | tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.details = tuple(details)
+
+
+class TooBigForDevice(RuntimeError):
+    """A case whose arrays cannot fit in the device's free memory; found before anything was allocated."""
+
+    def __init__(self, message: str, details: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.details = tuple(details)
 

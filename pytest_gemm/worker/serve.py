@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if kind != "run":
             return 0
-        outcome, last = _answer(backend, body, notify)
+        outcome, last = _answer(backend, body, notify, watch)
         sys.stdout.flush()
         sys.stderr.flush()
         _flush_c_stdio()
@@ -144,13 +144,16 @@ def main(argv: list[str] | None = None) -> int:
             return 0
 
 
-def _answer(backend: Any, body: Any, notify: Any) -> tuple[Outcome, bool]:
+def _answer(backend: Any, body: Any, notify: Any, watch: CompileWatch) -> tuple[Outcome, bool]:
     """The backend's outcome for one request; whatever escapes it becomes a failure, never a silent exit.
 
-    The second value says whether this worker must end after answering (a kernel asked to exit).
+    The second value says whether this worker must end after answering (a kernel asked to exit). CuPy's own
+    compiles in a phase get at most the request's compile limit of progress.
     """
     try:
-        return backend.run(from_plain(Request, body), notify), False
+        request = from_plain(Request, body)
+        watch.cap = request.compile_timeout
+        return backend.run(request, notify), False
     except (SystemExit, KeyboardInterrupt) as exc:  # raised by a Python kernel: the worker ends, as asked
         message = f"{type(exc).__name__}: {exc}".rstrip(": ")
         return Outcome(failure=Failure(FailureKind.KERNEL_RAISED, message, "verify", replace_worker=True)), True

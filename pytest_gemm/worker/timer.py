@@ -35,6 +35,7 @@ from ..records.dtypes import DType, get_dtype
 from ..records.outcome import TimingRun
 from ..records.request import TimingSettings
 from ..specs.cases import Case
+from ..specs.footprint import input_copies  # how many input sets a case rotates through (research uses it from here)
 from .buffers import GuardedMatrix, case_inputs, uint_type, upload_bits
 from .cupti_clock import MARK_KERNEL, PREPARE_KERNEL, SPIN_KERNEL, CuptiClock, CuptiUnavailable
 from .device import GpuRunner
@@ -58,19 +59,10 @@ from .rounds import (
 
 __all__ = ["Timer", "input_copies"]
 
-_MAX_COPIES = 32  # input sets rotated through when one set fits in L2
 # cudaDataType and cublasComputeType_t values
 _CUDA_TYPE = {"fp32": 0, "tf32": 0, "fp64": 1, "fp16": 2, "bf16": 14}
 _COMPUTE = {"fp32": 68, "tf32": 77, "fp64": 70, "fp16": 68, "bf16": 68}  # 32F, 32F_FAST_TF32, 64F
 _GEMM_DEFAULT = -1
-
-
-def input_copies(set_bytes: int, l2_bytes: int, cold_cache: bool) -> int:
-    """How many sets of A, B and C the kernel (and cuBLAS) rotate through: with a cold cache, enough for twice L2
-    (at most ``_MAX_COPIES``) when one set of ``set_bytes`` fits in L2, else one."""
-    if not cold_cache or set_bytes >= l2_bytes:
-        return 1
-    return min(_MAX_COPIES, math.ceil(2 * l2_bytes / set_bytes))
 
 
 class _Operands:
@@ -126,6 +118,11 @@ class Timer:
         with self.cp.cuda.Device(self.runner.index):
             for kernel in (self._prepare, self._mark, self._spin):
                 kernel.compile()
+
+    @property
+    def flush_to_allocate(self) -> int:
+        """Bytes the L2 flush buffer will take when a cold-cache case is timed (0 once it is allocated)."""
+        return self.flush_bytes if self._flush is None else 0
 
     def ready(self) -> None:
         """Wait until the timer's kernels are compiled (raises what compiling them raised)."""

@@ -1,0 +1,122 @@
+"""Guards on pytest's walk through the kernel folders (with --gemm-kernels): each kernel file collected once
+whatever symlinks lead to it, no symlink loop descended, and a kernel file that is not a regular file (a FIFO,
+a link to a device) shown as a collection error instead of being passed over in silence.
+
+What a guard did is said after collection, in :func:`walk_notes`' lines.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ..specs.files import is_kernel_file, named_like_kernel_file, shown_path
+from ..specs.source import file_problem
+
+__all__ = ["ignore_in_walk", "note_collected", "unreadable_entries", "walk_notes"]
+
+_SEEN = pytest.StashKey[dict[str, Path]]()  # a kernel file's real path -> the path it was first collected as
+_NOTES = pytest.StashKey[list[str]]()
+
+
+def _notes(config: pytest.Config) -> list[str]:
+    return config.stash.setdefault(_NOTES, [])
+
+
+def _shown(config: pytest.Config, path: Path) -> str:
+    return shown_path(path, config.rootpath)
+
+
+def note_collected(config: pytest.Config, path: Path) -> Path:
+    """Record that ``path`` is collected as a kernel file; the path its real file was first collected as."""
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return path
+    return config.stash.setdefault(_SEEN, {}).setdefault(real, path)
+
+
+def _loops(path: Path) -> str | None:
+    """Where a symlinked folder leads, when that is a folder that holds it (a loop); None otherwise."""
+    if not path.is_symlink():
+        return None
+    try:
+        target = path.resolve(strict=True)
+        holders = {parent.resolve() for parent in path.parents}
+    except (OSError, RuntimeError):  # gone, or too many levels of links: pytest's walk does not enter it either
+        return None
+    return str(target) if target in holders else None
+
+
+def _walked_to(real: Path, config: pytest.Config) -> Path | None:
+    """The path without symlinks by which pytest's walk of the run's paths reaches the file ``real`` (its real
+    path), when it does: that path is the one collected, and any other way to it is passed over."""
+    for arg in config.args:
+        root = Path(config.invocation_params.dir, arg.split("::")[0])
+        try:
+            parts = real.relative_to(root.resolve()).parts
+        except (ValueError, OSError, RuntimeError):
+            continue
+        folders = [root.joinpath(*parts[:i]) for i in range(1, len(parts))]
+        if not any(config.hook.pytest_ignore_collect(collection_path=folder, config=config) for folder in folders):
+            return root.joinpath(*parts)
+    return None
+
+
+def ignore_in_walk(collection_path: Path, config: pytest.Config) -> bool | None:
+    """pytest_ignore_collect's answer: True for a symlink loop or a kernel file already collected by another
+    path (each said in a note); None to leave the path to pytest and other plugins."""
+    path = collection_path
+    if path.is_dir():
+        target = _loops(path)
+        if target is None:
+            return None
+        _notes(config).append(
+            f"pytest-gemm: {_shown(config, path)}/ is a symlink to {target}, a folder that holds it: "
+            "not descended (a symlink loop)"
+        )
+        return True
+    if path.suffix not in (".cu", ".py") or file_problem(path) is not None or not is_kernel_file(path):
+        return None
+    real = os.path.realpath(path)
+    first = _walked_to(Path(real), config) if real != os.path.abspath(path) else None
+    if first is None or os.path.abspath(first) == os.path.abspath(path):
+        first = note_collected(config, path)
+        if first == path:
+            return None
+    _notes(config).append(
+        f"pytest-gemm: {_shown(config, path)} is {_shown(config, first)} (the same file, through a symlink): "
+        f"collected once, as {_shown(config, first)}"
+    )
+    return True
+
+
+def unreadable_entries(collector: pytest.Directory) -> list[Path]:
+    """The entries of a folder that are named like kernel files but are not regular files (a FIFO, a link to a
+    device), which pytest's walk passes over; collected, they are errors that say what they are."""
+    found = []
+    try:
+        entries = sorted(os.scandir(collector.path), key=lambda entry: entry.name)
+    except OSError:
+        return []
+    for entry in entries:
+        path = Path(entry.path)
+        try:
+            regular_or_dir = entry.is_file() or entry.is_dir()
+        except OSError:
+            continue
+        if regular_or_dir or not named_like_kernel_file(path) or file_problem(path) is None:
+            continue  # pytest's own, or a dangling symlink (an editor's lock file, say): nothing to read
+        ignored = not collector.session.isinitpath(path) and collector.ihook.pytest_ignore_collect(
+            collection_path=path, config=collector.config
+        )
+        if not ignored:
+            found.append(path)
+    return found
+
+
+def walk_notes(config: pytest.Config) -> list[str]:
+    """What the guards did, for the lines after collection."""
+    return list(config.stash.get(_NOTES, []))

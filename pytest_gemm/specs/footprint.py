@@ -1,0 +1,200 @@
+"""What a case puts on the GPU, worked out without one: its buffers' layout (guards, row padding), the integer
+arguments the harness passes, and the device memory it needs at least.
+
+The worker builds its buffers from these (:mod:`pytest_gemm.worker.buffers`, ``worker/timer.py``), packs the kernel's
+integer arguments as :data:`~.limits.INT_ARG_BITS`-bit ints, and, before it allocates anything for a case, compares
+:func:`case_memory` with the device's free memory (:func:`memory_problem`). A shape past the integer arguments is
+skipped at collection (:func:`int_args_problem`, in :func:`~.cases.expand`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..records.dtypes import get_dtype
+from ..records.shapes import Shape
+from .limits import INT_ARG_MAX
+from .spec import KernelSpec
+
+__all__ = [
+    "GUARD_BYTES",
+    "GUARD_ROWS",
+    "LD_PAD",
+    "MAX_COPIES",
+    "GuardLayout",
+    "MemoryNeed",
+    "case_memory",
+    "guard_layout",
+    "harness_ints",
+    "input_copies",
+    "int_args_problem",
+    "memory_problem",
+    "stored_shape",
+]
+
+GUARD_BYTES = 64 * 1024  # guard before each buffer, and at least this much after it
+GUARD_ROWS = 256  # the guard after a buffer also covers this many extra rows (tiles up to 256)
+LD_PAD = 16  # extra elements per row when the kernel takes lda/ldb/ldc; the padding is guarded too
+MAX_COPIES = 32  # input sets rotated through when one set fits in L2
+F64 = 8  # bytes of a float64: the truth, the bound and the checks work in double precision
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class GuardLayout:
+    """A guarded buffer, in elements: ``before`` guard elements, then ``rows`` rows of ``ld``, then ``after``."""
+
+    before: int
+    ld: int
+    after: int
+
+    def elements(self, rows: int) -> int:
+        return self.before + rows * self.ld + self.after
+
+
+def guard_layout(cols: int, itemsize: int, padded: bool, guards: bool = True) -> GuardLayout:
+    """The layout of a guarded buffer of ``cols``-wide rows: ``padded`` when the kernel takes its leading
+    dimension (the rows are then :data:`LD_PAD` elements longer); without ``guards`` the matrix alone."""
+    ld = cols + (LD_PAD if padded else 0)
+    before = GUARD_BYTES // itemsize if guards else 0
+    after = max(before, GUARD_ROWS * ld) if guards else 0
+    return GuardLayout(before, ld, after)
+
+
+def _dims(layout: str, operand: str) -> tuple[str, str]:
+    """The names of the rows' and the columns' sizes of ``operand`` in the kernel's storage order (a column-major
+    kernel's operands are stored transposed)."""
+    rows, cols = {"A": ("M", "K"), "B": ("K", "N"), "C": ("M", "N")}[operand]
+    return (cols, rows) if layout == "col" else (rows, cols)
+
+
+def stored_shape(layout: str, operand: str, shape: Shape) -> tuple[int, int]:
+    """Rows and columns of operand ``operand`` ("A", "B" or "C") in the kernel's storage order."""
+    rows, cols = _dims(layout, operand)
+    return getattr(shape, rows), getattr(shape, cols)
+
+
+def harness_ints(spec: KernelSpec, shape: Shape) -> dict[str, tuple[int, str]]:
+    """The integer arguments the worker passes this ``.cu`` kernel (those of M, N, K, lda, ldb and ldc it takes):
+    each one's value and, for a leading dimension, how it follows from the shape."""
+    found: dict[str, tuple[int, str]] = {"M": (shape.M, ""), "N": (shape.N, ""), "K": (shape.K, "")}
+    for operand in "ABC":
+        cols = _dims(spec.layout, operand)[1]
+        found[f"ld{operand.lower()}"] = (getattr(shape, cols) + LD_PAD, f"{cols} + {LD_PAD} elements of row padding")
+    return {name: value for name, value in found.items() if name in spec.args}
+
+
+def int_args_problem(spec: KernelSpec, shape: Shape) -> str | None:
+    """Why the harness cannot run ``shape`` with its integer arguments (None when it can): a ``.cu`` kernel's
+    M, N, K, lda, ldb and ldc are C ints; and cuBLAS, which gives every kernel's case its fp64 truth and its
+    yardstick, takes M, N and K (and leading dimensions equal to them) as ints, which CuPy casts silently, so a
+    Python kernel, which gets Python ints and arrays itself, is bound by them too.
+
+    Only what the harness passes counts. A kernel that computes an index such as ``row * K + k`` in an int
+    overflows at a smaller shape: that is the kernel's own bug, which verification is there to catch."""
+    if spec.kind == "cu":
+        for name, (value, how) in harness_ints(spec, shape).items():
+            if value > INT_ARG_MAX:
+                said = f"{name} = {value}" + (f" ({how})" if how else "")
+                return f"{said} is past the kernel's int arguments (at most {INT_ARG_MAX})"
+    for name in "MNK":
+        value = getattr(shape, name)
+        if value > INT_ARG_MAX:
+            return (
+                f"{name} = {value} is past cuBLAS's int arguments, which the fp64 truth and the cuBLAS comparison "
+                f"use (at most {INT_ARG_MAX})"
+            )
+    return None
+
+
+def input_copies(set_bytes: int, l2_bytes: int, cold_cache: bool) -> int:
+    """How many sets of A, B and C the kernel (and cuBLAS) rotate through: with a cold cache, enough for twice L2
+    (at most ``MAX_COPIES``) when one set of ``set_bytes`` fits in L2, else one."""
+    if not cold_cache or set_bytes >= l2_bytes:
+        return 1
+    return min(MAX_COPIES, math.ceil(2 * l2_bytes / set_bytes))
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    """The device memory a case needs at least, in the phase that needs the most: each part's bytes."""
+
+    phase: str  # "verifying" or "timing"
+    parts: tuple[tuple[str, int], ...]
+
+    @property
+    def total(self) -> int:
+        return sum(size for _, size in self.parts)
+
+
+def case_memory(
+    spec: KernelSpec,
+    dtype: str,
+    shape: Shape,
+    c_prior: bool,
+    *,
+    guards: bool = True,
+    timed: bool = False,
+    cold_cache: bool = True,
+    l2_bytes: int = 0,
+    flush_bytes: int = 0,
+) -> MemoryNeed:
+    """What the worker allocates for a case at the peak of its verification, or of its timing when ``timed``
+    and that needs more (``flush_bytes``: the L2 flush buffer, when not allocated yet). A lower bound: the
+    arrays that are certainly alive together, not CuPy's or cuBLAS's scratch, a wrong output's diagnosis
+    re-runs, or what a Python kernel allocates itself. In elements of A, B and C (a, b, c):
+
+    * verifying: A, B and C in their guarded buffers (:func:`guard_layout`); A and B (and a prior C) again, as
+      the fp64 truth is computed from them; and the fp64 work arrays, at the largest of these moments (in
+      bytes). Computing the error bound's scale G = |alpha| |A| |B|: A and B in fp64, their absolute values,
+      the truth and their product, 16 (a + b) + 16 c; then G scaled, 8 (a + b) + 24 c; with a prior C, C in
+      fp64 too, its absolute value and that scaled, 8 (a + b) + 40 c. Judging C: the truth, G, C in fp64, the
+      bound, the quotient and the ratios, and two masks, 50 c.
+    * timing: the sets of A, B and C rotated through (:func:`input_copies`), for the kernel and as many for
+      cuBLAS; A, B and C's start uploaded once; the flush buffer; and the last launches' check, as above.
+    """
+    dt, out = get_dtype(dtype), get_dtype(spec.output_dtype(dtype))
+    a, b, c = shape.M * shape.K, shape.K * shape.N, shape.M * shape.N
+    guarded = 0
+    for operand, t in (("A", dt), ("B", dt), ("C", out)):
+        rows, cols = stored_shape(spec.layout, operand, shape)
+        layout = guard_layout(cols, t.itemsize, f"ld{operand.lower()}" in spec.args, guards)
+        guarded += layout.elements(rows) * t.itemsize
+    bits = (a + b) * dt.itemsize + (c * out.itemsize if c_prior else 0)
+    scale = max(F64 * (2 * (a + b) + 2 * c), F64 * (a + b + (5 if c_prior else 3) * c))
+    work = max(scale, F64 * 6 * c + 2 * c)
+    check = (
+        ("A and B" + (" and the prior C" if c_prior else "") + " again, for the fp64 truth", bits),
+        ("fp64 work arrays (the truth, its error bound, C and each element's error)", work),
+    )
+    verifying = MemoryNeed("verifying", (("A, B and C in their guarded buffers", guarded), *check))
+    if not timed:
+        return verifying
+    one_set = (a + b) * dt.itemsize + c * out.itemsize
+    copies = input_copies(one_set, l2_bytes, cold_cache)
+    sets = f"{copies} sets" if copies > 1 else "1 set"
+    timing_parts = [
+        (f"{sets} of A, B and C for the kernel and as many for cuBLAS", 2 * copies * one_set),
+        ("A, B and C's starting values", one_set),
+    ]
+    if cold_cache and flush_bytes:
+        timing_parts.append(("the L2 flush buffer", flush_bytes))
+    timing = MemoryNeed("timing", (*timing_parts, *check))
+    return timing if timing.total > verifying.total else verifying
+
+
+def _gb(size: int | float) -> str:
+    return f"{size / GB:.1f} GB" if size >= 0.1 * GB else f"{size / 1e6:.1f} MB"
+
+
+def memory_problem(need: MemoryNeed, free: int, total: int, device: str) -> tuple[str, tuple[str, ...]] | None:
+    """Why a case cannot run on a device with ``free`` of ``total`` bytes of memory (None when it can): a
+    message with the numbers, and one line for each part of the need."""
+    if need.total <= free:
+        return None
+    message = (
+        f"needs at least {_gb(need.total)} of GPU memory while {need.phase}, but {device} has {_gb(free)} free "
+        f"of {_gb(total)}; nothing was allocated"
+    )
+    return message, tuple(f"{what}: {_gb(size)}" for what, size in need.parts)

@@ -1,0 +1,171 @@
+"""Reading a kernel file's bytes and text: regular files only, a bounded number of bytes, any line ends.
+
+Every reader of a kernel file (collection, the hints, the source hash, the GPU worker) goes through
+:func:`read_kernel_bytes`, so a FIFO never blocks a run and a link to ``/dev/zero`` never fills its memory.
+:func:`decode_cu` and :func:`decode_py` give the text that is parsed, compiled by NVRTC and read again by
+the worker: byte order marks decoded, every line end (``\\r\\n``, ``\\r``) made ``\\n``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import os
+import re
+import stat
+import tokenize
+from pathlib import Path
+
+from .errors import KernelFileError
+
+__all__ = [
+    "HEADER",
+    "MAX_KERNEL_FILE_BYTES",
+    "decode_cu",
+    "decode_py",
+    "file_problem",
+    "has_header",
+    "read_kernel_bytes",
+    "size_text",
+]
+
+#: A ``.cu`` file's pytest-gemm header: a ``/* pytest-gemm`` block comment (in text whose line ends are ``\n``).
+HEADER = re.compile(r"/\*\s*pytest-gemm[ \t]*\r?\n(.*?)\*/", re.DOTALL)
+
+#: The largest kernel file read. The bundled kernels are at most 28 KB; a generated kernel of a few MB fits
+#: many times over, while a log, a core dump or a device named like a kernel file is refused before it is read.
+MAX_KERNEL_FILE_BYTES = 16_000_000
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+# UTF-32's marks first: UTF-32-LE's begins with UTF-16-LE's
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32", "UTF-32"),
+    (codecs.BOM_UTF32_BE, "utf-32", "UTF-32"),
+    (codecs.BOM_UTF16_LE, "utf-16", "UTF-16"),
+    (codecs.BOM_UTF16_BE, "utf-16", "UTF-16"),
+    (codecs.BOM_UTF8, "utf-8-sig", "UTF-8"),
+)
+
+
+def size_text(size: int) -> str:
+    """A file size as people read it: ``2.1 GB``, ``16 MB``, ``300 bytes``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} bytes"
+
+
+def _mode_problem(mode: int, size: int, path: Path | None = None) -> str | None:
+    kind = next((kind for test, kind in _KINDS if test(mode)), None if stat.S_ISREG(mode) else "a special file")
+    if kind is not None:
+        link = ""
+        if path is not None and os.path.islink(path):
+            link = f"a symlink to {os.path.realpath(path)}, "
+        return f"is {link}{kind}, not a regular file"
+    if size > MAX_KERNEL_FILE_BYTES:
+        return f"is {size_text(size)}; a kernel file may be at most {size_text(MAX_KERNEL_FILE_BYTES)}"
+    return None
+
+
+def file_problem(path: Path) -> str | None:
+    """Why ``path`` (its symlinks followed) cannot be read as a kernel file, without opening it; None if it can.
+
+    A missing file (a dangling symlink, say) is no problem here: reading it says so.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return _mode_problem(st.st_mode, st.st_size, path)
+
+
+def read_kernel_bytes(path: Path, shown: str) -> bytes:
+    """The file's bytes; :class:`KernelFileError` naming ``shown`` for a file that is not regular, too large or
+    unreadable. Opened without blocking and checked on the open file, so nothing swapped in between is read."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        problem = file_problem(path)
+        raise KernelFileError(shown, problem or f"cannot read the file: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        problem = _mode_problem(st.st_mode, st.st_size, path)
+        if problem is not None:
+            raise KernelFileError(shown, problem)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(MAX_KERNEL_FILE_BYTES + 1)
+    except OSError as exc:
+        raise KernelFileError(shown, f"cannot read the file: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_KERNEL_FILE_BYTES:  # grew while being read
+        raise KernelFileError(shown, _mode_problem(stat.S_IFREG, len(data)) or "is too large")
+    return data
+
+
+def has_header(text: str) -> bool:
+    """Whether a ``.cu`` file's text (as :func:`decode_cu` gives it) declares a kernel."""
+    return HEADER.search(text) is not None
+
+
+def _universal(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _where(data: bytes, pos: int) -> tuple[int, int]:
+    """Line and column (from 1) of byte ``pos``, counting ``\\r\\n``, ``\\r`` and ``\\n`` as line ends."""
+    before = data[:pos].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return before.count(b"\n") + 1, len(before) - (before.rfind(b"\n") + 1) + 1
+
+
+def _bom(data: bytes) -> tuple[str, str] | None:
+    return next(((codec, name) for bom, codec, name in _BOMS if data.startswith(bom)), None)
+
+
+def decode_cu(path: str | Path, data: bytes, *, strict: bool = True) -> str:
+    """A ``.cu`` file's text: UTF-8, or UTF-16/32 with a byte order mark; line ends made ``\\n``.
+
+    ``strict``: a file whose bytes do not decode raises :class:`KernelFileError` if it has a header (a file
+    without one is a helper, whose bytes are the compiler's business); otherwise they are replaced.
+    """
+    codec, name = _bom(data) or ("utf-8", "UTF-8")
+    try:
+        return _universal(data.decode(codec))
+    except UnicodeDecodeError as exc:
+        text = _universal(data.decode(codec, errors="replace"))
+        if not strict or not has_header(text):
+            return text
+        if codec.startswith("utf-8"):
+            line, column = _where(data, exc.start)
+            message = f"byte 0x{data[exc.start]:02x} at column {column} is not UTF-8; a kernel file must be UTF-8"
+            raise KernelFileError(path, message, line=line) from None
+        raise KernelFileError(path, f"starts with a {name} byte order mark but is not valid {name}: {exc}") from None
+
+
+def decode_py(path: str | Path, data: bytes) -> str:
+    """A Python kernel file's text, as Python itself would read it (UTF-8, or its ``coding:`` line); a file
+    Python cannot import (UTF-16, say) raises :class:`KernelFileError` saying so."""
+    found = _bom(data)
+    if found is not None and found[1] != "UTF-8":
+        raise KernelFileError(
+            path,
+            f"is saved as {found[1]} (it starts with a {found[1]} byte order mark); Python reads source "
+            "files as UTF-8 only, so it cannot be imported: save it as UTF-8",
+        )
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return _universal(data.decode(encoding))
+    except (SyntaxError, LookupError) as exc:
+        raise KernelFileError(path, f"cannot be read as Python source: {exc}") from None
+    except UnicodeDecodeError as exc:
+        line, column = _where(data, exc.start)
+        message = f"byte 0x{data[exc.start]:02x} at column {column} is not {exc.encoding}; Python cannot read it"
+        raise KernelFileError(path, message, line=line) from None

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The bad-input rows of issue 33 that need a GPU, run as a user would (docs/bad-input.md); each step's command,
+# exit code, wall time and the lines that matter go to OUTDIR/bad-input-gpu.txt, full logs beside it.
+# Usage: research/bad-input-gpu.sh OUTDIR   (from the repo root, after `pip install -e .`)
+set -uo pipefail
+out="$1"
+mkdir -p "$out"
+sum="$out/bad-input-gpu.txt"
+: >"$sum"
+step() {  # name, grep pattern for the lines that matter, command...
+    local name=$1 pattern=$2; shift 2
+    local t0=$(date +%s%N)
+    timeout 300 "$@" >"$out/$name.log" 2>&1
+    local rc=$? ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    {
+        echo "== $name: exit $rc in $((ms / 1000)).$(printf %03d $((ms % 1000))) s"
+        echo "   \$ $*"
+        grep -E "$pattern" "$out/$name.log" | head -n 12 | sed 's/^/   /'
+        echo "   $(tail -n 1 "$out/$name.log")"
+    } >>"$sum"
+}
+p=(python3 -m pytest -p no:cacheprovider -p no:randomly -rfEs)
+naive=kernels/01_naive.cu
+# row 2: buffers past the GPU's memory fail before anything is allocated, with the numbers
+step too-big "does not fit|needs at least|GB" "${p[@]}" --gemm-kernels $naive --gemm-shapes 100000x100000x100000 \
+    -m gpu --benchmark-skip
+# row 3: a shape past the kernel's int arguments is skipped at collection, with the reason
+step past-int "past the kernel|SKIPPED|skipped" "${p[@]}" --gemm-kernels $naive --gemm-shapes 3000000000x1x1 -m gpu
+# row 73: a selection that leaves no GPU case is said, and a usage error under --gemm-require-gpu
+step no-case "no GPU case|error" "${p[@]}" --gemm-kernels $naive --gemm-dtypes fp64 -m gpu
+step no-case-required "no GPU case|error" "${p[@]}" --gemm-kernels $naive --gemm-dtypes fp64 --gemm-require-gpu
+# row 62: a compile past --gemm-compile-timeout fails its variant, on the compile items and in the GPU worker
+slow=$(mktemp -d)
+cat >"$slow/slow.cu" <<'CU'
+/* pytest-gemm
+entry = "slow<UNROLL>"
+args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
+dtypes = ["fp32"]
+params = { UNROLL = [8, 4096] }
+block = [32, 32]
+grid = ["cdiv(N, 32)", "cdiv(M, 32)"]
+*/
+template <int U>
+__global__ void slow(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {
+    float acc = A[threadIdx.x];
+#pragma unroll
+    for (int i = 0; i < U; ++i) acc = acc * A[(i * 7 + threadIdx.x) % K] + 1.0f;
+    C[threadIdx.x] = alpha * acc;
+}
+CU
+step slow-compile "compil|within|limit" "${p[@]}" --gemm-kernels "$slow/slow.cu" --gemm-shapes 256 --benchmark-skip \
+    --gemm-compile-timeout 5
+# the compile cache: every bundled variant compiled after --cache-clear, then none (this machine's cores)
+step compile-cold "passed|failed" python3 -m pytest -p no:randomly -q --gemm-kernels kernels/ -m gemm_compile --cache-clear
+step compile-warm "passed|failed" python3 -m pytest -p no:randomly -q --gemm-kernels kernels/ -m gemm_compile
+# the README's sample run: crashing, hanging and refusing fixtures among correct kernels
+step readme-sample "^(spin_forever|raises|the GPU worker died|cannot launch|CUDA error)" python3 -m pytest \
+    --gemm-kernels tests/kernels_faults tests/kernels_broken/faults.cu kernels/01_naive.cu \
+    --gemm-shapes 256,100x100x64 --gemm-timeout 10 --benchmark-skip
+cat "$sum"
