@@ -1,9 +1,9 @@
-"""Files written whole or not at all, with the mode a user expects.
+"""Files written whole or not at all, with the mode a user expects; why a file operation failed, in words.
 
 A file is written to a temporary file beside it, then renamed over it, so a reader never sees half of
 it and a crash leaves the old file whole. The new file keeps the old one's mode; a file that did not
 exist gets the mode a plain ``open()`` would give it (0o666 less the umask), never ``tempfile``'s 0600.
-Imports nothing from the package.
+:func:`os_reason` words an ``OSError`` the same way for every reader and writer. Imports nothing from the package.
 """
 
 from __future__ import annotations
@@ -11,10 +11,22 @@ from __future__ import annotations
 import os
 import secrets
 import stat
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "os_reason"]
+
+
+def os_reason(exc: OSError, path: Path, shown: Callable[[Path], str] = str) -> str:
+    """Why a file operation on ``path`` failed, in words: a folder on its path that is a file (or not a folder at
+    all), or the system's reason. ``shown``: how the message shows a path."""
+    for folder in Path(path).parents:
+        if os.path.lexists(folder):
+            if not folder.is_dir():
+                return f"{shown(folder)} is {'a file, not' if folder.is_file() else 'not'} a folder"
+            break
+    return exc.strerror or str(exc)
 
 
 def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:

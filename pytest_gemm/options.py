@@ -1,34 +1,32 @@
 """Options, defined once. The plugin adds each as ``--gemm-NAME`` with an ini setting ``gemm_NAME`` (where it
 has one), and messages name it by :func:`label`; the ``pytest-gemm`` command adds the ones it shares as
-``--NAME``, with the same default, help and checks. :func:`read_settings` turns the values into one plain
-:class:`Settings` record.
+``--NAME``, with the same default, help and checks. :func:`pytest_gemm.settings.read_settings` turns the values
+into one plain :class:`~pytest_gemm.settings.Settings` record.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .judge.gate import DEFAULT_METRIC, DEFAULT_THRESHOLD
 from .records.case_record import METRICS
 from .records.dtypes import DTYPES
-from .records.request import COMPILE_TIMEOUT, SANITIZER_TOOLS, TIMERS, TimingSettings
+from .records.request import COMPILE_TIMEOUT, SANITIZER_TOOLS, TIMERS
 from .records.shapes import Shape, ShapeError, parse_shapes
 from .specs.archs import known_arch
 from .specs.spec import DEFAULT_MAX_VARIANTS
 
 __all__ = [
     "BY_NAME",
+    "DEFAULT_TIMEOUT",
     "OPTIONS",
-    "GateSettings",
     "Option",
     "OptionError",
-    "Settings",
     "label",
-    "read_settings",
 ]
 
 
@@ -311,83 +309,3 @@ BY_NAME = {option.name: option for option in OPTIONS}
 def label(name: str) -> str:
     """How messages name the option ``name``: ``--gemm-NAME / gemm_NAME``."""
     return BY_NAME[name].label()
-
-
-@dataclass(frozen=True)
-class GateSettings:
-    """Where baselines live and how the gate judges."""
-
-    folder: Path
-    threshold: float = DEFAULT_THRESHOLD
-    metric: str = DEFAULT_METRIC
-    fail_new: bool = False
-    fail_unstable: bool = False
-    update: bool = False
-    summary: Path | None = None
-
-
-@dataclass(frozen=True)
-class Settings:
-    shapes: list[Shape]
-    dtypes: list[str] | None
-    archs: list[str]
-    seed: int
-    timeout: float = float(DEFAULT_TIMEOUT)
-    timing: TimingSettings = field(default_factory=TimingSettings)
-    gate: GateSettings = field(default_factory=lambda: GateSettings(Path("baselines")))
-    require_gpu: bool = False  # no usable CUDA device is a usage error
-    max_variants: int = DEFAULT_MAX_VARIANTS  # most variants one kernel may have (--gemm-max-variants)
-    report: Path | None = None  # the report folder (--gemm-report), or None
-    overwrite_report: bool = False  # the report may go in a folder of files pytest-gemm did not write
-    sanitize: tuple[str, ...] = ()  # compute-sanitizer tools each .cu kernel runs under (--gemm-sanitize)
-    gpus: int | None = None  # how many visible GPUs to use (--gemm-gpus); None: all
-    shard: tuple[int, int] | None = None  # (I, N): this run is shard I of N (--gemm-shard); None: all
-    compile_timeout: float = COMPILE_TIMEOUT  # seconds one NVRTC compile may take (--gemm-compile-timeout)
-
-
-def read_settings(value: Callable[[str], str], flag: Callable[[str], bool], root: Path) -> Settings:
-    """Check every option; ``value(name)`` and ``flag(name)`` give what the user set (or the default).
-
-    A bad value raises :class:`OptionError` with the option's label in the message.
-    """
-
-    def get(name: str) -> Any:
-        option = BY_NAME[name]
-        try:
-            return option.convert(value(name))
-        except OptionError as exc:
-            raise OptionError(f"{option.label()}: {exc}") from None
-
-    timing = TimingSettings(
-        noise=get("noise"),
-        min_samples=int(get("min-samples")),
-        max_time=get("max-time"),
-        cold_cache=not flag("hot-cache"),
-        timer=get("timer"),
-    )
-    gate = GateSettings(
-        folder=root / get("baselines"),
-        threshold=get("threshold"),
-        metric=get("gate-metric"),
-        fail_new=flag("fail-new"),
-        fail_unstable=flag("fail-unstable"),
-        update=flag("update-baselines"),
-        summary=get("summary"),
-    )
-    return Settings(
-        get("shapes"),
-        get("dtypes"),
-        get("archs"),
-        get("seed"),
-        get("timeout"),
-        timing,
-        gate,
-        flag("require-gpu"),
-        max_variants=get("max-variants"),
-        report=get("report"),
-        overwrite_report=flag("overwrite-report"),
-        sanitize=get("sanitize"),
-        gpus=get("gpus"),
-        shard=get("shard"),
-        compile_timeout=get("compile-timeout"),
-    )

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The bad-input rows of issue 33 that need a GPU, run as a user would (docs/bad-input.md); each step's command,
+# The bad-input rows of issue 33 that need a GPU, run as a user would (docs/bad-input.md; GPU-marked tests of these rows run with `-m gpu`); each step's command,
 # exit code, wall time and the lines that matter go to OUTDIR/bad-input-gpu.txt, full logs beside it.
 # Usage: research/bad-input-gpu.sh OUTDIR   (from the repo root, after `pip install -e .`)
 set -uo pipefail
@@ -24,6 +24,12 @@ naive=kernels/01_naive.cu
 # row 2: buffers past the GPU's memory fail before anything is allocated, with the numbers
 step too-big "does not fit|needs at least|GB" "${p[@]}" --gemm-kernels $naive --gemm-shapes 100000x100000x100000 \
     -m gpu --benchmark-skip
+# and near the GPU's memory: a case whose need fits is run (24576^3 fp32: about 42 GB counted), and one at the edge
+# (32768^3: about 75 GB counted of an H100's 80) runs, or fails as out of memory, saying so
+step fits-large "does not fit|out of memory|passed|failed" "${p[@]}" --gemm-kernels kernels/03_1d_thread_tile.cu \
+    --gemm-shapes 24576 -m gpu --benchmark-skip -k "fp32-24576x24576x24576]"
+step near-limit "does not fit|out of memory|memory|passed|failed" "${p[@]}" --gemm-kernels kernels/03_1d_thread_tile.cu \
+    --gemm-shapes 32768 -m gpu --benchmark-skip -k "fp32-32768x32768x32768]"
 # row 3: a shape past the kernel's int arguments is skipped at collection, with the reason
 step past-int "past the kernel|SKIPPED|skipped" "${p[@]}" --gemm-kernels $naive --gemm-shapes 3000000000x1x1 -m gpu
 # row 73: a selection that leaves no GPU case is said, and a usage error under --gemm-require-gpu

@@ -15,18 +15,19 @@ PURE = ("records", "specs", "compiler", "judge", "runs", "baselines", "report", 
 #: what each package may import from the others: data flows one way (kernel file -> spec -> case -> worker ->
 #: outcome -> judged case -> saved run, report, baseline); the pytest glue (plugin) and the command (cli) use it all
 LAYERS = {
-    "fileio": set(),  # files written whole, keeping their mode: used by the packages that write files
+    "fileio": set(),  # files written whole, keeping their mode, and why a file operation failed: for any package
     "records": set(),
-    "specs": {"records"},
+    "specs": {"records", "fileio"},
     "compiler": {"records", "specs", "fileio"},
     "judge": {"records", "specs"},
     "runs": {"records", "judge"},
     "baselines": {"records", "specs", "judge", "fileio"},
     "options": {"records", "specs", "judge"},
-    "report": {"records", "specs", "judge", "runs", "options"},
+    "settings": {"records", "specs", "judge", "options"},  # the options' values, read into one record
+    "report": {"records", "specs", "judge", "runs", "options", "fileio"},
     "isolation": {"records", "specs", "worker"},
     "worker": {"records", "specs", "judge", "compiler", "isolation"},
-    "cli": {"records", "specs", "judge", "runs", "baselines", "options", "report"},
+    "cli": {"records", "specs", "judge", "runs", "baselines", "options", "report", "fileio"},
 }
 
 

@@ -5,12 +5,14 @@ or fill with memory run in a subprocess with a time limit and a memory limit.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import sys
 from pathlib import Path
 
 import pytest
 
+from pytest_gemm.specs import pyfile
 from pytest_gemm.specs.files import is_kernel_file, load_specs
 from pytest_gemm.specs.spec import DEFAULT_MAX_VARIANTS, KernelFileError, parse_cu_source
 
@@ -116,14 +118,56 @@ def test_a_symlink_to_dev_zero_is_refused_unread(project):
     assert "MemoryError" not in named.stdout.str() + named.stderr.str()
 
 
-def test_a_kernel_file_too_large_is_refused_before_it_is_read(project):
-    """Rows 19 and 20: a file past the kernel files' bound (a sparse 2.1 GB file here) is a collection error
-    saying its size and the most a kernel file may be."""
-    with open(project.path / "kernels" / "huge.cu", "wb") as handle:
-        handle.truncate(2_100_000_000)
+def _sparse(path: Path, size: int, text: str = "", at: int = 0) -> None:
+    """A file of ``size`` bytes, zeros but for ``text`` at byte ``at`` (sparse: quick to make, little disk)."""
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+        handle.seek(at)
+        handle.write(text.encode())
+
+
+def test_a_kernel_file_too_large_is_refused_before_it_is_read(project, naive_source):
+    """Rows 19 and 20: a kernel file past the kernel files' bound (a sparse 2.1 GB file here, its header at the
+    top) is a collection error saying its size and the most a kernel file may be."""
+    _sparse(project.path / "kernels" / "huge.cu", 2_100_000_000, naive_source)
     result = _bounded(project, "--gemm-kernels", "kernels", "--collect-only", "-q")
     result.stdout.fnmatch_lines(["kernels/huge.cu: is 2.1 GB; a kernel file may be at most 16 MB"])
     assert NAIVE_IDS[0] in _ids(result)
+
+
+def test_a_large_file_beside_the_kernels_that_is_no_kernel_file_is_passed_over(project):
+    """Issue 33 review, item 2: a regular file past 16 MB in a kernel folder that is no kernel file (generated data
+    in a .py file, a .cu helper without a header) was a collection error; now it is passed over, while one that
+    holds a header's start or a decorator, however deep in it, is still refused saying its size."""
+    kernels = project.path / "kernels"
+    _sparse(kernels / "table.py", 25_000_000, "TABLE = [\n")
+    _sparse(kernels / "helper.cu", 25_000_000, "// a helper, included by the kernels\n")
+    result = _bounded(project, "--gemm-kernels", "kernels", "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert "ERROR" not in result.stdout.str() and "16 MB" not in result.stdout.str()
+    assert _ids(result) == ["kernels/naive.cu::compile[sm_80]", "kernels/naive.cu::compile[sm_90]", *NAIVE_IDS]
+    _sparse(kernels / "late.py", 20_000_000, PY_KERNEL, at=19_000_000)
+    _sparse(kernels / "late.cu", 20_000_000, "/* pytest-gemm\nentry = 'k'\n*/\n", at=(1 << 20) - 7)  # across a MB
+    refused = _bounded(project, "--gemm-kernels", "kernels", "--collect-only", "-q")
+    refused.stdout.fnmatch_lines_random(
+        [
+            "kernels/late.cu: is 20 MB; a kernel file may be at most 16 MB",
+            "kernels/late.py: is 20 MB; a kernel file may be at most 16 MB",
+        ]
+    )
+    assert "table.py" not in refused.stdout.str() and "helper.cu" not in refused.stdout.str()
+    assert refused.ret == pytest.ExitCode.TESTS_FAILED
+    named = _bounded(project, "--gemm-kernels", "kernels/late.py", "--collect-only", "-q")  # refused, not imported
+    named.stdout.fnmatch_lines(["kernels/late.py: is 20 MB; a kernel file may be at most 16 MB"])
+
+
+def test_a_large_kernel_file_saved_as_utf16_is_still_seen_to_be_one(tmp_path, naive_source):
+    """Issue 33 review, item 2: a file too large to read is searched as it would be decoded (UTF-16 here)."""
+    path = tmp_path / "wide.cu"
+    path.write_bytes(("// padding\n" * 1_000_000 + naive_source).encode("utf-16"))
+    assert is_kernel_file(path, test_module=False)
+    path.write_bytes(("// padding\n" * 1_000_000).encode("utf-16"))
+    assert not is_kernel_file(path, test_module=False)
 
 
 READERS = """
@@ -131,14 +175,14 @@ import os, sys
 from pathlib import Path
 from pytest_gemm.records.request import Request
 from pytest_gemm.records.shapes import Shape
-from pytest_gemm.specs.files import declares_kernels, is_kernel_file, load_specs, source_hash
+from pytest_gemm.specs.files import declares_kernels, is_kernel_file, load_specs, read_specs
 from pytest_gemm.specs.spec import KernelFileError, parse_cu_file
 from pytest_gemm.worker.kernels import KernelFiles
 
 for name in sys.argv[1:]:
     path = Path(name)
-    print(name, "declares", declares_kernels(path), "is", is_kernel_file(path))
-    for read in (load_specs, lambda p, s: source_hash(p), lambda p, s: parse_cu_file(p)):
+    print(name, "declares", declares_kernels(path, test_module=False), "is", is_kernel_file(path, test_module=False))
+    for read in (load_specs, read_specs, lambda p, s: parse_cu_file(p)):
         try:
             read(path, name)
             print(name, "read")
@@ -154,7 +198,7 @@ for name in sys.argv[1:]:
 
 
 def test_every_reader_of_a_kernel_file_refuses_what_is_not_a_regular_file(pytester):
-    """Rows 19 and 20: the hints, the specs, the source hash and the GPU worker's reading of a kernel file each read
+    """Rows 19 and 20: the hints, the specs (with the source hash) and the GPU worker's reading of a kernel file read
     regular files only (in a subprocess with a time and memory limit, so that a regression cannot hang the suite)."""
     os.mkfifo(pytester.path / "fifo.cu")
     (pytester.path / "zero.cu").symlink_to("/dev/zero")
@@ -229,7 +273,7 @@ def test_a_file_that_only_names_gemm_kernel_is_no_kernel_file_and_the_hint_says_
         [
             "pytest-gemm: kernels/ holds no kernel file (*",
             "pytest-gemm: kernels/notes.py names gemm_kernel but declares no kernel (a kernel is a top-level def "
-            "under @gemm_kernel(...))",
+            "under @gemm_kernel(...), by that name: * an alias such as `import gemm_kernel as gk` is not followed)",
             "pytest-gemm: kernels/strings.py names gemm_kernel but declares no kernel *",
         ]
     )
@@ -237,28 +281,37 @@ def test_a_file_that_only_names_gemm_kernel_is_no_kernel_file_and_the_hint_says_
     named.stdout.fnmatch_lines(["pytest-gemm: kernels/notes.py names gemm_kernel but declares no kernel *"])
 
 
+_BROKEN = "from pytest_gemm import gemm_kernel\n\n\n@gemm_kernel(dtypes=['fp32'])\ndef (:\n"
+_WITH_TEST = PY_KERNEL + "\n\ndef test_it():\n    assert k\n"
+
+
 @pytest.mark.parametrize(
-    ("name", "source", "expected"),
+    ("name", "source", "alone", "imported"),
     [
-        ("comment.py", "# @gemm_kernel(dtypes=['fp32'])\n", False),
-        ("string.py", "'''@gemm_kernel(dtypes=['fp32'])'''\n", False),
-        ("imports.py", "from pytest_gemm import gemm_kernel\n", False),
-        ("kernel.py", PY_KERNEL, True),
-        ("misplaced.py", "from pytest_gemm import gemm_kernel\nif True:\n" + _indented(_DEF), True),
-        ("attribute.py", PY_KERNEL.replace("@gemm_kernel", "@pytest_gemm.gemm_kernel"), True),
-        ("broken.py", "from pytest_gemm import gemm_kernel\ndef (:\n", True),  # its syntax error is shown
-        ("test_kernels.py", PY_KERNEL, True),  # a kernel file named like a test module (row 13)
-        ("test_uses.py", PY_KERNEL + "\n\ndef test_it():\n    assert k\n", False),  # a test module
-        ("test_broken.py", "from pytest_gemm import gemm_kernel\ndef (:\n", False),  # pytest's to report
-        ("conftest.py", PY_KERNEL, False),
+        ("comment.py", "# @gemm_kernel(dtypes=['fp32'])\n", False, False),
+        ("string.py", "'''@gemm_kernel(dtypes=['fp32'])'''\n", False, False),
+        ("imports.py", "from pytest_gemm import gemm_kernel\n", False, False),
+        ("kernel.py", PY_KERNEL, True, True),
+        ("misplaced.py", "from pytest_gemm import gemm_kernel\nif True:\n" + _indented(_DEF), True, True),
+        ("attribute.py", PY_KERNEL.replace("@gemm_kernel", "@pytest_gemm.gemm_kernel"), True, True),
+        ("uncalled.py", PY_KERNEL.replace('@gemm_kernel(dtypes=["fp32"])', "@ pytest_gemm.gemm_kernel"), True, True),
+        ("broken.py", _BROKEN, True, False),  # its syntax error is shown: pytest's own, for a module it imports
+        ("broken_import.py", "from pytest_gemm import gemm_kernel\ndef (:\n", True, False),  # a test module's is unread
+        ("test_kernels.py", PY_KERNEL, True, True),  # a kernel file named like a test module (row 13)
+        ("with_tests.py", _WITH_TEST, True, False),  # a test module, when pytest imports it: whatever its name
+        ("with_class.py", PY_KERNEL + "\n\nclass TestK:\n    pass\n", True, False),
+        ("test_named.py", PY_KERNEL.replace("def k(", "def test_k("), True, True),  # a kernel, not a test
+        ("conftest.py", PY_KERNEL, False, False),
     ],
 )
-def test_a_py_file_is_a_kernel_file_by_its_syntax_tree(tmp_path, name, source, expected):
-    """Rows 65 and 13: whether a .py file is a kernel file is read from its syntax tree (a gemm_kernel decorator
-    anywhere), not from the substring."""
+def test_a_py_file_is_a_kernel_file_by_its_syntax_tree(tmp_path, name, source, alone, imported):
+    """Rows 65 and 13, issue 33 review items 1, 3 and 4: whether a .py file is a kernel file is read from its
+    syntax tree (a gemm_kernel decorator anywhere), not from the substring; a module pytest imports is one only
+    when it declares kernels and no tests (a kernel whose def is named test_* is no test) and is valid Python."""
     path = tmp_path / name
     path.write_text(source)
-    assert is_kernel_file(path) is expected
+    assert is_kernel_file(path, test_module=False) is alone
+    assert is_kernel_file(path, test_module=True) is imported
 
 
 # -- row 13: a kernel file named test_*.py ----------------------------------------------------------------------
@@ -306,11 +359,83 @@ def test_a_test_module_that_uses_gemm_kernel_stays_a_test_module(project):
         result.assert_outcomes(passed=2)
 
 
+@pytest.mark.parametrize("gemm", [[], ["--gemm-kernels", "-m", "not gemm"]], ids=["without", "with"])
+def test_a_module_that_declares_a_kernel_and_tests_is_a_test_module_whatever_its_name(project, gemm):
+    """Issue 33 review, item 1: mykernels_test.py (pytest's *_test.py) declaring a kernel and a failing test was
+    taken as a kernel file and never run ('no tests ran'); a module pytest imports that defines tests is a test
+    module whatever its name, with or without --gemm-kernels."""
+    (project.path / "mykernels_test.py").write_text(PY_KERNEL + "\n\ndef test_something():\n    assert False\n")
+    result = project.runpytest(*gemm, "mykernels_test.py")
+    result.assert_outcomes(failed=1)
+    walked = project.runpytest(*gemm, ".")
+    walked.assert_outcomes(failed=1)
+
+
+def test_a_custom_python_files_pattern_decides_which_modules_are_test_modules(project):
+    """Issue 33 review, item 1: under python_files = check_*.py, a check_ module with a kernel and tests is a test
+    module (its test runs), and one with a kernel alone is a kernel file, collected with --gemm-kernels and never
+    imported."""
+    project.makeini("[pytest]\ngemm_shapes = 64\npython_files = check_*.py\n")
+    (project.path / "check_uses.py").write_text(_WITH_TEST)
+    marker = project.path / "imported.txt"
+    (project.path / "kernels" / "check_kernel.py").write_text(_side_effect_kernel(marker))
+    result = project.runpytest("check_uses.py", "kernels")
+    result.assert_outcomes(passed=1)
+    assert not marker.exists()
+    gemm = project.runpytest("--gemm-kernels", "check_uses.py", "kernels", "--collect-only", "-q")
+    assert "check_uses.py::test_it" in _ids(gemm) and "kernels/check_kernel.py::k[fp32-64x64x64]" in _ids(gemm)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("gemm", [[], ["--gemm-kernels"]], ids=["without", "with"])
+def test_a_test_module_that_is_not_valid_python_is_pytests_to_report(project, gemm):
+    """Issue 33 review, item 1: broken_test.py, which uses @gemm_kernel but is not valid Python, was taken as a
+    kernel file (silently passed over without --gemm-kernels); pytest reports it, as it does any module."""
+    (project.path / "broken_test.py").write_text(_BROKEN)
+    result = project.runpytest(*gemm, "broken_test.py")
+    result.stdout.fnmatch_lines(["*ERROR collecting broken_test.py*", "*SyntaxError*"])
+    assert result.ret == (pytest.ExitCode.TESTS_FAILED if gemm else pytest.ExitCode.INTERRUPTED)
+
+
+def test_a_large_test_module_is_imported_as_ever(project):
+    """Issue 33 review, item 1: a test module past the kernel files' 16 MB (here a long comment) that declares a
+    kernel is no kernel file to refuse: pytest imports it and its test runs."""
+    source = _WITH_TEST + "\n# " + "x" * 17_000_000 + "\n"
+    (project.path / "big_test.py").write_text(source)
+    result = project.runpytest("--gemm-kernels", "big_test.py", "-m", "not gemm")
+    result.assert_outcomes(passed=1)
+
+
+def test_a_kernel_whose_def_is_named_test_is_a_kernel_not_a_test(project):
+    """Issue 33 review, item 3: a decorated kernel named test_k made its file a test module: imported without
+    --gemm-kernels (test_k then asked for fixtures A, B, C ...); it is a kernel file, collected with the flag."""
+    marker = project.path / "imported.txt"
+    (project.path / "kernels" / "test_tk.py").write_text(_side_effect_kernel(marker).replace("def k(", "def test_k("))
+    result = project.runpytest("kernels/test_tk.py")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert not marker.exists() and "fixture" not in result.stdout.str()
+    gemm = project.runpytest("--gemm-kernels", "kernels/test_tk.py", "--collect-only", "-q")
+    assert "kernels/test_tk.py::test_k[fp32-64x64x64]" in _ids(gemm)
+    assert not marker.exists()
+
+
+def test_a_module_that_only_imports_gemm_kernel_is_not_parsed(monkeypatch):
+    """Issue 33 review, item 4: a module that names gemm_kernel only in an import (as test modules do) is not
+    parsed to find out whether it declares a kernel; one that may hold the decorator is, misplaced ones included."""
+    parsed = []
+    real = pyfile.ast.parse
+    monkeypatch.setattr(pyfile.ast, "parse", lambda text, *a, **k: parsed.append(text) or real(text, *a, **k))
+    imports = "from pytest_gemm import gemm_kernel\n\n\ndef test_it():\n    assert gemm_kernel\n"
+    assert not pyfile.py_facts(imports).declares and parsed == []
+    misplaced = "from pytest_gemm import gemm_kernel\nif True:\n" + _indented(_DEF)
+    assert pyfile.py_facts(misplaced).declares and parsed == [misplaced]
+
+
 def test_this_projects_own_test_modules_are_not_kernel_files():
     """Row 13: this project's tests name gemm_kernel in strings and imports; none is a kernel file."""
     modules = sorted(TESTS.glob("test_*.py"))
     assert [p.name for p in modules if "gemm_kernel" in p.read_text(encoding="utf-8")]  # the case in point
-    assert [p.name for p in modules if is_kernel_file(p)] == []
+    assert [p.name for p in modules if is_kernel_file(p, test_module=True)] == []
 
 
 # -- row 59: CR-only line ends, UTF-16 -------------------------------------------------------------------------
@@ -504,6 +629,18 @@ def test_a_kernel_file_reached_through_two_paths_is_collected_once(project):
     via_link = _bounded(project, "--gemm-kernels", "linked", "--collect-only", "-q")  # a linked folder, named
     assert "linked/naive.cu::compile[sm_80]" in _ids(via_link)
     assert "pytest-gemm: linked/naive.cu is" not in via_link.stdout.str()
+
+
+def test_the_walks_notes_come_from_xdist_workers_at_the_end(project):
+    """Row 18, issue 33 review item 5: under pytest-xdist only the workers walk, and their notes were lost (the
+    controlling process says what it collected); each is said once, at the end of the run."""
+    (project.path / "kernels" / "loop").symlink_to("..", target_is_directory=True)
+    (project.path / "kernels" / "alias.cu").symlink_to("naive.cu")
+    result = project.runpytest_subprocess("--gemm-kernels", "kernels", "-p", "xdist", "-n", "2", "-m", "not gemm")
+    loop = f"pytest-gemm: kernels/loop/ is a symlink to {project.path}, a folder that holds it: not descended*"
+    alias = "pytest-gemm: kernels/alias.cu is kernels/naive.cu (the same file, through a symlink): collected once*"
+    result.stdout.fnmatch_lines_random([loop, alias])
+    assert len(fnmatch.filter(result.stdout.lines, loop)) == 1 and len(fnmatch.filter(result.stdout.lines, alias)) == 1
 
 
 # -- row 17: compiler options that write files ---------------------------------------------------------------

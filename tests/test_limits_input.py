@@ -245,6 +245,42 @@ def test_row2_on_the_gpu_a_shape_past_its_memory_fails_at_once_with_the_numbers(
     )
 
 
+@requires_gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["fp16", "fp32", "fp64"])
+@pytest.mark.parametrize("ab", [AB_CASES[0], AB_CASES[1]], ids=["beta0", "prior"])
+@pytest.mark.parametrize("shape", [Shape(384, 320, 8), Shape(64, 64, 4096), Shape(2048, 1536, 1024)], ids=str)
+def test_row2_on_the_gpu_the_need_is_a_lower_bound_of_what_verification_allocates(dtype, ab, shape):
+    """Row 2, on the device: the worker's verification on CuPy, counted by a pool of its own, holds at its peak at
+    least the need (so a case refused as too big could never have fitted), and at most twice it."""
+    import cupy
+
+    from pytest_gemm.worker.buffers import case_inputs
+    from pytest_gemm.worker.device import GpuRunner
+
+    spec = KernelSpec(path="k.py", name="k", dtypes=(dtype,), kind="py", attr="k")
+    case = Case(spec, Variant(), dtype, shape, ab)
+    pool, peak = cupy.cuda.MemoryPool(), [0]
+
+    def malloc(size: int):
+        memory = pool.malloc(size)
+        peak[0] = max(peak[0], pool.used_bytes())
+        return memory
+
+    runner = GpuRunner(cupy, 0)
+    runner._python = (case, _python_kernel, "k.py")
+    case_inputs(case, 1)
+    cupy.cuda.set_allocator(malloc)
+    try:
+        base = pool.used_bytes()
+        runner.verify(case, 1)
+        runner.stream.synchronize()
+    finally:
+        cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
+    need = case_memory(spec, dtype, shape, case.c_prior).total
+    assert need <= peak[0] - base <= 2 * need, (need, peak[0] - base)
+
+
 # -- row 62: compiles that take minutes ---------------------------------------------------------------------------
 
 SLOW = """/* pytest-gemm
@@ -350,6 +386,28 @@ def test_row62_the_worker_compile_phase_has_the_compile_limit(pytester, naive_so
         ]
     )
     assert Request("p", "s", "k", (), "fp32", Shape(1, 1, 1), 1.0, 0.0, 0).compile_timeout == 300.0  # the default
+
+
+def test_row62_a_variant_whose_compile_timed_out_is_not_compiled_again(pytester, naive_source):
+    """Row 62: a compile past the limit costs the limit once a variant, not once a case: the variant's later cases
+    fail at once, saying an earlier case did not compile, and no other worker is killed for them."""
+    (pytester.path / "naive.cu").write_text(naive_source)
+    (pytester.path / "endless_compile.py").write_text(ENDLESS_COMPILE)
+    pytester.makeconftest(
+        f"import sys\nsys.path.insert(0, {str(pytester.path)!r})\n\n\ndef pytest_gemm_worker_backend(config):\n"
+        '    return "endless_compile:EndlessCompile"\n'
+    )
+    result = pytester.runpytest(
+        "--gemm-kernels", "naive.cu", "-m", "gpu", "--gemm-shapes", "64", "--benchmark-skip",
+        "--gemm-compile-timeout", "1", "--gemm-timeout", "60",
+    )  # fmt: skip
+    result.assert_outcomes(failed=3)
+    text = result.stdout.str()
+    assert text.count("the worker was killed and replaced; --gemm-compile-timeout") == 1, text
+    assert text.count("an earlier case of this variant did not compile within the limit either") == 2, text
+    result.stdout.fnmatch_lines(
+        ["*sgemm_naive?fp32-64x64x64-a0.7b1.3? (M=64, N=64, K=64, alpha=0.7, beta=1.3) timed out after 1 s while *"]
+    )
 
 
 ENDLESS_COMPILE = """

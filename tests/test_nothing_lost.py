@@ -253,6 +253,73 @@ def test_prune_keeps_what_another_process_recorded_while_it_looked(project, monk
     assert {r.test for r in _records(7000, 10)} <= set(entries)
 
 
+def _many_variants(project: Path) -> Path:
+    """kernels/01_naive.cu, edited to declare six params of 100 values each: 10^12 variants."""
+    many = "params = { " + ", ".join(f"P{i} = [{', '.join(map(str, range(100)))}]" for i in range(6)) + " }\n"
+    source = (Path(__file__).parent.parent / "kernels" / "01_naive.cu").read_text()
+    (project / "kernels").mkdir()
+    path = project / "kernels" / "01_naive.cu"
+    path.write_text(source.replace('dtypes = ["fp32"]\n', 'dtypes = ["fp32"]\n' + many, 1))
+    return path
+
+
+def test_prune_of_a_kernel_edited_to_declare_very_many_variants_is_quick(project):
+    """Prune (review of issue 33): each entry's case was looked for among every variant x dtype x alpha/beta case of
+    its kernel, without --gemm-max-variants, so a kernel file edited to declare 10^12 variants hung prune while it
+    held the baseline file's lock; each entry's case is now found from its key. The entries of a declared variant
+    are kept, the others (the 600 recorded without params, one of a value no longer declared) removed."""
+    from pytest_gemm import __version__
+    from pytest_gemm.baselines.store import entry_from_record, recorded_info
+
+    _many_variants(project)
+    kept = []
+    for values in ([0, 1, 2, 3, 4, 5], [99, 0, 99, 0, 99, 0], [7, 7, 7, 7, 7, 100]):  # the last: P5 = 100 is gone
+        variant = "-".join(f"P{i}{v}" for i, v in enumerate(values))
+        base = _records(1000, 1)[0]
+        kept.append(
+            dataclasses.replace(
+                base, test=base.test.replace("[", f"[{variant}-"), kernel=f"sgemm_naive[{variant}]", variant=variant
+            )
+        )
+    path = project / H100_FILE
+    data = json.loads(path.read_text())
+    recorded = recorded_info(recording()["facts"], kept, __version__)
+    data["entries"].update({r.test: entry_from_record(r, recorded) for r in kept})
+    path.write_text(json.dumps(data))
+    start = time.monotonic()
+    result = _cli(project, "prune")
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - start < 30
+    assert f"{H100_FILE}: 601 of 603 entries stale" in result.stdout
+    assert sorted(_entries(path)) == sorted(r.test for r in kept[:2])
+
+
+def test_an_entrys_case_is_found_as_expanding_every_case_finds_it():
+    """Prune (review of issue 33): finding an entry's case from its key gives what looking among every expanded case
+    gave, for every kernel of the repository (params, dtypes, alpha/beta, `requires` rules, shapes past the int
+    arguments), and a dtype a kernel does not declare is gone."""
+    from pytest_gemm.baselines.update import KernelCases
+    from pytest_gemm.records.shapes import Shape
+    from pytest_gemm.specs.cases import expand
+    from pytest_gemm.specs.files import load_specs
+
+    root = Path(__file__).parent.parent
+    shapes = [Shape(64, 64, 64), Shape(100, 30, 6), Shape(3_000_000_000, 1, 1)]
+    cases, checked = KernelCases(root), 0
+    for path in sorted((root / "kernels").glob("*.cu")):
+        file = f"kernels/{path.name}"
+        for spec in load_specs(path, file):
+            for case in expand(spec, shapes):
+                entry = {"file": file, "kernel": spec.label(case.variant), "dtype": case.dtype, "shape": case.shape.id}
+                key = f"{file}::{case.name}"
+                assert (cases.gone_reason(key, entry) is None) == (case.skip_reason is None), key
+                undeclared = {**entry, "dtype": "fp64"} if "fp64" not in spec.dtypes else None
+                if undeclared is not None:
+                    assert cases.gone_reason(key.replace(case.dtype, "fp64"), undeclared), key
+                checked += 1
+    assert checked > 400
+
+
 # -- the file-mode row -----------------------------------------------------------------------------
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
@@ -346,13 +413,19 @@ BAD = [
     ("ratio", -1.0),
     ("ratio", 0.0),
     ("ratio", math.inf),
+    ("ratio_ci", [0.0, 1.0]),
+    ("ci_s", [-1.0, 1.0]),
+    ("cublas_ci_s", [1.0, math.inf]),
+    ("tflops", -1.0),
+    ("tflops", math.nan),
 ]
 
 
 @pytest.mark.parametrize(("field", "value"), BAD, ids=[f"{f}={v}" for f, v in BAD])
 def test_update_from_a_run_with_an_impossible_number_records_nothing(project, field, value):
-    """Rows 28 and 27: a negative, zero, NaN or infinite median or ratio: exit 2 naming the run, the case and the
-    field; nothing recorded, the other (valid) cases of the run neither."""
+    """Rows 28 and 27: a negative, zero, NaN or infinite median, ratio or interval bound, or a negative or NaN
+    TFLOP/s: exit 2 naming the run, the case and the field; nothing recorded, the other (valid) cases of the run
+    neither."""
     records = _records(5000, 5)
     _save(project / "bad.json", _spoilt(records, 2, field, value))
     before = (project / H100_FILE).read_bytes()
@@ -375,9 +448,10 @@ def test_a_run_whose_bad_case_is_on_another_gpu_records_nothing_on_either(projec
     before = (project / H100_FILE).read_bytes()
     result = _cli(project, "update", "--from", "two.json")
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.startswith("pytest-gemm: error: two.json: 1 timed case(s) cannot be recorded as baselines")
-    assert "median_s must be a positive number, got 0.0" in result.stderr and bad[1].test in result.stderr
-    assert result.stderr.rstrip().endswith("nothing recorded")
+    assert result.stderr == (
+        f"pytest-gemm: error: two.json: benchmarks[{last}].extra_info.gemm.median_s must be a positive number, got "
+        f"0.0 (case {bad[1].test})\n"
+    )
     assert (project / H100_FILE).read_bytes() == before
     assert sorted(p.name for p in (project / "baselines").iterdir() if not p.name.startswith(".")) == [
         "nvidia-h100-80gb-hbm3.json"
@@ -391,16 +465,19 @@ def test_merge_update_baselines_from_a_run_with_a_zero_median_records_nothing(pr
     before = (project / H100_FILE).read_bytes()
     result = _cli(project, "merge", "shard.json", "--out", "merged.json", "--update-baselines")
     assert result.returncode == 2
-    assert "merged.json: 1 timed case(s) cannot be recorded as baselines" in result.stderr
-    assert f"{records[1].test}: median_s must be a positive number, got 0.0" in result.stderr
+    assert (
+        f"shard.json: benchmarks[1].extra_info.gemm.median_s must be a positive number, got 0.0 (case "
+        f"{records[1].test})" in result.stderr
+    )
+    assert not (project / "merged.json").exists()
     _no_traceback(result.stderr)
     assert (project / H100_FILE).read_bytes() == before
 
 
 def test_the_plugins_update_checks_every_gpus_cases_before_writing(tmp_path):
     """Row 28: ``--gemm-update-baselines`` (the session's gatekeeper) records none of a run with a bad case."""
-    from pytest_gemm.options import GateSettings
     from pytest_gemm.plugin.gating import Gatekeeper
+    from pytest_gemm.settings import GateSettings
 
     keeper = Gatekeeper(GateSettings(tmp_path / "baselines", update=True), tmp_path)
     bad = _records(6000, 2, gpu=A100)
@@ -420,10 +497,42 @@ def test_compare_and_plot_refuse_a_run_with_a_negative_median_naming_the_case(pr
     result = _cli(project, *command)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == (
-        "pytest-gemm: error: bad.json: benchmarks[1].extra_info.gemm.median_s: expected a finite number of at least "
-        f"0, got -1.0 (case {records[1].test})\n"
+        "pytest-gemm: error: bad.json: benchmarks[1].extra_info.gemm.median_s must be a positive number, got -1.0 "
+        f"(case {records[1].test})\n"
     )
     assert not (project / "report").exists()
+
+
+ONE_RULE = [
+    ("median_s", 0.0, "median_s must be a positive number, got 0.0"),
+    ("ratio", math.inf, "ratio must be a positive number, got inf"),
+    ("ratio_ci", [0.0, 1.1], "ratio_ci must be a list of two positive numbers, got [0.0, 1.1]"),
+    ("ci_s", [-0.001, 0.001], "ci_s must be a list of two positive numbers, got [-0.001, 0.001]"),
+    ("tflops", -1.0, "tflops must be a finite number of at least 0, got -1.0"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "problem"), ONE_RULE, ids=[f"{f}={v}" for f, v, _ in ONE_RULE])
+def test_a_saved_run_and_a_baseline_file_are_read_by_one_rule(project, field, value, problem):
+    """Rows 27 and 28 (review of issue 33): a time, a ratio and each bound of their intervals finite and above 0,
+    TFLOP/s finite and at least 0, in a saved run as in a baseline file (a saved run took a time of 0, a baseline
+    file a negative interval bound); each refusal names the file, the case and the field, in the same words."""
+    records = _records(1000, 2)
+    _save(project / "bad.json", _spoilt(records, 1, field, value))
+    run = _cli(project, "compare", "bad.json")
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr == (
+        f"pytest-gemm: error: bad.json: benchmarks[1].extra_info.gemm.{problem} (case {records[1].test})\n"
+    )
+    path = project / H100_FILE
+    data = json.loads(path.read_text())
+    key = sorted(data["entries"])[0]
+    data["entries"][key][field] = value
+    path.write_text(json.dumps(data))
+    shown = _cli(project, "show")
+    assert shown.returncode == 2
+    assert shown.stderr.startswith(f"pytest-gemm: error: {H100_FILE}: entry {key!r}: {problem}")
+    _no_traceback(run.stderr, shown.stderr)
 
 
 def test_a_baseline_file_holding_nan_is_refused_naming_the_entry(project):
@@ -439,3 +548,15 @@ def test_a_baseline_file_holding_nan_is_refused_naming_the_entry(project):
     assert result.stderr.startswith(f"pytest-gemm: error: {H100_FILE}: entry {key!r}: ratio must be a positive number")
     _no_traceback(result.stderr)
     assert path.read_bytes() == before
+
+
+def test_a_baseline_folder_where_no_lock_file_can_be_made_is_refused_at_once(tmp_path):
+    """Row 71: `update --baselines /proc` (a folder where no file can be created) is refused at once as a folder
+    that cannot be written, not after waiting a minute for a lock nobody holds."""
+    shutil.copy(Path(__file__).parent / "data" / "h100_run.json", tmp_path / "run.json")
+    start = time.monotonic()
+    result = _cli(tmp_path, "update", "--from", "run.json", "--baselines", "/proc")
+    assert result.returncode == 2, result
+    assert "/proc/nvidia-h100-80gb-hbm3.json: cannot be written in /proc/ (" in result.stderr
+    assert "nothing changed" in result.stderr and "another process" not in result.stderr
+    assert time.monotonic() - start < 30  # the lock's wait is 60 s: reaching it would mean it was waited for

@@ -60,11 +60,23 @@ LISTS = (
 )
 
 
-@pytest.mark.parametrize("table", ["tool.pytest.ini_options", "tool.pytest"])
-def test_toml_lists_are_read_like_comma_separated_lists(project, table):
-    """Row 48: pyproject's gemm_shapes = ["64", "128x96x32"] (and dtypes, archs, sanitize) read as the command line's
-    comma-separated lists, with no warning, in [tool.pytest.ini_options] and in native [tool.pytest]."""
-    project.makepyprojecttoml(f"[{table}]\n{LISTS}")
+STRINGS = 'gemm_shapes = "64, 128x96x32"\ngemm_dtypes = "fp32"\ngemm_archs = "sm_80"\ngemm_sanitize = "memcheck"\n'
+
+TOML_TABLES = [
+    ("pyproject.toml", "tool.pytest.ini_options"),
+    ("pyproject.toml", "tool.pytest"),  # pytest 9's native TOML, as pytest.toml
+    ("pytest.toml", "pytest"),
+]
+
+
+@pytest.mark.parametrize(("name", "table"), TOML_TABLES)
+@pytest.mark.parametrize("values", [LISTS, STRINGS], ids=["lists", "strings"])
+def test_toml_lists_are_read_like_comma_separated_lists(project, name, table, values):
+    """Row 48 (and the review of issue 33): gemm_shapes = ["64", "128x96x32"] (and dtypes, archs, sanitize) read as
+    the command line's comma-separated lists, and the comma-separated string gemm_shapes = "64, 128x96x32" as well,
+    with no warning, in [tool.pytest.ini_options] and in native TOML ([tool.pytest], pytest.toml), which took a
+    list setting as a TOML list only."""
+    (project.path / name).write_text(f"[{table}]\n{values}")
     result = project.runpytest("--gemm-kernels", "--co", "-q", "-W", "error")
     assert result.ret == pytest.ExitCode.OK, result.stderr.str()
     ids = _ids(result)
@@ -122,12 +134,21 @@ def test_the_command_line_wins_over_a_toml_list(project):
             "--gemm-shapes / gemm_shapes: expected a list of strings, got 1024 in [1024, 'edge'] (write it as '1024')",
         ),
         ('[tool.pytest.ini_options]\ngemm_shapes = ["quick", "huge"]\n', "--gemm-shapes / gemm_shapes: cannot read"),
-        ('[tool.pytest]\ngemm_shapes = "quick"\n', "--gemm-shapes / gemm_shapes: *expects a list*TOML list*"),
+        (
+            '[tool.pytest]\ngemm_shapes = [1024, "edge"]\n',
+            "--gemm-shapes / gemm_shapes: expected a list of strings, got 1024 in [1024, 'edge'] (write it as '1024')",
+        ),
+        ('[tool.pytest]\ngemm_shapes = "quick,huge"\n', "--gemm-shapes / gemm_shapes: cannot read"),
+        (
+            "[tool.pytest]\ngemm_shapes = 1024\n",
+            "--gemm-shapes / gemm_shapes: expected a comma-separated string or a TOML list of strings, got 1024",
+        ),
     ],
 )
 def test_a_list_that_cannot_be_read_names_its_setting(project, toml, said):
-    """Row 48: a list item that is no string, or no shape, is a usage error naming the setting (and native TOML,
-    which takes a list as a TOML list only, says so)."""
+    """Row 48: a list item that is no string, or no shape, is a usage error naming the setting, in native TOML
+    ([tool.pytest]) as in [tool.pytest.ini_options], and a native TOML value that is neither a string nor a list
+    says what is expected."""
     project.makepyprojecttoml(toml)
     result = project.runpytest("--gemm-kernels", "--co", "-q")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -267,6 +288,40 @@ def test_every_shape_skipped_by_a_rule_is_said_like_a_dtype(project):
         "rule of tiled (tiled: requires M % 64 == 0)"
     )
     assert line in result.stdout.lines
+
+
+PAST = "M = 3000000000 is past the kernel's int arguments (at most 2147483647)"
+
+
+def test_a_shape_past_the_int_arguments_is_said_as_such_not_as_a_rule(project):
+    """Row 73 (review of issue 33): --gemm-shapes 3000000000x1x1 was said as 'breaks a rule of sgemm_naive
+    (sgemm_naive: M = 3000000000 is past the kernel's int arguments)', no `requires` rule, the name twice and the
+    limit cut; now said in words of its own, the kernel named once, with the limit, and once under --co."""
+    result = project.runpytest("--gemm-kernels", "kernels/naive.cu", "--co", "-q", "--gemm-shapes", "3000000000x1x1")
+    assert result.ret == pytest.ExitCode.OK
+    line = f"pytest-gemm: no GPU case to run: the shape of --gemm-shapes / gemm_shapes is too large for naive: {PAST}"
+    assert result.stdout.lines.count(line) == 1, result.stdout.str()
+    assert "rule" not in result.stdout.str()
+
+
+def test_shapes_past_the_int_arguments_of_every_kernel_are_said_once(project):
+    """Row 73 (review of issue 33): several shapes past every kernel's int arguments: one line, the kernels counted,
+    the first shape's reason with its limit."""
+    (project.path / "kernels" / "other.cu").write_text(_kernel("other"))
+    result = project.runpytest("--gemm-kernels", "--co", "-q", "--gemm-shapes", "3000000000x1x1,4000000000x1x1")
+    line = (
+        "pytest-gemm: no GPU case to run: each of the 2 shapes of --gemm-shapes / gemm_shapes is too large for the 3 "
+        f"kernels: {PAST}"
+    )
+    assert result.stdout.lines.count(line) == 1, result.stdout.str()
+
+
+def test_the_line_is_said_once_under_collect_only(project):
+    """Row 73 (review of issue 33): under --co, which runs nothing, the line came after collection and again at the
+    end: now once, at the end."""
+    result = project.runpytest("--gemm-kernels", "--co", "-q", "--gemm-dtypes", "fp64")
+    assert result.stdout.lines.count(NONE_LEFT) == 1
+    assert result.stdout.lines.index(NONE_LEFT) > max(i for i, line in enumerate(result.stdout.lines) if "::" in line)
 
 
 def test_a_selection_that_leaves_every_kernel_some_case_says_nothing(project):

@@ -521,3 +521,346 @@ def test_no_test_calls_a_bare_pytest_gemm_executable():
                 if isinstance(first, ast.Constant) and first.value == "pytest-gemm":
                     bare.append(f"{path.name}:{node.lineno}")
     assert bare == []
+
+
+# -- the review of issue 33: earlier reports adopted, the step summary's folder, merge into a run's folder, --co ---
+def _old_report(folder: Path) -> Path:
+    """A report folder as the release before the marker wrote it: write_report's files (page, run, charts, a failed
+    case's heatmap) and no marker; and a file manager's hidden file, which is nobody's."""
+    from pytest_gemm.report.folder import write_report
+    from pytest_gemm.runs.saved import read_run
+
+    source = folder.parent / f".{folder.name}-source.json"
+    _write(source, _saved_run())
+    write_report(read_run(source), folder)
+    source.unlink()
+    (folder / MARKER).unlink()
+    (folder / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    files = _files(folder)
+    assert {"index.html", "run.json", "tflops-fp32.png", "errors"} <= files and any(
+        name.startswith("errors/") and name.endswith(".png") for name in files
+    ), files
+    return folder
+
+
+def _contents(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_plot_adopts_a_report_folder_written_before_the_marker_to_redraw_it(tmp_path):
+    """Row 37 (review item 1): `pytest-gemm plot s1/run.json --out s1`, the documented redraw, into a folder the
+    previous release wrote (no marker): adopted and marked, its run.json kept; a marked one is redrawn as well."""
+    folder = _old_report(tmp_path / "s1")
+    run = (folder / "run.json").read_bytes()
+    result = _cli(tmp_path, "plot", "s1/run.json", "--out", "s1")
+    assert result.returncode == 0, result.stderr
+    assert (folder / MARKER).is_file() and (folder / "run.json").read_bytes() == run
+    assert "s1/run.json" in (folder / "index.html").read_text()  # the page names the run it was drawn from
+    assert _cli(tmp_path, "plot", "s1/run.json", "--out", "s1").returncode == 0
+
+
+def test_gemm_report_adopts_a_report_folder_written_before_the_marker(replay):
+    """Row 37 (review item 1): --gemm-report DIR naming a folder the previous release wrote runs and writes there."""
+    folder = _old_report(replay.path / "rep")
+    _run(replay, "--gemm-report", "rep").assert_outcomes(passed=6)
+    assert (folder / MARKER).is_file()
+    assert len(json.loads((folder / "run.json").read_text())["gemm"]["tests"]) == 6  # this run's
+
+
+def test_the_folder_beside_pytest_html_written_before_the_marker_is_adopted(replay):
+    """Row 37 (review item 1): pytest-html users' automatic gemm-report/ folder, as the previous release left it."""
+    pytest.importorskip("pytest_html", reason="pytest-html is not installed")
+    folder = _old_report(replay.path / "html" / "gemm-report")
+    result = _run(replay, "--html", "html/page.html")
+    result.assert_outcomes(passed=6)
+    assert result.ret == pytest.ExitCode.OK and (folder / MARKER).is_file()
+
+
+def _spoil(folder: Path, how: str) -> None:
+    if how == "notes.txt":
+        (folder / "notes.txt").write_text("mine\n")
+    elif how == "index.html":
+        (folder / "index.html").write_text(USER_PAGE)
+    elif how == "run.json":  # pytest-benchmark's own JSON: pytest-gemm's section, and more
+        run = json.loads((folder / "run.json").read_text())
+        (folder / "run.json").write_text(json.dumps({**run, "commit_info": {}, "version": "5.1.0"}))
+    elif how == "run.json-not-json":
+        (folder / "run.json").write_text("not JSON\n")
+    elif how == "gate.png":  # a PNG pytest-gemm did not draw, under a name it draws
+        (folder / "gate.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)
+    elif how == "errors/photo.png":
+        (folder / "errors" / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)
+    elif how == "data/":
+        (folder / "data").mkdir()
+    elif how == "index.html-link":  # a link is followed when written: never pytest-gemm's
+        page = folder / "index.html"
+        page.rename(folder.parent / "elsewhere.html")
+        page.symlink_to(folder.parent / "elsewhere.html")
+
+
+@pytest.mark.parametrize(
+    ("how", "listed"),
+    [
+        ("notes.txt", "notes.txt"),
+        ("index.html", "index.html"),
+        ("run.json", "run.json"),
+        ("run.json-not-json", "run.json"),
+        ("gate.png", "gate.png"),
+        ("errors/photo.png", "errors/photo.png"),
+        ("data/", "data/"),
+        ("index.html-link", "index.html"),
+    ],
+)
+def test_an_unmarked_folder_is_adopted_only_when_all_of_it_is_pytest_gemms(tmp_path, how, listed):
+    """Row 37 (review item 1): an unmarked folder with anything pytest-gemm does not write there (a user's file, page,
+    JSON or picture, a folder, a link) is refused, naming only that; nothing in it changes."""
+    _write(tmp_path / "run.json", _saved_run())
+    folder = _old_report(tmp_path / "s1")
+    _spoil(folder, how)
+    before = _contents(folder)
+    result = _cli(tmp_path, "plot", "run.json", "--out", "s1")
+    assert result.returncode == 2, result
+    assert result.stderr == (
+        f"pytest-gemm: error: --out: s1 holds files pytest-gemm did not write ({listed}); name a new or empty folder, "
+        "or pass --overwrite-report to write the report over them\n"
+    )
+    assert _contents(folder) == before and not (folder / MARKER).exists()
+
+
+def test_step_summary_in_a_folder_that_does_not_exist_is_refused_at_the_start(replay, monkeypatch):
+    """Row 38 (review item 2): $GITHUB_STEP_SUMMARY in a missing folder is a usage error as the run starts (it was
+    an error at the end), and no folder is made for it; --gemm-summary's folders are made, so a missing one is fine."""
+    step = replay.path / "nope" / "step.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    _usage_error(
+        _run(replay, "--gemm-summary", "new/deeper/s.md"),
+        f"$GITHUB_STEP_SUMMARY (where the summary is appended): no such folder: {step.parent} (none is created for it)",
+    )
+    assert not step.parent.exists() and not (replay.path / "new").exists()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(replay.path / "step.md"))
+    result = _run(replay, "--gemm-summary", "new/deeper/s.md")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert (replay.path / "new/deeper/s.md").read_text() == (replay.path / "step.md").read_text() != ""
+
+
+@pytest.mark.parametrize("step", ["missing/step.md", "step.md", "kept.md", "file.txt/step.md", "here"])
+def test_the_summary_check_and_write_follow_one_rule(tmp_path, monkeypatch, step):
+    """Row 38 (review item 2): whatever $GITHUB_STEP_SUMMARY names, the start's check passes exactly when the write
+    at the end succeeds; --gemm-summary in folders that do not exist yet passes both."""
+    from pytest_gemm.report.outputs import summary_problems, write_summary
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file.txt").write_text("x\n")
+    (tmp_path / "kept.md").write_text("before\n")
+    (tmp_path / "here").mkdir()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", step)
+    problems = summary_problems(Path("new/deeper/s.md"), "--gemm-summary")
+    error = write_summary(Path("new/deeper/s.md"), "## summary\n", "--gemm-summary")
+    assert (problems == []) == (error is None), (problems, error)
+    assert all(p.startswith("$GITHUB_STEP_SUMMARY (where the summary is appended): ") for p in problems)
+    assert (problems == []) == (step in ("step.md", "kept.md"))
+    assert not (tmp_path / "missing").exists()
+
+
+def test_merge_refuses_a_step_summary_in_a_folder_that_does_not_exist_before_writing(tmp_path):
+    """Row 38 (review item 2): merge --summary checks $GITHUB_STEP_SUMMARY by the same rule, before the merged run
+    is written."""
+    _write(tmp_path / "run.json", _saved_run())
+    result = _cli(
+        tmp_path,
+        "merge",
+        "run.json",
+        "--out",
+        "m.json",
+        "--summary",
+        "s.md",
+        env={"GITHUB_STEP_SUMMARY": "nope/step.md"},
+    )
+    assert result.returncode == 2
+    assert result.stderr == (
+        "pytest-gemm: error: $GITHUB_STEP_SUMMARY (where the summary is appended): no such folder: nope (none is "
+        "created for it)\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
+
+
+def _shard_report(folder: Path, shard: int) -> None:
+    """A shard's report folder as pytest --gemm-report writes it (marked), holding the shard's run.json."""
+    from pytest_gemm.report.folder import write_report
+    from pytest_gemm.runs.saved import read_run
+
+    source = folder.parent / f".{folder.name}-source.json"
+    _write(source, _saved_run((shard, 2)))
+    write_report(read_run(source), folder)
+    source.unlink()
+
+
+@pytest.mark.parametrize(
+    ("report", "said"),
+    [("s1", "--report s1: holds s1/run.json"), ("./s1/", "--report ./s1/: holds s1/run.json"), (".", "--report .:")],
+)
+def test_merge_report_refuses_a_folder_that_holds_one_of_its_runs(tmp_path, report, said):
+    """Review item 3: merge --report s1, where s1 holds shard 1's run.json, would put the merged page beside shard
+    1's run: refused before anything is written (the folder being pytest-gemm's is no excuse)."""
+    _shard_report(tmp_path / "s1", 1)
+    _write(tmp_path / "s2" / "run.json", _saved_run((2, 2)))
+    before = _contents(tmp_path / "s1")
+    result = _cli(tmp_path, "merge", "s1/run.json", "s2/run.json", "--out", "m.json", "--report", report)
+    assert result.returncode == 2, result
+    assert result.stderr.startswith(f"pytest-gemm: error: {said}"), result.stderr
+    assert result.stderr.endswith(
+        ", one of the runs to merge; nothing written: name a folder of its own for the merged report\n"
+    )
+    assert _contents(tmp_path / "s1") == before and not (tmp_path / "m.json").exists()
+    merged = _cli(tmp_path, "merge", "s1/run.json", "s2/run.json", "--out", "m.json", "--report", "merged")
+    assert merged.returncode == 1, merged.stderr  # the failed case; a folder of its own is fine
+    assert (tmp_path / "merged" / "index.html").is_file()
+
+
+def test_plot_may_redraw_a_report_folder_from_its_own_run(tmp_path):
+    """Review item 3's other half: plotting a report's own run.json into its folder redraws the same run (kept)."""
+    _shard_report(tmp_path / "s1", 1)
+    run = (tmp_path / "s1" / "run.json").read_bytes()
+    result = _cli(tmp_path, "plot", "s1/run.json", "--out", "s1")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "s1" / "run.json").read_bytes() == run
+
+
+@pytest.mark.parametrize("option", ["--co", "--help", "--fixtures"])
+def test_a_run_that_runs_no_test_checks_the_report_folder_but_creates_nothing(replay, option):
+    """Rows 35-37 (review item 4): --collect-only (and --help, --fixtures) with --gemm-report DIR create no folder
+    and mark none (an earlier report stays unmarked), but a folder that would be refused still is; a run that runs
+    tests creates and marks it."""
+    old = _old_report(replay.path / "old")
+    before = _contents(old)
+    for folder in ("rep", "old"):
+        result = _run(replay, "--gemm-report", folder, option)
+        assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert not (replay.path / "rep").exists() and _contents(old) == before and not (old / MARKER).exists()
+    _user_folder(replay.path / "mine")
+    refused = _run(replay, "--gemm-report", "mine", option)
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert "mine holds files pytest-gemm did not write" in refused.stderr.str()
+    _run(replay, "--gemm-report", "rep").assert_outcomes(passed=6)
+    assert (replay.path / "rep" / MARKER).is_file()
+
+
+def test_the_report_folder_is_shown_relative_to_the_rootdir(replay, monkeypatch):
+    """Review item 6: run from a folder below the rootdir, the report folder is shown relative to the rootdir, as
+    every other path (the baseline folder's message, the test ids) is."""
+    (replay.path / "sub").mkdir()
+    _user_folder(replay.path / "sub" / "mine")
+    (replay.path / "file.txt").write_text("x\n")
+    monkeypatch.chdir(replay.path / "sub")
+    args = ("--gemm-kernels", "../kernels/01_naive.cu", "-m", "gpu", "--benchmark-skip", "-p", "no:randomly")
+    result = replay.runpytest(*args, "--gemm-report", "mine", "--gemm-baselines", "file.txt")
+    _usage_error(result, "--gemm-baselines / gemm_baselines: file.txt is a file, not a folder")
+    assert result.stderr.lines[1] == (  # the usage error's next line
+        "--gemm-report / gemm_report: sub/mine holds files pytest-gemm did not write (index.html, notes.txt); name a "
+        "new or empty folder, or pass --gemm-overwrite-report to write the report over them"
+    )
+
+
+def test_one_helper_words_why_a_file_operation_failed(tmp_path):
+    """Review item 5: a folder on the path that is a file, one that is no folder at all, or the system's reason, in
+    the same words wherever a file is read or written; only pytest_gemm/fileio.py reads an OSError's strerror."""
+    from pytest_gemm.fileio import os_reason
+
+    (tmp_path / "file.txt").write_text("x\n")
+
+    def failed(path: Path) -> OSError:
+        try:
+            path.read_bytes()
+        except OSError as exc:
+            return exc
+        raise AssertionError(path)
+
+    under = tmp_path / "file.txt" / "deeper" / "run.json"
+    assert os_reason(failed(under), under) == f"{tmp_path / 'file.txt'} is a file, not a folder"
+    assert os_reason(failed(under), under, shown=lambda p: p.name) == "file.txt is a file, not a folder"
+    assert os_reason(failed(Path("/dev/null/x")), Path("/dev/null/x")) == "/dev/null is not a folder"
+    assert os_reason(failed(tmp_path / "gone.json"), tmp_path / "gone.json") == "No such file or directory"
+    package = ROOT / "pytest_gemm"
+    readers = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "strerror"
+    )
+    assert readers == ["fileio.py"]
+
+
+class _FillDuringCollection:
+    """A plugin for the inner run: once collection is done (after the start's check), put a user's file in a folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        _user_folder(self.folder)
+
+
+def test_a_report_folder_filled_after_the_start_is_refused_before_the_first_test(replay):
+    """Row 37 (review item 4): the folder is claimed as tests are about to run, checked again then: one that became
+    a user's since the start ends the run (exit 4) before any test, its files kept."""
+    result = replay.runpytest(
+        "--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", "--benchmark-skip", "-p", "no:randomly",
+        "--gemm-report", "rep", plugins=[_FillDuringCollection(replay.path / "rep")],
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["*Exit: --gemm-report / gemm_report: rep holds files pytest-gemm did not write*"])
+    assert "passed" not in result.stdout.str() and not (replay.path / "rep" / MARKER).exists()
+    assert (replay.path / "rep" / "index.html").read_text() == USER_PAGE
+
+
+# -- outputs never replace a kernel file or a baseline file ------------------------------------------------
+def _baseline_copy(folder: Path) -> Path:
+    target = folder / "baselines" / "nvidia-h100-80gb-hbm3.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "baselines" / "nvidia-h100-80gb-hbm3.json", target)
+    return target
+
+
+@pytest.mark.parametrize("option", ["--gemm-summary", "--gemm-summary-step"], ids=["summary", "step-summary"])
+@pytest.mark.parametrize("target", ["kernel", "baseline"])
+def test_the_summary_never_replaces_a_kernel_file_or_a_baseline_file(replay, monkeypatch, option, target):
+    """Beyond the table (found re-running it): --gemm-summary (or $GITHUB_STEP_SUMMARY) naming the kernel file under
+    test, or a baseline file, replaced it with markdown and passed: now a usage error as the run starts, file kept."""
+    path = replay.path / "kernels" / "01_naive.cu" if target == "kernel" else _baseline_copy(replay.path)
+    before = path.read_bytes()
+    shown = "kernels/01_naive.cu" if target == "kernel" else "baselines/nvidia-h100-80gb-hbm3.json"
+    kind = "a kernel file" if target == "kernel" else "a baseline file"
+    if option == "--gemm-summary":
+        result, label = _run(replay, "--gemm-summary", shown), "--gemm-summary"
+    else:
+        monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(path))
+        result, label = _run(replay, "--gemm-summary", "summary.md"), "$GITHUB_STEP_SUMMARY"
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    error = result.stderr.str()
+    assert label in error and f"is {kind}, which pytest-gemm never writes over" in error, error
+    assert path.read_bytes() == before
+    _no_traceback(result.stdout.str(), error)
+
+
+@pytest.mark.parametrize("option", ["--out", "--summary"])
+@pytest.mark.parametrize("target", ["kernel", "baseline"])
+def test_merge_never_writes_over_a_kernel_file_or_a_baseline_file(tmp_path, option, target):
+    """Beyond the table: `merge s1 s2 --out baselines/<gpu>.json` (or a kernel file) replaced it and exited 0; now
+    refused with status 2 before anything is written."""
+    for i in (1, 2):
+        _write(tmp_path / f"s{i}" / "run.json", _saved_run((i, 2)))
+    if target == "kernel":
+        path = tmp_path / "kernels" / "01_naive.cu"
+        path.parent.mkdir()
+        shutil.copy(ROOT / "kernels" / "01_naive.cu", path)
+    else:
+        path = _baseline_copy(tmp_path)
+    before = path.read_bytes()
+    shown = str(path.relative_to(tmp_path))
+    extra = ["--out", "m.json"] if option == "--summary" else []
+    result = _cli(tmp_path, "merge", "s1/run.json", "s2/run.json", option, shown, *extra)
+    assert result.returncode == 2, result
+    kind = "a kernel file" if target == "kernel" else "a baseline file"
+    assert f"{option}: {shown} is {kind}, which pytest-gemm never writes over; name another file" in result.stderr
+    assert path.read_bytes() == before and not (tmp_path / "m.json").exists()
+    _no_traceback(result.stderr)

@@ -9,11 +9,10 @@ the others (:func:`pytest_gemm.judge.gate.references`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..records.case_record import GPU_RECORD_KEYS
+from ..records.case_record import GPU_RECORD_KEYS, figure_problem
 
 __all__ = [
     "MAX_GPUS",
@@ -33,21 +32,13 @@ def gpu_record(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def numbers_problem(entry: Mapping[str, Any]) -> str | None:
-    """What is wrong with the gated numbers of an entry, or of one GPU's record in it (None: nothing): the ratio
-    and median must be finite and above 0 (NaN, infinity, 0 or a negative value could never be gated against)."""
-    for key in ("ratio", "median_s"):
-        value = entry.get(key)
-        if not _finite(value) or value <= 0:
-            return f"{key} must be a positive number, got {value!r}"
-    for key in ("ratio_ci", "ci_s"):
-        ci = entry.get(key)
-        if not (isinstance(ci, list) and len(ci) == 2 and all(map(_finite, ci))):
-            return f"{key} must be a list of two finite numbers, got {ci!r}"
+    """What is wrong with the gated numbers of an entry, or of one GPU's record in it (None: nothing), by the rule
+    of timing figures (:func:`~pytest_gemm.records.case_record.figure_problem`)."""
+    for key in ("ratio", "median_s", "ratio_ci", "ci_s"):
+        problem = figure_problem(key, entry.get(key))
+        if problem:
+            return problem
     return None
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def gpus_problem(entry: Mapping[str, Any]) -> str | None:

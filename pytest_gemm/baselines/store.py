@@ -10,7 +10,6 @@ Nothing here touches a GPU.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import time
@@ -19,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..fileio import atomic_write
-from ..records.case_record import CaseRecord, nvml_values
+from ..fileio import atomic_write, os_reason
+from ..records.case_record import CaseRecord, figure_problem, nvml_values
 from .gpus import gpu_record, gpus_problem, numbers_problem, with_other_gpus
 
 __all__ = [
@@ -38,7 +37,6 @@ __all__ = [
     "gpu_slug",
     "load",
     "merge",
-    "os_problem",
     "recorded_info",
     "render",
     "save",
@@ -127,7 +125,7 @@ def load(path: Path, *, gpu: str | None = None, shown: Shown = str) -> BaselineF
     except FileNotFoundError:
         return None
     except OSError as exc:
-        problem = f"cannot be read ({os_problem(exc, path, shown)})"
+        problem = f"cannot be read ({os_reason(exc, path, shown)})"
         raise BaselineAccessError(path, problem, shown=shown) from None
     except UnicodeDecodeError as exc:
         raise BaselineError(f"{path}: not UTF-8 text (byte {exc.start}), so not a baseline file; {_REDO}") from None
@@ -205,16 +203,6 @@ def _kind(value: Any) -> str:
     return names.get(type(value), "a number")
 
 
-def os_problem(exc: OSError, path: Path, shown: Shown = str) -> str:
-    """Why a file operation failed, in words: a folder on the path that is a file, or the system's reason."""
-    for folder in path.parents:
-        if folder.exists():
-            if not folder.is_dir():
-                return f"{shown(folder)} is a file, not a folder"
-            break
-    return exc.strerror or str(exc)
-
-
 def entry_problem(entry: Any) -> str | None:
     """What is wrong with a baseline entry (None: nothing): the rule for reading a file and for recording a case."""
     if not isinstance(entry, dict):
@@ -222,10 +210,7 @@ def entry_problem(entry: Any) -> str | None:
     missing = sorted(_ENTRY_KEYS - entry.keys())
     if missing:
         return f"missing {', '.join(missing)}"
-    tflops = entry["tflops"]
-    if not isinstance(tflops, (int, float)) or isinstance(tflops, bool) or not (math.isfinite(tflops) and tflops >= 0):
-        return f"tflops must be a number of at least 0, got {tflops!r}"
-    return numbers_problem(entry) or gpus_problem(entry)
+    return figure_problem("tflops", entry["tflops"]) or numbers_problem(entry) or gpus_problem(entry)
 
 
 #: most cases a message names

@@ -8,6 +8,9 @@ so that processes updating one file at once (shards on one host) lose nothing.
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +18,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from ..fileio import os_reason
 from ..records.case_record import CaseRecord
 from ..records.shapes import Shape
 from ..specs.cases import expand
@@ -30,7 +34,6 @@ from .store import (
     entry_from_record,
     load,
     merge,
-    os_problem,
     recorded_info,
     render,
     save,
@@ -71,6 +74,7 @@ def locked(path: Path, shown: Shown = str) -> Iterator[str | None]:
     lock, problem = FileLock(lock_path(path), timeout=LOCK_TIMEOUT_S), None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)  # (older filelock versions do not make it)
+        os.close(os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o666))  # filelock retries what cannot be made
         lock.acquire()
     except Timeout:  # (an OSError too)
         problem = (
@@ -78,7 +82,7 @@ def locked(path: Path, shown: Shown = str) -> Iterator[str | None]:
             f"{LOCK_TIMEOUT_S:g} s"
         )
     except OSError as exc:
-        why = os_problem(exc, lock_path(path), shown)
+        why = os_reason(exc, lock_path(path), shown)
         if lock_path(path).exists():  # the folder was written: the lock file itself is what is wrong
             problem = f"cannot be locked: its lock file {shown(lock_path(path))} cannot be opened ({why})"
         else:
@@ -137,7 +141,7 @@ def record(
             try:
                 moved = set_aside(path)
             except OSError as exc:
-                why = f"it is unreadable ({unreadable}) and cannot be set aside ({os_problem(exc, path, shown)})"
+                why = f"it is unreadable ({unreadable}) and cannot be set aside ({os_reason(exc, path, shown)})"
                 raise BaselineAccessError(path, why, render(baseline), shown=shown) from None
             notes.insert(0, f"the unreadable file was kept as {moved.name} ({path}: {unreadable})")
         if changes:
@@ -166,7 +170,7 @@ def write(baseline: BaselineFile, shown: Shown = str, unlocked: str | None = Non
     try:
         save(baseline)
     except OSError as exc:
-        where, why = shown(baseline.path.parent), os_problem(exc, baseline.path, shown)
+        where, why = shown(baseline.path.parent), os_reason(exc, baseline.path, shown)
         raise BaselineAccessError(
             baseline.path, f"cannot be written in {where}/ ({why})", render(baseline), shown=shown
         ) from None
@@ -204,11 +208,32 @@ class KernelCases:
             raise KernelFileError(file, f"baseline shape {entry['shape']!r} is not MxNxK") from None
         ids = {
             f"{file}::{spec.name}[{case.id}]"
-            for spec in specs
-            for case in expand(spec, [shape])
+            for spec in _variant_specs(specs, str(entry["kernel"]))
+            for case in expand(spec, [shape], [str(entry["dtype"])])  # none for a dtype no longer declared
             if case.skip_reason is None  # a case a rule skips at this shape is gone too
         }
         return None if key in ids else "the file no longer has this case"
+
+
+def _variant_specs(specs: list[KernelSpec], kernel: str) -> Iterator[KernelSpec]:
+    """The kernels named by an entry's ``kernel`` (``name[variant]``, or ``name``) that still declare its variant,
+    each narrowed to that variant alone, so that expanding it gives the entry's few cases, not every variant's (a
+    kernel may declare very many; a request's case is found alike: :func:`~pytest_gemm.specs.files.case_from_request`).
+    """
+    name, bracket, rest = kernel.partition("[")
+    if bracket and not rest.endswith("]"):
+        return
+    variant = rest[:-1] if bracket else ""
+    for spec in specs:
+        if spec.name != name:
+            continue
+        names = [param for param, _ in spec.params]
+        match = re.fullmatch("-".join(f"{re.escape(param)}(-?[0-9]+)" for param in names), variant)
+        if match is None:
+            continue
+        values = [int(value) for value in match.groups()]
+        if all(value in declared for value, (_, declared) in zip(values, spec.params)):
+            yield dataclasses.replace(spec, params=tuple((param, (value,)) for param, value in zip(names, values)))
 
 
 def stale_keys(baseline: BaselineFile, new: Iterable[str], whole_files: Mapping[str, bool], root: Path) -> list[str]:

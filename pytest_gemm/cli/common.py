@@ -16,11 +16,11 @@ from typing import Any
 from .. import __version__
 from ..baselines.store import BaselineAccessError, BaselineFile, baseline_path, unrecordable
 from ..baselines.update import record
+from ..fileio import os_reason
 from ..judge.gate import GatePolicy, compared_record, judge
 from ..options import BY_NAME, Option, OptionError
 from ..records.case_record import METRICS, CaseRecord, GateResult
 from ..records.verdicts import GateVerdict, Sanity
-from ..report.outputs import folder_problem
 from ..report.regression import aligned, interval_cell
 from ..runs.data import RunData
 from ..runs.saved import RunFileError, read_run
@@ -175,5 +175,4 @@ def write_file(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
-        why = folder_problem(path.parent, write=False) or exc.strerror or exc
-        raise CliError(f"cannot write {path}: {why}") from None
+        raise CliError(f"cannot write {path}: {os_reason(exc, path)}") from None

@@ -137,9 +137,15 @@ def _gate(data: RunData, out: Path, found: Mapping[str, tuple[Path, BaselineFile
     m.regate(data, gates, gate_line)
 
 
+def _holds(folder: Path, path: Path) -> bool:
+    """Whether ``path`` lies in ``folder`` or below it, however either is spelled."""
+    return any(same_file(folder, parent) for parent in path.resolve().parents)
+
+
 def _check_paths(args: argparse.Namespace) -> None:
-    """Before anything is read or written: each run named once, and no output that is a run, another output, or a
-    path that cannot be written (a full disk shows only when written)."""
+    """Before anything is read or written: each run named once, and no output that is a run, another output, a
+    report folder that holds a run (its page would show the merged run beside that run's ``run.json``), or a path
+    that cannot be written (a full disk shows only when written)."""
     runs = list(args.runs)
     for i, run in enumerate(runs):
         earlier = next((e for e in runs[:i] if same_file(Path(e), Path(run))), None)
@@ -153,6 +159,12 @@ def _check_paths(args: argparse.Namespace) -> None:
         for what, other in [*taken, *((f"{o}'s path too", p) for o, p in outputs[:i])]:
             if same_file(Path(path), Path(other)):
                 raise CliError(f"{option} {path}: is {what}; nothing written: name another path")
+    held = next((run for run in runs if args.report and _holds(Path(args.report), Path(run))), None)
+    if held is not None:
+        raise CliError(
+            f"--report {args.report}: holds {held}, one of the runs to merge; nothing written: name a folder of its "
+            "own for the merged report"
+        )
     problems = [f"--out: {problem}" for problem in [output_file_problem(Path(args.out))] if problem]
     if args.summary:
         problems += summary_problems(Path(args.summary), "--summary")

@@ -159,6 +159,7 @@ class WorkerPool:
         self._closed = False  # closed: no worker is started any more
         self._start_failures: list[Failure] = []  # consecutive failed starts
         self._lock = threading.RLock()  # one caller at a time: the thread serving it, or a probe
+        self._no_compile: set[tuple] = set()  # variants whose compile timed out here: never compiled again
 
     @property
     def start_failed(self) -> bool:
@@ -282,6 +283,9 @@ class WorkerPool:
             return Outcome(skip=f"no CUDA device: {self.unavailable}")
         if self._process is not None and self._process.popen.poll() is not None:
             self._discard()  # it died between cases (killed from outside, a kernel's thread): not this case's fault
+        variant = (request.path, request.kernel, request.params, request.dtype)
+        if variant in self._no_compile:  # a compile past the limit costs the limit once a variant, not once a case
+            return Outcome(failure=_not_compiled_again(request))
         process = self._process or self._start()
         if isinstance(process, Failure):
             if self.unavailable is not None:
@@ -298,6 +302,9 @@ class WorkerPool:
             self.running = False
         output = process.output_since(offset) if self._process is process else outcome.output
         outcome = replace(outcome, output=output, worker=process.pid)
+        failure = outcome.failure
+        if failure is not None and failure.kind == FailureKind.TIMEOUT and failure.phase == "compile":
+            self._no_compile.add(variant)
         if outcome.failure is not None and outcome.failure.replace_worker and self._process is process:
             self._discard()
         return outcome
@@ -339,3 +346,16 @@ class WorkerPool:
             )
             details = (f"the worker was killed and replaced; --gemm-{option} sets the limit",)
         return Outcome(failure=Failure(kind, message, phase, details, replace_worker=True), output=output)
+
+
+def _not_compiled_again(request: Request) -> Failure:
+    """The failure of a case whose variant's compile timed out in an earlier case on this worker's GPU."""
+    return Failure(
+        FailureKind.TIMEOUT,
+        f"timed out after {request.compile_timeout:g} s",
+        "compile",
+        (
+            "an earlier case of this variant did not compile within the limit either; it is not compiled again in "
+            "this run; --gemm-compile-timeout (ini gemm_compile_timeout) sets the limit",
+        ),
+    )

@@ -6,7 +6,6 @@ The entry point pytest loads (``pytest11``). Everything stateful lives in one
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from .items import KernelFile, UnimportedKernelFile
 from .session import GemmSession
 from .stash import SESSION
 from .terminal import kernel_file_hints
-from .walk import ignore_in_walk, note_collected, unreadable_entries, walk_notes
+from .walk import ignore_in_walk, imported_by_pytest, note_collected, pass_on_notes, unreadable_entries, walk_notes
 
 __all__ = ["SESSION", "GemmSession"]
 
@@ -71,18 +70,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args = [str(config.rootpath / p) for p in config.getini("gemm_kernel_paths")]
 
 
-def _python_plugin_collects(file_path: Path, parent: pytest.Collector) -> bool:
-    """Whether pytest's python plugin takes this file as a test module (an explicit path, or python_files)."""
-    if file_path.suffix != ".py":
-        return False
-    if parent.session.isinitpath(file_path):
-        return True
-    return any(fnmatch.fnmatch(file_path.name, pattern) for pattern in parent.config.getini("python_files"))
-
-
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    wanted = SESSION in parent.config.stash and is_kernel_file(file_path)
-    if wanted and not _python_plugin_collects(file_path, parent):
+    """With --gemm-kernels, a kernel file that pytest's python plugin does not take as a test module (those come to
+    pytest_pycollect_makemodule)."""
+    if SESSION not in parent.config.stash:
+        return None
+    if imported_by_pytest(file_path, parent.config, named=parent.session.isinitpath(file_path)):
+        return None
+    if is_kernel_file(file_path, test_module=False):
         note_collected(parent.config, file_path)
         return KernelFile.from_parent(parent, path=file_path)
     return None
@@ -90,11 +85,14 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    """A Python kernel file that pytest would take as a test module (named on the command line, or ``test_*.py``)
-    is a kernel file, never imported here: its top level runs only in a GPU worker (without --gemm-kernels, never)."""
-    if not is_kernel_file(module_path):
+    """A module pytest would import that is a kernel file is never imported here: its top level runs only in a GPU
+    worker (without --gemm-kernels, never). One matching python_files (or any, without --gemm-kernels) is a kernel
+    file only when it declares kernels and defines no tests; one named on the command line of a --gemm-kernels run
+    is a kernel path like any other (a syntax error, or its size, said as the kernel file's error)."""
+    gemm = SESSION in parent.config.stash
+    if not is_kernel_file(module_path, test_module=imported_by_pytest(module_path, parent.config, named=not gemm)):
         return None
-    if SESSION not in parent.config.stash:
+    if not gemm:
         return UnimportedKernelFile.from_parent(parent, path=module_path)
     note_collected(parent.config, module_path)
     return KernelFile.from_parent(parent, path=module_path)
@@ -115,6 +113,12 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
         assert isinstance(report.result, list)
         report.result += [KernelFile.from_parent(collector, path=p) for p in unreadable_entries(collector)]
     return report
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """An xdist worker passes the walk's notes on to the controlling process, which says them at the end."""
+    if SESSION in session.config.stash:
+        pass_on_notes(session.config)
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:

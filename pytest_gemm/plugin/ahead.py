@@ -17,8 +17,8 @@ import pytest
 
 from ..isolation.devices import timing_model
 from ..isolation.dispatch import Done, GpuWorkers
-from ..options import Settings
 from ..records.request import Request
+from ..settings import Settings
 from ..specs.archs import arch_runs_on
 from ..specs.cases import launch_geometry, to_request
 from ..specs.spec import KernelFileError

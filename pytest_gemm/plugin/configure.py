@@ -2,8 +2,10 @@
 and the compile cache under pytest's cache directory.
 
 An ini file gives a list option (``Option.many``) as a TOML list or as a comma-separated string, as the command
-line does (``gemm_shapes = ["quick", "edge"]`` or ``gemm_shapes = quick,edge``); an option of one value takes a
-string, or a TOML number (``gemm_timeout = 5``). A value that cannot be read is a usage error naming its setting.
+line does (``gemm_shapes = ["quick", "edge"]`` or ``gemm_shapes = quick,edge``), in every format pytest reads
+(pytest.ini, tox.ini, setup.cfg, ``[tool.pytest.ini_options]``, and from pytest 9 the native TOML of
+``[tool.pytest]`` and pytest.toml); an option of one value takes a string, or a TOML number (``gemm_timeout = 5``).
+A value that cannot be read is a usage error naming its setting.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 import pytest
 
 from ..compiler.cache import CubinCache
-from ..options import BY_NAME, OPTIONS, Option, Settings, read_settings
+from ..options import BY_NAME, OPTIONS, Option
+from ..settings import Settings, read_settings
 
 __all__ = ["add_options", "cubin_cache", "read"]
 
@@ -63,11 +66,30 @@ def _ini(config: pytest.Config, option: Option) -> Any:
             return config.getini(f"gemm_{option.key}")
     except (pytest.UsageError, ValueError, TypeError) as exc:
         said = str(exc)
+        if option.many:
+            return _written(config, option, said)
         if option.flag and "expects" not in said:  # an ini file's 'maybe': "invalid truth value 'maybe'"
             said += "; expected true or false"
-        elif option.many:  # native TOML ([tool.pytest], pytest.toml) takes a list as a TOML list only
-            said += ' (write it as a TOML list of strings, such as ["a", "b"])'
         raise pytest.UsageError(f"{option.label()}: {said}") from None
+
+
+def _written(config: pytest.Config, option: Option, refused: str) -> str | list[object]:
+    """A list option's value as its file writes it, where pytest refused it: pytest 9's native TOML
+    (``[tool.pytest]``, pytest.toml) takes a ``linelist`` setting as a TOML list only, and no ini type takes a string
+    or a list there (pytest 8 reads every file as ini, where ``linelist`` takes both, and never gets here)."""
+    try:
+        with warnings.catch_warnings():  # config.inicfg: deprecated in pytest 9, the one reading of the raw value
+            warnings.simplefilter("ignore", pytest.PytestDeprecationWarning)
+            value = config.inicfg.get(f"gemm_{option.key}")
+    except AttributeError:  # a pytest without config.inicfg: its own refusal stands
+        value = None
+    if isinstance(value, (str, list)):  # a string, or a list whose items _text checks
+        return value
+    if value is None:
+        raise pytest.UsageError(f"{option.label()}: {refused}")
+    raise pytest.UsageError(
+        f"{option.label()}: expected a comma-separated string or a TOML list of strings, got {value!r}"
+    )
 
 
 def _text(option: Option, value: object) -> str:

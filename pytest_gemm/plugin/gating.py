@@ -31,10 +31,10 @@ from ..baselines.store import (
 )
 from ..baselines.update import record
 from ..judge.gate import GatePolicy, compared_record, judge
-from ..options import GateSettings
 from ..records.case_record import COMPARED_WITH, METRICS, CaseRecord
 from ..records.verdicts import GateVerdict, Sanity
 from ..report.regression import accept_command, gate_failure_text
+from ..settings import GateSettings
 from ..specs.files import shown_path
 
 __all__ = ["Gatekeeper"]

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 
 from .. import __version__
-from ..options import Settings
 from ..records.case_record import CaseRecord
 from ..records.diagnosis import Diagnosis
 from ..records.plain import from_plain
 from ..records.result import CaseResult, Kind
 from ..runs.data import KernelFileRun, RunData, SessionEnd, Shards
+from ..settings import Settings
 from .facts import RunFacts
 from .properties import CASE, DIAGNOSIS, MARGIN, RECORD, SOURCE, WHOLE_FILE, WORKER, props
 

@@ -1,36 +1,54 @@
 """Where a run writes, checked as it starts, so that a path that cannot be written is a usage error (exit 4)
 before any GPU work, not a failure after it: the baseline folder (never a file; writable when the run records
-baselines), the summary file and ``$GITHUB_STEP_SUMMARY``, and the report folder, which is claimed now (created
-and marked as pytest-gemm's: its heatmaps are drawn while the run goes on). The controlling process checks;
-xdist workers write none of these.
+baselines), the summary file and ``$GITHUB_STEP_SUMMARY``, and the report folder, which is claimed (created and
+marked as pytest-gemm's: its heatmaps are drawn while the run goes on) only as tests are about to run, so that
+``--collect-only``, ``--help`` or ``--fixtures`` create nothing. The controlling process checks and claims;
+xdist workers write none of these. Paths are shown relative to the rootdir.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
-from ..options import Settings, label
+from ..options import label
 from ..report.outputs import folder_problem, summary_problems
+from ..settings import Settings
 from ..specs.files import shown_path
 from .pictures import Pictures
 
-__all__ = ["check_outputs"]
+__all__ = ["check_outputs", "claim_report"]
+
+
+def _shown(config: pytest.Config) -> Callable[[Path], str]:
+    """How messages show an output path: relative to the rootdir (not to '/', which an absolute option value can
+    make it)."""
+    root = config.rootpath
+    return str if len(root.parts) < 2 else lambda path: shown_path(path, root)
 
 
 def check_outputs(config: pytest.Config, settings: Settings, pictures: Pictures) -> None:
     """Raise a usage error naming each output path that cannot be written, and the option that gave it."""
-    gate, problems = settings.gate, []
+    gate, problems, shown = settings.gate, [], _shown(config)
     # gating reads the folder (a read-only one is fine); recording writes there
-    root = config.rootpath  # paths shown relative to it (not to '/', which an absolute option value can make it)
-    shown = str if len(root.parts) < 2 else lambda path: shown_path(path, root)
     problem = folder_problem(gate.folder, write=gate.update, shown=shown)
     if problem:
         recording = f" ({label('update-baselines')} records there)" if "cannot create" in problem else ""
         problems.append(f"{label('baselines')}: {problem}{recording}")
     if gate.summary is not None:
         problems += summary_problems(gate.summary, label("summary"))
-    problem = pictures.claim(settings.overwrite_report, label("overwrite-report"))
+    problem = pictures.check(settings.overwrite_report, label("overwrite-report"), shown)
     if problem:
         problems.append(problem)
     if problems:
         raise pytest.UsageError("\n".join(problems))
+
+
+def claim_report(config: pytest.Config, settings: Settings, pictures: Pictures) -> None:
+    """As tests are about to run: create the report folder and mark it as pytest-gemm's (checked again first); one
+    that cannot be claimed now (changed since the start) ends the run as a usage error, before any test."""
+    problem = pictures.claim(settings.overwrite_report, label("overwrite-report"), _shown(config))
+    if problem:
+        pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,9 +19,8 @@ import pytest
 
 from ..options import label
 from ..records.diagnosis import Diagnosis
-from ..report.outputs import claim_report_folder
+from ..report.outputs import claim_report_folder, report_folder_problem
 from ..runs.data import RunData
-from ..specs.files import shown_path
 
 __all__ = ["BESIDE_HTML", "Pictures"]
 
@@ -52,16 +51,26 @@ class Pictures:
             self.folder = None if self.html is None else self.html.parent / BESIDE_HTML
         self._drawing: ThreadPoolExecutor | None = None  # one thread: only it draws until the report at the end
         self._drawn: dict[str, Future[Path]] = {}
+        self.claimed = False  # the folder was created and marked: tests ran, the report is written at the end
 
-    def claim(self, overwrite: bool, switch: str) -> str | None:
-        """Check the report folder as the run starts, and create and mark it as pytest-gemm's (report/outputs.py);
-        what is wrong, naming the option that chose the folder (None: nothing, or no report)."""
+    def check(self, overwrite: bool, switch: str, shown: Callable[[Path], str]) -> str | None:
+        """Check the report folder as the run starts, creating nothing (report/outputs.py); what is wrong, naming the
+        option that chose the folder (None: nothing, or no report). ``shown``: how a path is shown."""
         if self.folder is None:
             return None
-        here = self.config.invocation_params.dir
-        problem = claim_report_folder(
-            self.folder, overwrite=overwrite, switch=switch, shown=lambda p: shown_path(p, here)
-        )
+        return self._whose(report_folder_problem(self.folder, overwrite=overwrite, switch=switch, shown=shown))
+
+    def claim(self, overwrite: bool, switch: str, shown: Callable[[Path], str]) -> str | None:
+        """As tests are about to run: check the folder again, then create and mark it as pytest-gemm's; what is
+        wrong, as :meth:`check` says it."""
+        if self.folder is None:
+            return None
+        problem = claim_report_folder(self.folder, overwrite=overwrite, switch=switch, shown=shown)
+        self.claimed = problem is None
+        return self._whose(problem)
+
+    def _whose(self, problem: str | None) -> str | None:
+        """``problem`` of the report folder, naming the option that chose it."""
         given = label("report") if self.asked else f"the report folder beside pytest-html's --html ({BESIDE_HTML}/)"
         return f"{given}: {problem}" if problem else None
 
@@ -115,8 +124,9 @@ class Pictures:
     def write(self, data: RunData, drawn: Collection[str]) -> list[tuple[str, bool]]:
         """Write the report (nothing when none is asked for); the lines to print, each with whether it says a
         failure. The heatmaps the run drew as its cases ended (``drawn``: their test ids) are not drawn again;
-        one that could not be is said, and drawn from the run's pooled map."""
-        if self.folder is None:
+        one that could not be is said, and drawn from the run's pooled map. A run that ran no test (--collect-only)
+        claimed no folder and writes none."""
+        if self.folder is None or not self.claimed:
             return []
         self.close()
         lines = []

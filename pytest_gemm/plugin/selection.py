@@ -1,9 +1,9 @@
 """What ``--gemm-dtypes`` and ``--gemm-shapes`` left of each kernel's GPU cases.
 
 A kernel whose declared dtypes are all filtered away has no GPU case, and one whose ``requires`` rules skip every
-shape has none to run: said after collection and at the end of the run (under pytest-xdist, from the workers, at
-the end), so that a green run that checked nothing says so; under ``--gemm-require-gpu`` a run left with no GPU
-case at all is a usage error (exit 4).
+shape, or whose every shape is past its int arguments, has none to run: said after collection and at the end of the
+run (under ``--co`` and pytest-xdist at the end only), so that a green run that checked nothing says so; under
+``--gemm-require-gpu`` a run left with no GPU case at all is a usage error (exit 4).
 """
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ from typing import Any
 
 import pytest
 
-from ..options import Settings, label
+from ..options import label
 from ..records.dtypes import DTYPES
+from ..settings import Settings
 from ..specs.cases import Case
+from ..specs.footprint import int_args_problem
 from ..specs.spec import KernelSpec
+from .passed_on import heard, pass_on
 
 __all__ = ["Selection"]
 
@@ -32,7 +35,8 @@ class _Kernel:
     dtypes: tuple[str, ...]  # as declared
     cases: int  # after the dtype selection
     runnable: int  # of those, not skipped by a rule
-    rule: str | None  # the first rule that skipped one of its cases
+    rule: str | None  # the first ``requires`` rule that skipped one of its cases, with the values it saw
+    past: str | None  # the first shape past its int arguments, why (with the limit)
 
 
 def _names(kernels: list[_Kernel], total: int) -> str:
@@ -54,17 +58,22 @@ class Selection:
     def add(self, expanded: list[tuple[KernelSpec, list[Case]]]) -> None:
         """One kernel file's kernels and the cases expanded from each."""
         for spec, cases in expanded:
-            rule = next((c.skip_reason.rsplit(" (", 1)[0] for c in cases if c.skip_reason), None)
+            past = {c.shape: int_args_problem(spec, c.shape) for c in cases if c.skip_reason}  # expand's first check
+            rule = next((c.skip_reason.rsplit(" (", 1)[0] for c in cases if c.skip_reason and not past[c.shape]), None)
+            too_large = next((reason for reason in past.values() if reason), None)
             runnable = sum(c.skip_reason is None for c in cases)
-            self.kernels[spec.path, spec.name] = _Kernel(spec.name, tuple(spec.dtypes), len(cases), runnable, rule)
+            self.kernels[spec.path, spec.name] = _Kernel(
+                spec.name, tuple(spec.dtypes), len(cases), runnable, rule, too_large
+            )
 
     def what_is_left(self) -> str | None:
         """A line when a kernel is left with no GPU case to run (None when each has one, or none was collected)."""
         kernels = list(self.kernels.values())
         total = len(kernels)
         undeclared = [k for k in kernels if k.cases == 0]
-        ruled = [k for k in kernels if k.cases and not k.runnable]
-        lost = len(undeclared) + len(ruled)
+        ruled = [k for k in kernels if k.cases and not k.runnable and k.rule]
+        too_large = [k for k in kernels if k.cases and not k.runnable and not k.rule]
+        lost = len(undeclared) + len(ruled) + len(too_large)
         if not lost:
             return None
         parts = []
@@ -74,11 +83,17 @@ class Selection:
             verb = "declares" if len(undeclared) == 1 else "declare"
             selected = ", ".join(self.settings.dtypes or ())
             parts.append(f"{label('dtypes')} selects {selected}, and {_names(undeclared, total)} {verb} {shown}")
+        shapes = len(self.settings.shapes)
+        said = f"the shape of {label('shapes')}" if shapes == 1 else f"each of the {shapes} shapes of {label('shapes')}"
         if ruled:
-            shapes = len(self.settings.shapes)
-            said = "the shape" if shapes == 1 else f"each of the {shapes} shapes"
             first = f"{ruled[0].name}: {ruled[0].rule}"
-            parts.append(f"{said} of {label('shapes')} breaks a rule of {_names(ruled, total)} ({first})")
+            parts.append(f"{said} breaks a rule of {_names(ruled, total)} ({first})")
+        if too_large:  # no rule of the kernel's: the harness's int arguments (with the limit)
+            names, first = _names(too_large, total), too_large[0]
+            alike = len({k.past for k in too_large}) == 1
+            parts.append(
+                f"{said} is too large for {names}" + (f": {first.past}" if alike else f" ({first.name}: {first.past})")
+            )
         head = "no GPU case to run" if lost == total else f"{lost} of {total} kernels have no GPU case"
         return f"pytest-gemm: {head}: {'; '.join(parts)}"
 
@@ -94,16 +109,13 @@ class Selection:
                 raise pytest.UsageError(self.error)
             config.hook.pytest_deselected(items=list(items))
             items.clear()
-        if hasattr(config, "workeroutput"):
-            config.workeroutput[WORKER_KEY] = {"lines": self.lines, "error": self.error}
+        pass_on(config, WORKER_KEY, self.lines, error=self.error)
         return self.lines
 
     def heard(self, workeroutput: dict[str, Any]) -> list[tuple[str, bool]]:
         """What an xdist worker passed on that this process has not said yet (each worker collects alike), as
         (line, red) pairs; its usage error becomes this run's (:attr:`error`)."""
-        said = workeroutput.get(WORKER_KEY) or {}
-        new = [line for line in said.get("lines", ()) if line not in self.lines]
-        self.lines += new
+        new, said = heard(workeroutput, WORKER_KEY, self.lines)
         if said.get("error") and self.error is None:
             self.error = said["error"]
             return [(self.error, True)]  # it says what the line would

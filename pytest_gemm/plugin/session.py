@@ -17,7 +17,7 @@ import pytest
 
 from ..isolation.dispatch import Done, GpuWorkers
 from ..judge.case import judge_outcome
-from ..options import Settings, label
+from ..options import label
 from ..records.case_record import CaseRecord, CompileRecord
 from ..records.plain import to_plain
 from ..records.result import CaseResult
@@ -26,6 +26,7 @@ from ..report.markdown import markdown, summary_cases
 from ..report.regression import replay_command
 from ..runs.data import stored
 from ..runs.saved import section
+from ..settings import Settings
 from ..specs.sharding import in_shard
 from ..worker.serve import DEFAULT_BACKEND
 from . import summary
@@ -37,7 +38,7 @@ from .facts import RunFacts
 from .gating import Gatekeeper
 from .items import GemmCaseItem, GemmCompileItem, GemmFailure, GemmSanitizeItem
 from .ledger import Ledger
-from .outputs import check_outputs
+from .outputs import check_outputs, claim_report
 from .pictures import Pictures
 from .properties import (
     COMPILE,
@@ -56,6 +57,7 @@ from .properties import (
 )
 from .selection import Selection
 from .terminal import LONG_RUN, gpus_line, header_line, no_device_line, progress_note, summary_file_text
+from .walk import heard_notes
 
 __all__ = ["GemmSession"]
 
@@ -255,7 +257,16 @@ class GemmSession:
         reporter._get_progress_information_message = message
 
     def pytest_report_collectionfinish(self) -> list[str]:
-        return [*self.selection.lines, *([self.device_note] if self.device_note else [])]
+        """Said before anything runs, and again after a run's output at its end; under --co, where the listing is
+        the output, at the end only."""
+        ahead = [] if self.config.getoption("collectonly") else self.selection.lines
+        return [*ahead, *([self.device_note] if self.device_note else [])]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        """Tests are about to run (not so under --collect-only, --help, --fixtures): the report folder is claimed."""
+        if self.facts.controller and not self.config.getoption("collectonly"):
+            claim_report(self.config, self.settings, self.pictures)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -328,9 +339,11 @@ class GemmSession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """Under pytest-xdist the workers select: what the shard left out comes from theirs."""
+        """Under pytest-xdist the workers collect and select: what the shard left out comes from theirs, and the lines
+        they would have said after collection are said at the end."""
         said = getattr(node, "workeroutput", None) or {}
         self.left_out = max(self.left_out, int(said.get("gemm_shard_left_out", 0)))
+        self.lines += [(line, False) for line in heard_notes(self.config, said)]
         self.lines += self.selection.heard(said)
 
     @pytest.hookimpl(tryfirst=True)

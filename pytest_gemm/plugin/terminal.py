@@ -12,12 +12,14 @@ import pytest
 
 from ..compiler.cache import CubinCache
 from ..isolation.devices import Gpu
-from ..options import Settings, label
+from ..options import label
 from ..records.request import TIMERS
 from ..report.outputs import write_summary
+from ..settings import Settings
 from ..specs.files import declares_kernels, mentions_without_declaring, shown_path
 from ..specs.source import file_problem
 from .facts import RunFacts
+from .walk import imported_by_pytest
 
 __all__ = ["header_line", "kernel_file_hints", "no_device_line", "summary_file_text", "workers_line"]
 
@@ -125,19 +127,24 @@ def summary_file_text(path: Path, text: str) -> str | None:
 _KERNEL_FILES = ".cu files with a /* pytest-gemm header, .py files that use @gemm_kernel; see docs/kernel-files.md"
 
 
-_NOT_DECLARED = "names gemm_kernel but declares no kernel (a kernel is a top-level def under @gemm_kernel(...))"
+_NOT_DECLARED = (
+    "names gemm_kernel but declares no kernel (a kernel is a top-level def under @gemm_kernel(...), by that name: the "
+    "file is read without running it, so an alias such as `import gemm_kernel as gk` is not followed)"
+)
 
 
-def _kernel_files_under(folder: Path, skip: list[str]) -> tuple[int, list[Path]]:
+def _kernel_files_under(folder: Path, config: pytest.Config) -> tuple[int, list[Path]]:
     """How many kernel files a folder holds, and its .py files that name gemm_kernel without declaring a kernel,
     not looking into the folders pytest does not recurse into. Files that are not regular are never read."""
     count, mentions = 0, []
+    skip = config.getini("norecursedirs")
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not any(fnmatch.fnmatch(d, pattern) for pattern in skip))
         for name in sorted(files):
             if name.endswith((".cu", ".py")):
-                count += declares_kernels(Path(root, name))
-                mentions += [Path(root, name)] if mentions_without_declaring(Path(root, name)) else []
+                path = Path(root, name)
+                count += declares_kernels(path, test_module=imported_by_pytest(path, config))
+                mentions += [path] if mentions_without_declaring(path) else []
     return count, mentions
 
 
@@ -154,14 +161,14 @@ def kernel_file_hints(config: pytest.Config, *, gemm: bool, nothing_ran: bool) -
         if path.is_dir():
             if not nothing_ran:
                 continue
-            count, mentions = _kernel_files_under(path, config.getini("norecursedirs"))
+            count, mentions = _kernel_files_under(path, config)
             if count and not gemm:
                 noun = "kernel file" if count == 1 else "kernel files"
                 hints.append(f"pytest-gemm: {shown} holds {count} {noun}; run with --gemm-kernels to collect them")
             elif not count and gemm:
                 hints.append(f"pytest-gemm: {shown} holds no kernel file ({_KERNEL_FILES})")
                 hints += [f"pytest-gemm: {shown_path(m, config.rootpath)} {_NOT_DECLARED}" for m in mentions[:5]]
-        elif declares_kernels(path):
+        elif declares_kernels(path, test_module=imported_by_pytest(path, config, named=not gemm)):  # as collected
             if not gemm and nothing_ran:
                 hints.append(f"pytest-gemm: {shown} is a kernel file; run with --gemm-kernels to collect it")
         elif gemm and path.suffix == ".cu":

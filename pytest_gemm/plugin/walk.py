@@ -2,23 +2,46 @@
 whatever symlinks lead to it, no symlink loop descended, and a kernel file that is not a regular file (a FIFO,
 a link to a device) shown as a collection error instead of being passed over in silence.
 
-What a guard did is said after collection, in :func:`walk_notes`' lines.
+What a guard did is said after collection, in :func:`walk_notes`' lines (under pytest-xdist, passed on by the
+workers, which collect, and said at the end of the run: :func:`pass_on_notes`, :func:`heard_notes`).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ..specs.files import is_kernel_file, named_like_kernel_file, shown_path
 from ..specs.source import file_problem
+from .passed_on import heard, pass_on
 
-__all__ = ["ignore_in_walk", "note_collected", "unreadable_entries", "walk_notes"]
+__all__ = [
+    "heard_notes",
+    "ignore_in_walk",
+    "imported_by_pytest",
+    "note_collected",
+    "pass_on_notes",
+    "unreadable_entries",
+    "walk_notes",
+]
 
 _SEEN = pytest.StashKey[dict[str, Path]]()  # a kernel file's real path -> the path it was first collected as
 _NOTES = pytest.StashKey[list[str]]()
+#: the key under which an xdist worker passes its notes to the controlling process
+WORKER_KEY = "gemm_walk"
+
+
+def imported_by_pytest(path: Path, config: pytest.Config, *, named: bool = False) -> bool:
+    """Whether pytest's python plugin imports ``path`` as a test module: a ``.py`` file named on the command line
+    (``named``), or one matching python_files."""
+    if path.suffix != ".py":
+        return False
+    return named or any(fnmatch.fnmatch(path.name, pattern) for pattern in config.getini("python_files"))
 
 
 def _notes(config: pytest.Config) -> list[str]:
@@ -78,7 +101,9 @@ def ignore_in_walk(collection_path: Path, config: pytest.Config) -> bool | None:
             "not descended (a symlink loop)"
         )
         return True
-    if path.suffix not in (".cu", ".py") or file_problem(path) is not None or not is_kernel_file(path):
+    if not named_like_kernel_file(path) or file_problem(path) is not None:
+        return None
+    if not is_kernel_file(path, test_module=imported_by_pytest(path, config)):
         return None
     real = os.path.realpath(path)
     first = _walked_to(Path(real), config) if real != os.path.abspath(path) else None
@@ -120,3 +145,13 @@ def unreadable_entries(collector: pytest.Directory) -> list[Path]:
 def walk_notes(config: pytest.Config) -> list[str]:
     """What the guards did, for the lines after collection."""
     return list(config.stash.get(_NOTES, []))
+
+
+def pass_on_notes(config: pytest.Config) -> None:
+    """After collection, on an xdist worker: its notes, for the controlling process (:func:`heard_notes`)."""
+    pass_on(config, WORKER_KEY, walk_notes(config))
+
+
+def heard_notes(config: pytest.Config, workeroutput: Mapping[str, Any]) -> list[str]:
+    """The notes an xdist worker passed on that the controlling process has not said yet (each worker walks alike)."""
+    return heard(workeroutput, WORKER_KEY, _notes(config))[0]

@@ -8,6 +8,7 @@ processes; ``from_dict`` reads it back (the ``pytest-gemm`` command reads saved 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from hashlib import sha256
@@ -21,9 +22,11 @@ __all__ = [
     "COMPARED_WITH",
     "GPU_RECORD_KEYS",
     "METRICS",
+    "TIMING_FIGURES",
     "CaseRecord",
     "CompileRecord",
     "GateResult",
+    "figure_problem",
     "gpu_identity",
     "max_sm_clock",
     "nvml_values",
@@ -38,6 +41,35 @@ METRICS = {
 
 #: what a baseline entry keeps of each GPU that recorded it (its ``gpus`` map), and what the gate reads of one
 GPU_RECORD_KEYS = ("ratio", "ratio_ci", "median_s", "ci_s", "date")
+
+#: the figures of a timed case that no timing makes otherwise, and the rule of each (:func:`figure_problem`)
+_POSITIVE = ("median_s", "cublas_median_s", "ratio")  # a time or a ratio: finite and above 0
+_INTERVALS = ("ci_s", "cublas_ci_s", "ratio_ci")  # a 95% interval: two bounds, each finite and above 0
+_RATES = ("tflops", "cublas_tflops")  # TFLOP/s: finite and at least 0
+TIMING_FIGURES = _POSITIVE + _INTERVALS + _RATES
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def figure_problem(name: str, value: Any) -> str | None:
+    """What is wrong with ``value`` as the timing figure ``name`` (one of :data:`TIMING_FIGURES`, a field of
+    :class:`CaseRecord` and of a baseline entry), None when nothing is: the one rule by which saved runs and
+    baseline files are read and cases recorded. A time, a ratio and each bound of their intervals must be finite
+    and above 0 (NaN, an infinity, 0 or a negative value could never be gated against); TFLOP/s finite and at
+    least 0."""
+    if name in _INTERVALS:
+        if isinstance(value, (list, tuple)) and len(value) == 2 and all(_number(v) and v > 0 for v in value):
+            return None
+        shown = list(value) if isinstance(value, tuple) else value
+        return f"{name} must be a list of two positive numbers, got {shown!r}"
+    if name in _RATES:
+        return None if _number(value) and value >= 0 else f"{name} must be a finite number of at least 0, got {value!r}"
+    if name not in _POSITIVE:
+        raise KeyError(f"{name!r} is not a timing figure")
+    return None if _number(value) and value > 0 else f"{name} must be a positive number, got {value!r}"
+
 
 #: what a timed case is compared with, when its baseline entry holds records of several GPUs of its model
 COMPARED_WITH = {

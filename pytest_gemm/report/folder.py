@@ -8,10 +8,8 @@ from a saved run names that file instead of copying it. The folder is marked as 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import multiprocessing
-import re
 from collections.abc import Collection, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -23,13 +21,12 @@ from ..runs.data import RunData
 from ..runs.saved import run_json
 from .heatmap import heatmap
 from .html import page
-from .outputs import mark_report_folder
+from .outputs import GATE_CHART, PAGE, PCT_CHART, RUN_FILE, chart_name, heatmap_name, mark_report_folder
 from .pictures import gate_chart, largest_shape, pct_cublas_chart, tflops_chart
 from .style import shape_label
 
 __all__ = ["RUN_FILE", "Report", "chart_name", "heatmap_name", "write_report"]
 
-RUN_FILE = "run.json"  # the run a report folder was drawn from, written beside it by pytest --gemm-report
 _PARALLEL_FROM = 8  # heatmaps to draw from which a report draws them in several processes (when it may)
 
 
@@ -44,19 +41,8 @@ class Report:
 
     @property
     def files(self) -> list[Path]:
-        names = [c[0] for c in self.charts] + list(self.heatmaps.values()) + ["index.html"]
+        names = [c[0] for c in self.charts] + list(self.heatmaps.values()) + [PAGE]
         return [self.folder / name for name in [*names, *([self.run_file] if self.run_file else [])]]
-
-
-def chart_name(dtype: str) -> str:
-    """The throughput chart of ``dtype``, relative to the report folder."""
-    return f"tflops-{dtype}.png"
-
-
-def heatmap_name(test: str) -> str:
-    """A failed case's heatmap, relative to the report folder: readable, and unique per test id."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", test.split("::")[-1]).strip("_")[:80]
-    return f"errors/{slug}-{hashlib.sha256(test.encode()).hexdigest()[:8]}.png"
 
 
 def _draw_some(jobs: Sequence[tuple[str, Diagnosis, str, str, Path]]) -> None:
@@ -103,10 +89,10 @@ def write_report(
         if tflops_chart(records, dtype, data.gpu, gpu, day, out / chart_name(dtype)):
             report.charts.append((chart_name(dtype), f"{dtype}: TFLOP/s against problem size, cuBLAS and peak"))
     at = shape or largest_shape(records)
-    if at and pct_cublas_chart(records, at, gpu, day, out / "pct-cublas.png"):
-        report.charts.append(("pct-cublas.png", f"Each kernel as % of cuBLAS at {shape_label(at)}"))
-    if gate_chart(records, gpu, day, out / "gate.png", gate_source):
-        report.charts.append(("gate.png", "The gate: each case's change against its baseline"))
+    if at and pct_cublas_chart(records, at, gpu, day, out / PCT_CHART):
+        report.charts.append((PCT_CHART, f"Each kernel as % of cuBLAS at {shape_label(at)}"))
+    if gate_chart(records, gpu, day, out / GATE_CHART, gate_source):
+        report.charts.append((GATE_CHART, "The gate: each case's change against its baseline"))
     jobs = []
     for test, result in data.failures.items():
         diagnosis = result.diagnosis
@@ -119,5 +105,5 @@ def write_report(
     if source is None:
         report.run_file = RUN_FILE
         (out / RUN_FILE).write_text(json.dumps(run_json(data), indent=1) + "\n", encoding="utf-8")
-    (out / "index.html").write_text(page(data, report.charts, report.heatmaps, source), encoding="utf-8")
+    (out / PAGE).write_text(page(data, report.charts, report.heatmaps, source), encoding="utf-8")
     return report

@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..records.case_record import CaseRecord, gpu_identity
+from ..records.case_record import TIMING_FIGURES, CaseRecord, figure_problem, gpu_identity
 from ..records.plain import PlainError, from_plain, to_plain
 from ..records.result import CaseResult
 from .check import WrongValue, check, check_present, check_settings, key, shown
@@ -157,20 +157,13 @@ def _records(raw: dict[str, Any], settings: dict[str, Any]) -> list[CaseRecord]:
     return records
 
 
-#: a timed record's durations and their ratio, with intervals: what its verdict, the gate and baselines read
-_TIMES = ("median_s", "ci_s", "cublas_median_s", "cublas_ci_s", "ratio", "ratio_ci")
-
-
 def _times(record: CaseRecord, where: str) -> None:
-    """A time or ratio that no timing makes (negative, NaN, infinite) is wrong, named with its case."""
-    for name in _TIMES:
-        value = getattr(record, name)
-        numbers = {f"[{i}]": v for i, v in enumerate(value)} if isinstance(value, tuple) else {"": value}
-        for index, number in numbers.items():
-            try:
-                _at_least(number, 0, key(where, name) + index)
-            except WrongValue as exc:
-                raise WrongValue(f"{exc} (case {record.test})") from None
+    """A time, ratio or rate that no timing makes (0 or negative, NaN, infinite) is wrong, named with its key path
+    and case, by the rule baselines are read and recorded with."""
+    for name in TIMING_FIGURES:
+        problem = figure_problem(name, getattr(record, name))
+        if problem:
+            raise WrongValue(f"{where}.{problem} (case {record.test})")
 
 
 def read_run(path: Path) -> RunData:

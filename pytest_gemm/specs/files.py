@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ..records.request import Request
 from .cases import AlphaBeta, Case
-from .pyfile import PyFacts, parse_py_source, py_facts
-from .source import decode_cu, decode_py, file_problem, has_header, read_kernel_bytes
+from .pyfile import DECLARING, PyFacts, parse_py_source, py_facts
+from .source import HEADER_START, decode_cu, decode_py, file_problem, has_header, holds, is_oversize, read_kernel_bytes
 from .spec import KernelFileError, KernelSpec, Variant, parse_cu_source
 
 __all__ = [
@@ -22,7 +22,6 @@ __all__ = [
     "named_like_kernel_file",
     "read_specs",
     "shown_path",
-    "source_hash",
 ]
 
 
@@ -34,66 +33,88 @@ def shown_path(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _is_test_module_name(path: Path) -> bool:
-    return path.name.startswith("test_")
-
-
 def named_like_kernel_file(path: Path) -> bool:
-    """Whether the name alone makes ``path`` a kernel file when it cannot be read (a FIFO, a device, too large):
-    a ``.cu`` file, or a ``.py`` file that is neither a test module nor a conftest."""
-    if path.suffix == ".cu":
-        return True
-    return path.suffix == ".py" and not path.name.startswith("conftest") and not _is_test_module_name(path)
+    """Whether the name allows ``path`` to be a kernel file: a ``.cu`` file, or a ``.py`` file other than a conftest
+    (which pytest imports whatever it holds)."""
+    return path.suffix == ".cu" or (path.suffix == ".py" and not path.name.startswith("conftest"))
 
 
 @functools.lru_cache(maxsize=4096)
-def _facts(path: str, _stamp: tuple[int, ...]) -> PyFacts | None:
+def _facts(path: str, _stamp: tuple[int, ...], every_mention: bool) -> PyFacts | None:
     try:
         data = read_kernel_bytes(Path(path), path)
     except KernelFileError:
         return None
     # leniently decoded: a file saved as UTF-16 is still seen to declare kernels (its collection says why
     # Python cannot import it)
-    return py_facts(decode_cu(path, data, strict=False))
+    return py_facts(decode_cu(path, data, strict=False), every_mention=every_mention)
 
 
-def _py_facts(path: Path) -> PyFacts | None:
-    """A ``.py`` file's :class:`PyFacts`, read once per version of the file; None when it cannot be read."""
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    """What tells one version of a file from another (None when it cannot be looked at)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    if file_problem(path) is not None:
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _py_facts(path: Path, *, test_module: bool) -> PyFacts | None:
+    """A ``.py`` file's :class:`PyFacts`, read once per version of the file; None when it cannot be read. A module
+    pytest imports is parsed only where it may hold a decorator; another, wherever it names gemm_kernel."""
+    stamp = _stamp(path)
+    if stamp is None or file_problem(path) is not None:
         return None
-    return _facts(str(path), (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size))
+    return _facts(str(path), stamp, not test_module)
 
 
-def is_kernel_file(path: Path) -> bool:
-    """Whether pytest-gemm collects this file (its headers or decorators decide the rest): every ``.cu`` file;
-    a ``.py`` file whose syntax tree holds a ``gemm_kernel`` decorator anywhere (a misplaced one is an error to
-    show), or that cannot be read at all (the collection says why). A ``test_*.py`` file is one only when it
-    declares kernels and no tests: a test module that uses or mentions gemm_kernel stays a test module."""
+#: what a file too large to read whole is searched for: what would make it a kernel file (its size is then said)
+_MARKS = {".cu": HEADER_START, ".py": DECLARING}
+
+
+@functools.lru_cache(maxsize=256)
+def _holds_mark(path: str, _stamp: tuple[int, ...]) -> bool:
+    return holds(Path(path), _MARKS[Path(path).suffix])
+
+
+def is_kernel_file(path: Path, *, test_module: bool) -> bool:
+    """Whether pytest-gemm collects ``path`` as a kernel file (its headers or decorators decide the rest).
+
+    ``test_module``: the file is pytest's to import as a test module (it matches python_files; without
+    --gemm-kernels, any module pytest imports). Then it is a kernel file only when it declares kernels and defines
+    no tests, whatever its name; one that cannot be read, is too large or is not valid Python is left to pytest,
+    which says what is wrong. Otherwise every ``.cu`` file is one, and every ``.py`` file (not a conftest) whose
+    syntax tree holds a gemm_kernel decorator (a misplaced one is an error to show), that names gemm_kernel but is
+    not valid Python, or that cannot be read (its collection says why). A regular file too large to read is one only
+    when it holds a header's start (``.cu``) or what may be a decorator (``.py``): its collection says its size. A
+    file that is not regular (a FIFO, a device), which pytest would block on, is one whatever it is named: its
+    collection says what it is.
+    """
+    if not named_like_kernel_file(path):
+        return False
+    if file_problem(path) is not None:
+        if not is_oversize(path):
+            return True  # not a regular file
+        stamp = _stamp(path)
+        return not test_module and stamp is not None and _holds_mark(str(path), stamp)
     if path.suffix == ".cu":
         return True
-    if path.suffix != ".py" or path.name.startswith("conftest"):
-        return False
-    facts = _py_facts(path)
-    if _is_test_module_name(path):
+    facts = _py_facts(path, test_module=test_module)
+    if test_module:
         return facts is not None and facts.declares and not facts.test_module
-    if facts is None:
-        return named_like_kernel_file(path)
-    return facts.declares or (facts.mentions and not facts.parses)
+    return facts is None or facts.declares or facts.broken
 
 
-def declares_kernels(path: Path) -> bool:
-    """Whether the file declares at least one kernel (a ``.cu`` header, or ``@gemm_kernel`` in a ``.py`` file).
+def declares_kernels(path: Path, *, test_module: bool) -> bool:
+    """Whether the file declares at least one kernel (a ``.cu`` header, or ``@gemm_kernel`` in a ``.py`` file);
+    ``test_module`` as for :func:`is_kernel_file`.
 
     For the hints: a file that is not regular, or too large, is skipped (False), never read.
     """
-    if file_problem(path) is not None or not is_kernel_file(path):
+    if file_problem(path) is not None or not is_kernel_file(path, test_module=test_module):
         return False
     if path.suffix == ".py":
-        facts = _py_facts(path)
+        facts = _py_facts(path, test_module=test_module)
         return facts is not None and facts.declares
     try:
         return has_header(decode_cu(path, read_kernel_bytes(path, str(path)), strict=False))
@@ -102,11 +123,11 @@ def declares_kernels(path: Path) -> bool:
 
 
 def mentions_without_declaring(path: Path) -> bool:
-    """Whether a ``.py`` file (not a test module) names gemm_kernel without declaring a kernel with it."""
+    """Whether a ``.py`` file (not a conftest) names gemm_kernel without declaring a kernel with it."""
     if path.suffix != ".py" or not named_like_kernel_file(path):
         return False
-    facts = _py_facts(path)
-    return facts is not None and facts.mentions and facts.parses and not facts.declares
+    facts = _py_facts(path, test_module=False)
+    return facts is not None and facts.mentions and not facts.broken and not facts.declares
 
 
 def read_specs(path: Path, shown: str) -> tuple[list[KernelSpec], str]:
@@ -125,11 +146,6 @@ def read_specs(path: Path, shown: str) -> tuple[list[KernelSpec], str]:
 def load_specs(path: Path, shown: str) -> list[KernelSpec]:
     """The kernels a file declares (:func:`read_specs` without the hash)."""
     return read_specs(path, shown)[0]
-
-
-def source_hash(path: Path) -> str:
-    """SHA-256 of the kernel file's bytes (what a baseline notes to tell a changed kernel)."""
-    return hashlib.sha256(read_kernel_bytes(path, str(path))).hexdigest()
 
 
 def case_from_request(request: Request, specs: list[KernelSpec]) -> Case:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +20,12 @@ from typing import Any
 
 from .spec import KernelFileError, KernelSpec, spec_from_mapping
 
-__all__ = ["DECORATOR", "SPEC_ATTR", "PyFacts", "header_from_arguments", "parse_py_source", "py_facts"]
+__all__ = ["DECLARING", "DECORATOR", "SPEC_ATTR", "PyFacts", "header_from_arguments", "parse_py_source", "py_facts"]
 
 DECORATOR = "gemm_kernel"
+#: Text that may be a gemm_kernel decorator (``@gemm_kernel``, ``@pytest_gemm.gemm_kernel``, ``gemm_kernel(``): only
+#: a file that holds it is parsed to find out (one that names gemm_kernel only in an import is not)
+DECLARING = re.compile(rf"@\s*(?:\w+\s*\.\s*)*{DECORATOR}\b|{DECORATOR}\s*\(")
 SPEC_ATTR = "__pytest_gemm__"  # where the decorator leaves the header on the function
 
 
@@ -126,25 +130,41 @@ def _misplaced(path: str | Path, deco: ast.expr, node: ast.stmt, where: str | No
 
 @dataclass(frozen=True)
 class PyFacts:
-    """What a ``.py`` file's text says about it as a kernel file, read without running it."""
+    """What a ``.py`` file's text says about it as a kernel file, read without running it. Its syntax tree is read
+    when the text may hold a decorator (:data:`DECLARING`), or, when asked, whenever it names gemm_kernel; a file
+    whose tree is not read declares nothing and is not broken."""
 
     mentions: bool  # names gemm_kernel anywhere (a comment, a string, an import)
     declares: bool  # holds a gemm_kernel decorator anywhere (misplaced ones too: they are errors to show)
-    parses: bool  # is valid Python
-    test_module: bool  # defines test functions or classes at its top level (test_* or Test*)
+    broken: bool  # its syntax tree was read, and it is not valid Python
+    test_module: bool  # defines tests at its top level (functions or classes named test*), kernels aside
 
 
-def py_facts(text: str) -> PyFacts:
-    """The facts of one ``.py`` file's text: its syntax tree, parsed only when it names gemm_kernel at all."""
+_NOTHING = PyFacts(mentions=False, declares=False, broken=False, test_module=False)
+
+
+def _is_kernel_def(node: ast.stmt) -> bool:
+    return isinstance(node, _DEFINITIONS) and any(_decorator_name(d) == DECORATOR for d in node.decorator_list)
+
+
+def py_facts(text: str, *, every_mention: bool = False) -> PyFacts:
+    """The facts of one ``.py`` file's text (see :class:`PyFacts`); ``every_mention``: read the syntax tree of any
+    text that names gemm_kernel (a kernel path's file, to show its syntax error), not only where a decorator may be
+    (each module pytest imports, many of which import gemm_kernel)."""
     if DECORATOR not in text:
-        return PyFacts(mentions=False, declares=False, parses=True, test_module=False)
+        return _NOTHING
+    if not every_mention and DECLARING.search(text) is None:
+        return PyFacts(mentions=True, declares=False, broken=False, test_module=False)
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
-        return PyFacts(mentions=True, declares=False, parses=False, test_module=False)
+        return PyFacts(mentions=True, declares=False, broken=True, test_module=False)
     declares = next(_placements(tree.body, None), None) is not None
-    tests = any(isinstance(node, _DEFINITIONS) and node.name.lower().startswith("test") for node in tree.body)
-    return PyFacts(mentions=True, declares=declares, parses=True, test_module=tests)
+    tests = any(
+        isinstance(node, _DEFINITIONS) and node.name.lower().startswith("test") and not _is_kernel_def(node)
+        for node in tree.body
+    )
+    return PyFacts(mentions=True, declares=declares, broken=False, test_module=tests)
 
 
 def _arguments(path: str | Path, call: ast.Call) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Reading a kernel file's bytes and text: regular files only, a bounded number of bytes, any line ends.
 
-Every reader of a kernel file (collection, the hints, the source hash, the GPU worker) goes through
-:func:`read_kernel_bytes`, so a FIFO never blocks a run and a link to ``/dev/zero`` never fills its memory.
+Every reader of a kernel file (collection, the hints, the GPU worker) goes through :func:`read_kernel_bytes`,
+so a FIFO never blocks a run and a link to ``/dev/zero`` never fills its memory; a regular file too large to read
+whole is only searched, a piece at a time (:func:`holds`), for what would make it a kernel file.
 :func:`decode_cu` and :func:`decode_py` give the text that is parsed, compiled by NVRTC and read again by
 the worker: byte order marks decoded, every line end (``\\r\\n``, ``\\r``) made ``\\n``.
 """
@@ -16,21 +17,28 @@ import stat
 import tokenize
 from pathlib import Path
 
+from ..fileio import os_reason
 from .errors import KernelFileError
 
 __all__ = [
     "HEADER",
+    "HEADER_START",
     "MAX_KERNEL_FILE_BYTES",
     "decode_cu",
     "decode_py",
     "file_problem",
     "has_header",
+    "holds",
+    "is_oversize",
     "read_kernel_bytes",
     "size_text",
+    "unix_line_ends",
 ]
 
+#: Where a ``.cu`` file's pytest-gemm header begins: ``/* pytest-gemm`` and the end of its line.
+HEADER_START = re.compile(r"/\*\s*pytest-gemm[ \t]*\r?\n")
 #: A ``.cu`` file's pytest-gemm header: a ``/* pytest-gemm`` block comment (in text whose line ends are ``\n``).
-HEADER = re.compile(r"/\*\s*pytest-gemm[ \t]*\r?\n(.*?)\*/", re.DOTALL)
+HEADER = re.compile(HEADER_START.pattern + r"(.*?)\*/", re.DOTALL)
 
 #: The largest kernel file read. The bundled kernels are at most 28 KB; a generated kernel of a few MB fits
 #: many times over, while a log, a core dump or a device named like a kernel file is refused before it is read.
@@ -86,6 +94,54 @@ def file_problem(path: Path) -> str | None:
     return _mode_problem(st.st_mode, st.st_size, path)
 
 
+def is_oversize(path: Path) -> bool:
+    """Whether ``path`` (its symlinks followed) is a regular file larger than a kernel file may be."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size > MAX_KERNEL_FILE_BYTES
+
+
+#: how much of a file :func:`holds` reads at a time, and how much of each piece it looks at again with the next
+_CHUNK = 1 << 20
+_OVERLAP = 4096
+
+
+def holds(path: Path, pattern: re.Pattern[str]) -> bool:
+    """Whether a regular file, too large to read whole, holds text that ``pattern`` matches: read a MB at a time,
+    as far as its size when opened (a file that grows is not followed), decoded as :func:`decode_cu` decodes (UTF-8,
+    or UTF-16/32 by its byte order mark; bytes that do not decode are replaced). False when it cannot be read or
+    is not a regular file; a match longer than 4096 characters across two pieces is not seen."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        left, decoder, tail = st.st_size, None, ""
+        while left > 0:
+            data = os.read(fd, min(_CHUNK, left))
+            if not data:
+                return False
+            if decoder is None:
+                codec = (_bom(data) or ("utf-8", ""))[0]
+                decoder = codecs.getincrementaldecoder(codec)(errors="replace")
+            left -= len(data)
+            text = tail + decoder.decode(data, final=left <= 0)
+            if pattern.search(text) is not None:
+                return True
+            tail = text[-_OVERLAP:]
+        return False
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def read_kernel_bytes(path: Path, shown: str) -> bytes:
     """The file's bytes; :class:`KernelFileError` naming ``shown`` for a file that is not regular, too large or
     unreadable. Opened without blocking and checked on the open file, so nothing swapped in between is read."""
@@ -94,7 +150,7 @@ def read_kernel_bytes(path: Path, shown: str) -> bytes:
         fd = os.open(path, flags)
     except OSError as exc:
         problem = file_problem(path)
-        raise KernelFileError(shown, problem or f"cannot read the file: {exc.strerror or exc}") from None
+        raise KernelFileError(shown, problem or f"cannot read the file: {os_reason(exc, path)}") from None
     try:
         st = os.fstat(fd)
         problem = _mode_problem(st.st_mode, st.st_size, path)
@@ -103,7 +159,7 @@ def read_kernel_bytes(path: Path, shown: str) -> bytes:
         with os.fdopen(fd, "rb", closefd=False) as handle:
             data = handle.read(MAX_KERNEL_FILE_BYTES + 1)
     except OSError as exc:
-        raise KernelFileError(shown, f"cannot read the file: {exc.strerror or exc}") from None
+        raise KernelFileError(shown, f"cannot read the file: {os_reason(exc, path)}") from None
     finally:
         os.close(fd)
     if len(data) > MAX_KERNEL_FILE_BYTES:  # grew while being read
@@ -116,7 +172,8 @@ def has_header(text: str) -> bool:
     return HEADER.search(text) is not None
 
 
-def _universal(text: str) -> str:
+def unix_line_ends(text: str) -> str:
+    """``text`` with every line end (``\\r\\n``, ``\\r``) made ``\\n``."""
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -138,9 +195,9 @@ def decode_cu(path: str | Path, data: bytes, *, strict: bool = True) -> str:
     """
     codec, name = _bom(data) or ("utf-8", "UTF-8")
     try:
-        return _universal(data.decode(codec))
+        return unix_line_ends(data.decode(codec))
     except UnicodeDecodeError as exc:
-        text = _universal(data.decode(codec, errors="replace"))
+        text = unix_line_ends(data.decode(codec, errors="replace"))
         if not strict or not has_header(text):
             return text
         if codec.startswith("utf-8"):
@@ -162,7 +219,7 @@ def decode_py(path: str | Path, data: bytes) -> str:
         )
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return _universal(data.decode(encoding))
+        return unix_line_ends(data.decode(encoding))
     except (SyntaxError, LookupError) as exc:
         raise KernelFileError(path, f"cannot be read as Python source: {exc}") from None
     except UnicodeDecodeError as exc:

@@ -20,7 +20,7 @@ from ..records.dtypes import DTYPES
 from .errors import KernelFileError
 from .expr import Expression
 from .header_keys import ARG_NAMES, DEVICE_NAMES, ENTRY, SHAPE_NAMES, HeaderChecker
-from .source import HEADER, decode_cu, has_header, read_kernel_bytes
+from .source import HEADER, decode_cu, has_header, read_kernel_bytes, unix_line_ends
 from .tensor_maps import TensorMapSpec
 
 if sys.version_info >= (3, 11):
@@ -34,7 +34,6 @@ __all__ = [
     "KernelFileError",
     "KernelSpec",
     "Variant",
-    "decode_source",
     "has_header",
     "parse_cu_file",
     "parse_cu_source",
@@ -146,12 +145,6 @@ class KernelSpec:
         return next(t for t in self.tensor_maps if t.operand == operand)
 
 
-def decode_source(path: str | Path, data: bytes) -> str:
-    """A ``.cu`` file's text (:func:`.source.decode_cu`): a file with a header must decode; one without (a helper)
-    may be anything."""
-    return decode_cu(path, data)
-
-
 def _toml_error(path: str | Path, exc: Exception, first_line: int) -> KernelFileError:
     """TOML's error at the line of the file it is on (tomllib counts from the header's first line)."""
     message = str(exc)
@@ -165,7 +158,7 @@ def _toml_error(path: str | Path, exc: Exception, first_line: int) -> KernelFile
 
 def parse_cu_source(path: str | Path, text: str) -> list[KernelSpec]:
     """All kernels declared in one ``.cu`` file's text; an empty list when it has no header."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")  # as decode_source gives it, whatever the caller read
+    text = unix_line_ends(text)  # as decode_cu gives it, whatever the caller read
     specs = []
     for match in HEADER.finditer(text):
         line = text.count("\n", 0, match.start(1)) + 1
@@ -182,7 +175,7 @@ def parse_cu_source(path: str | Path, text: str) -> list[KernelSpec]:
 
 
 def parse_cu_file(path: str | Path) -> list[KernelSpec]:
-    return parse_cu_source(path, decode_source(path, read_kernel_bytes(Path(path), str(path))))
+    return parse_cu_source(path, decode_cu(path, read_kernel_bytes(Path(path), str(path))))
 
 
 def spec_from_mapping(
