@@ -249,7 +249,7 @@ def test_kernel_paths_without_the_flag_give_a_hint(project):
     (project.path / "kernels" / "helper.cu").write_text("__device__ float h(float x) { return x; }\n")
     result = project.runpytest("kernels")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
-    result.stdout.fnmatch_lines(["pytest-gemm: kernels/ holds 1 kernel file; run with --gemm-kernels to collect them"])
+    result.stdout.fnmatch_lines(["pytest-gemm: kernels/ holds 1 kernel file; run with --gemm-kernels to collect it"])
     named = project.runpytest("kernels/naive.cu")
     hint = "pytest-gemm: kernels/naive.cu is a kernel file; run with --gemm-kernels to collect it"
     named.stdout.fnmatch_lines([hint])

@@ -97,7 +97,7 @@ def test_the_hints_pass_a_fifo_over_without_reading_it(project):
     os.mkfifo(project.path / "kernels" / "fifo.cu")
     result = _bounded(project, "kernels")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
-    result.stdout.fnmatch_lines(["pytest-gemm: kernels/ holds 1 kernel file; run with --gemm-kernels to collect them"])
+    result.stdout.fnmatch_lines(["pytest-gemm: kernels/ holds 1 kernel file; run with --gemm-kernels to collect it"])
     named = _bounded(project, "kernels/fifo.cu")
     assert named.ret == pytest.ExitCode.USAGE_ERROR  # pytest's own 'not found': it collects no FIFO
     assert "pytest-gemm:" not in named.stdout.str()
@@ -112,7 +112,7 @@ def test_a_symlink_to_dev_zero_is_refused_unread(project):
     assert NAIVE_IDS[0] in _ids(result)
     assert "MemoryError" not in result.stdout.str() + result.stderr.str()
     hints = _bounded(project, "kernels")
-    hints.stdout.fnmatch_lines(["pytest-gemm: kernels/ holds 1 kernel file; run with --gemm-kernels to collect them"])
+    hints.stdout.fnmatch_lines(["pytest-gemm: kernels/ holds 1 kernel file; run with --gemm-kernels to collect it"])
     named = _bounded(project, "--gemm-kernels", "kernels/zero.cu")
     named.stdout.fnmatch_lines(["kernels/zero.cu: is a symlink to /dev/zero, a character device, not a regular file"])
     assert "MemoryError" not in named.stdout.str() + named.stderr.str()
@@ -596,6 +596,23 @@ def test_a_symlink_loop_in_the_kernel_folder_is_not_descended(project):
         [f"pytest-gemm: kernels/loop/ is a symlink to {project.path}, a folder that holds it: not descended*"]
     )
     assert result.ret == pytest.ExitCode.OK
+
+
+def test_a_symlink_loop_is_not_descended_in_a_plain_run_either(project):
+    """Row 18, re-run: plain `pytest kernels/` (no --gemm-kernels) over two symlink loops went round them until
+    killed (pytest's own walk, -p no:gemm too); with pytest-gemm installed the loops are passed over and said."""
+    (project.path / "kernels" / "loop").symlink_to("..", target_is_directory=True)
+    (project.path / "kernels" / "self").symlink_to(".", target_is_directory=True)
+    (project.path / "kernels" / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    result = _bounded(project, "kernels", "-q")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines_random(
+        [
+            f"pytest-gemm: kernels/loop/ is a symlink to {project.path}, a folder that holds it: not descended*",
+            f"pytest-gemm: kernels/self/ is a symlink to {project.path / 'kernels'}, a folder that holds it: *",
+            "1 passed*",
+        ]
+    )
 
 
 def test_a_kernel_file_reached_through_two_paths_is_collected_once(project):

@@ -99,9 +99,9 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """With --gemm-kernels: a symlink loop is not descended, and a kernel file reached again through a symlink is
-    collected once (each said after collection)."""
-    return ignore_in_walk(collection_path, config) if SESSION in config.stash else None
+    """A symlink loop is not descended (in any run: pytest's own walk would go round it for minutes); with
+    --gemm-kernels, a kernel file reached again through a symlink is collected once (each said after collection)."""
+    return ignore_in_walk(collection_path, config, kernel_files=SESSION in config.stash)
 
 
 @pytest.hookimpl(wrapper=True)

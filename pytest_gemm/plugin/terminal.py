@@ -164,7 +164,8 @@ def kernel_file_hints(config: pytest.Config, *, gemm: bool, nothing_ran: bool) -
             count, mentions = _kernel_files_under(path, config)
             if count and not gemm:
                 noun = "kernel file" if count == 1 else "kernel files"
-                hints.append(f"pytest-gemm: {shown} holds {count} {noun}; run with --gemm-kernels to collect them")
+                them = "it" if count == 1 else "them"
+                hints.append(f"pytest-gemm: {shown} holds {count} {noun}; run with --gemm-kernels to collect {them}")
             elif not count and gemm:
                 hints.append(f"pytest-gemm: {shown} holds no kernel file ({_KERNEL_FILES})")
                 hints += [f"pytest-gemm: {shown_path(m, config.rootpath)} {_NOT_DECLARED}" for m in mentions[:5]]

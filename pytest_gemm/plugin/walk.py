@@ -88,9 +88,9 @@ def _walked_to(real: Path, config: pytest.Config) -> Path | None:
     return None
 
 
-def ignore_in_walk(collection_path: Path, config: pytest.Config) -> bool | None:
-    """pytest_ignore_collect's answer: True for a symlink loop or a kernel file already collected by another
-    path (each said in a note); None to leave the path to pytest and other plugins."""
+def ignore_in_walk(collection_path: Path, config: pytest.Config, *, kernel_files: bool) -> bool | None:
+    """pytest_ignore_collect's answer: True for a symlink loop, or (``kernel_files``: a --gemm-kernels run) a kernel
+    file already collected by another path (each said in a note); None to leave the path to pytest and others."""
     path = collection_path
     if path.is_dir():
         target = _loops(path)
@@ -101,7 +101,7 @@ def ignore_in_walk(collection_path: Path, config: pytest.Config) -> bool | None:
             "not descended (a symlink loop)"
         )
         return True
-    if not named_like_kernel_file(path) or file_problem(path) is not None:
+    if not kernel_files or not named_like_kernel_file(path) or file_problem(path) is not None:
         return None
     if not is_kernel_file(path, test_module=imported_by_pytest(path, config)):
         return None
