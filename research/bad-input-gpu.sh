@@ -37,23 +37,7 @@ step no-case "no GPU case|error" "${p[@]}" --gemm-kernels $naive --gemm-dtypes f
 step no-case-required "no GPU case|error" "${p[@]}" --gemm-kernels $naive --gemm-dtypes fp64 --gemm-require-gpu
 # row 62: a compile past --gemm-compile-timeout fails its variant, on the compile items and in the GPU worker
 slow=$(mktemp -d)
-cat >"$slow/slow.cu" <<'CU'
-/* pytest-gemm
-entry = "slow<UNROLL>"
-args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
-dtypes = ["fp32"]
-params = { UNROLL = [8, 4096] }
-block = [32, 32]
-grid = ["cdiv(N, 32)", "cdiv(M, 32)"]
-*/
-template <int U>
-__global__ void slow(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {
-    float acc = A[threadIdx.x];
-#pragma unroll
-    for (int i = 0; i < U; ++i) acc = acc * A[(i * 7 + threadIdx.x) % K] + 1.0f;
-    C[threadIdx.x] = alpha * acc;
-}
-CU
+cp tests/kernels_slow/slow_compile.cu "$slow/slow.cu"
 step slow-compile "compil|within|limit" "${p[@]}" --gemm-kernels "$slow/slow.cu" --gemm-shapes 256 --benchmark-skip \
     --gemm-compile-timeout 5
 # the compile cache: every bundled variant compiled after --cache-clear, then none (this machine's cores)

@@ -151,3 +151,15 @@ def replay(pytester, monkeypatch):
     for var in (*replay_vars, "REPLAY_SLEEP", "REPLAY_LOST_FILE", "GITHUB_STEP_SUMMARY", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(var, raising=False)
     return pytester
+
+
+def with_keys(source: str, **keys: str) -> str:
+    """``source`` with some header lines replaced (``key = value``), or added right after ``/* pytest-gemm``."""
+    lines = source.splitlines()
+    for key, value in keys.items():
+        found = [i for i, line in enumerate(lines) if line.startswith(f"{key} =")]
+        if found:
+            lines[found[0]] = f"{key} = {value}"
+        else:
+            lines.insert(lines.index("/* pytest-gemm") + 1, f"{key} = {value}")
+    return "\n".join(lines) + "\n"

@@ -13,7 +13,7 @@ import pytest
 from pytest_gemm.specs.spec import KernelFileError, parse_cu_source
 from pytest_gemm.worker.serve import DriverState, no_device_reason
 
-from conftest import NAIVE_HEADER, NO_DEVICE
+from conftest import NAIVE_HEADER, NO_DEVICE, with_keys
 
 NO_RECORDING = "no recording to replay (PYTEST_GEMM_REPLAY is not set)"
 
@@ -31,18 +31,6 @@ def project(pytester, naive_source):
     kernels = pytester.mkdir("kernels")
     (kernels / "naive.cu").write_text(naive_source)
     return pytester
-
-
-def _with(source: str, **keys: str) -> str:
-    """``source`` with some header lines replaced (``key = value``), or added when absent."""
-    lines = source.splitlines()
-    for key, value in keys.items():
-        found = [i for i, line in enumerate(lines) if line.startswith(f"{key} =")]
-        if found:
-            lines[found[0]] = f"{key} = {value}"
-        else:
-            lines.insert(lines.index("/* pytest-gemm") + 1, f"{key} = {value}")
-    return "\n".join(lines) + "\n"
 
 
 # -- 1. no GPU is never silent ------------------------------------------------------------------
@@ -65,7 +53,7 @@ def test_no_device_is_said_after_collection_and_at_the_end_with_the_count(no_dev
 
 def test_cases_skipped_by_a_rule_are_not_counted_as_waiting_for_a_device(no_device):
     kernel = no_device.path / "kernels" / "01_naive.cu"
-    kernel.write_text(_with(kernel.read_text(), requires='"K > 1000"'))
+    kernel.write_text(with_keys(kernel.read_text(), requires='"K > 1000"'))
     result = no_device.runpytest("--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu")
     result.assert_outcomes(skipped=6)  # 3 at 512 (the rule), 3 at 4096 (no device)
     result.stdout.fnmatch_lines(["pytest-gemm: no CUDA device (*): 3 GPU cases skipped"])
@@ -199,7 +187,7 @@ def test_a_kernel_file_that_is_not_utf8_names_the_line(project):
     ],
 )
 def test_a_launch_cuda_refuses_whatever_the_shape_is_one_collection_error(project, naive_source, keys, message):
-    (project.path / "kernels" / "big.cu").write_text(_with(naive_source, name='"big"', **keys))
+    (project.path / "kernels" / "big.cu").write_text(with_keys(naive_source, name='"big"', **keys))
     result = project.runpytest("--gemm-kernels", "kernels", "-m", "gpu", "--benchmark-skip", "-rA")
     result.stdout.fnmatch_lines([f"kernels/big.cu:2: {message}"])
     outcomes = result.parseoutcomes()
@@ -216,7 +204,7 @@ def test_a_launch_cuda_refuses_whatever_the_shape_is_one_collection_error(projec
 def test_a_grid_that_is_zero_for_one_shape_fails_that_case_saying_at_least_1(project, naive_source):
     # 4 * (N // 100) blocks of 32 columns: none for N = 64, all 128 columns for N = 128
     grid = '["4 * (N // 100)", "cdiv(M, 32)"]'
-    (project.path / "kernels" / "naive.cu").write_text(_with(naive_source, grid=grid))
+    (project.path / "kernels" / "naive.cu").write_text(with_keys(naive_source, grid=grid))
     result = project.runpytest("--gemm-kernels", "kernels", "-m", "gpu", "--gemm-shapes", "64,128", "--benchmark-skip")
     result.stdout.fnmatch_lines(
         [
@@ -239,7 +227,7 @@ def test_an_unknown_architecture_is_one_usage_error(project):
 
 def test_an_unknown_architecture_in_a_header_names_the_file(naive_source):
     with pytest.raises(KernelFileError, match=r"^k\.cu:2: key 'arch': 'sm_999' is not a known GPU architecture"):
-        parse_cu_source("k.cu", _with(naive_source, arch='"sm_999"'))
+        parse_cu_source("k.cu", with_keys(naive_source, arch='"sm_999"'))
 
 
 # -- 6. missing flags and empty files give a hint ------------------------------------------------

@@ -16,7 +16,7 @@ from pytest_gemm.specs import pyfile
 from pytest_gemm.specs.files import is_kernel_file, load_specs
 from pytest_gemm.specs.spec import DEFAULT_MAX_VARIANTS, KernelFileError, parse_cu_source
 
-from conftest import KERNELS, NAIVE_HEADER, requires_nvrtc
+from conftest import KERNELS, NAIVE_HEADER, requires_nvrtc, with_keys
 
 TESTS = Path(__file__).resolve().parent
 
@@ -57,18 +57,6 @@ def _bounded(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def _ids(result: pytest.RunResult) -> list[str]:
     return [line for line in result.outlines if "::" in line and " " not in line]
-
-
-def _with(source: str, **keys: str) -> str:
-    """``source`` with some header lines replaced (``key = value``), or added right after ``/* pytest-gemm``."""
-    lines = source.splitlines()
-    for key, value in keys.items():
-        found = [i for i, line in enumerate(lines) if line.startswith(f"{key} =")]
-        if found:
-            lines[found[0]] = f"{key} = {value}"
-        else:
-            lines.insert(lines.index("/* pytest-gemm") + 1, f"{key} = {value}")
-    return "\n".join(lines) + "\n"
 
 
 # -- rows 19 and 20: files that are not regular files, or too large ---------------------------------------------
@@ -518,7 +506,7 @@ def test_a_param_value_listed_twice_is_a_collection_error(project, naive_source)
     """Row 75: TILE = [16, 16] gave duplicate test ids (and the summary collapsed them): a collection error naming
     the param and the value, for .cu headers and .py kernels' params=... alike."""
     (project.path / "kernels" / "dup.cu").write_text(
-        _with(naive_source, name='"dup"', params="{ TILE = [16, 32, 16] }")
+        with_keys(naive_source, name='"dup"', params="{ TILE = [16, 32, 16] }")
     )
     (project.path / "kernels" / "dup.py").write_text(
         PY_KERNEL.replace('dtypes=["fp32"]', 'dtypes=["fp32"], params={"T": [1, 2], "U": [4, 4]}')
@@ -541,7 +529,7 @@ def test_ten_thousand_variants_are_refused_saying_how_many_and_how_to_allow_them
     the file, the kernel, the count and the option that raises the limit, and comes at once."""
     values = list(range(1, 101))
     params = f"{{ BX = {values}, BY = {values} }}"
-    (project.path / "kernels" / "wide.cu").write_text(_with(naive_source, name='"wide"', params=params))
+    (project.path / "kernels" / "wide.cu").write_text(with_keys(naive_source, name='"wide"', params=params))
     result = project.runpytest("--gemm-kernels", "kernels", "--collect-only", "-q")
     result.stdout.fnmatch_lines(
         [
@@ -556,7 +544,9 @@ def test_ten_thousand_variants_are_refused_saying_how_many_and_how_to_allow_them
 
 def test_the_variant_limit_is_an_option_and_an_ini_setting(project, naive_source):
     """Row 1: the limit is --gemm-max-variants (ini gemm_max_variants), for .cu and .py kernels alike."""
-    (project.path / "kernels" / "naive.cu").write_text(_with(naive_source, params="{ A1 = [1, 2, 3], A2 = [1, 2] }"))
+    (project.path / "kernels" / "naive.cu").write_text(
+        with_keys(naive_source, params="{ A1 = [1, 2, 3], A2 = [1, 2] }")
+    )
     (project.path / "kernels" / "sweep.py").write_text(
         PY_KERNEL.replace('dtypes=["fp32"]', 'dtypes=["fp32"], params={"T": [1, 2, 3, 4, 5, 6, 7]}')
     )
@@ -701,7 +691,7 @@ def test_a_time_option_in_a_header_leaves_the_users_file_alone(project, naive_so
     pytest process; now it is a collection error naming the file and the option, and FILE is untouched."""
     notes = project.path / "notes.txt"
     notes.write_text("my notes\n")
-    (project.path / "kernels" / "naive.cu").write_text(_with(naive_source, options=f'["--time={notes}"]'))
+    (project.path / "kernels" / "naive.cu").write_text(with_keys(naive_source, options=f'["--time={notes}"]'))
     result = project.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "--gemm-archs", "sm_80")
     result.stdout.fnmatch_lines(
         [f"kernels/naive.cu:2: key 'options': '--time={notes}': NVRTC would append a CSV of each compile phase's *"]

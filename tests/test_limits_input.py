@@ -20,7 +20,7 @@ from pytest_gemm.specs.footprint import case_memory, input_copies, int_args_prob
 from pytest_gemm.specs.limits import INT_ARG_MAX
 from pytest_gemm.specs.spec import KernelSpec, Variant, parse_cu_source
 
-from conftest import NAIVE_BODY, NAIVE_HEADER, requires_gpu, requires_nvrtc
+from conftest import NAIVE_BODY, NAIVE_HEADER, ROOT, requires_gpu, requires_nvrtc
 
 # -- row 3: past the kernels' int arguments ----------------------------------------------------------------------
 
@@ -283,22 +283,7 @@ def test_row2_on_the_gpu_the_need_is_a_lower_bound_of_what_verification_allocate
 
 # -- row 62: compiles that take minutes ---------------------------------------------------------------------------
 
-SLOW = """/* pytest-gemm
-entry = "slow<UNROLL>"
-args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
-dtypes = ["fp32"]
-params = { UNROLL = [8, 4096] }
-block = [32, 32]
-grid = ["cdiv(N, 32)", "cdiv(M, 32)"]
-*/
-template <int U>
-__global__ void slow(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {
-    float acc = A[threadIdx.x];
-#pragma unroll
-    for (int i = 0; i < U; ++i) acc = acc * A[(i * 7 + threadIdx.x) % K] + 1.0f;
-    C[threadIdx.x] = alpha * acc;
-}
-"""  # UNROLL=4096 takes NVRTC about 40 s on a 2-core machine; UNROLL=8 a fraction of a second
+SLOW = (ROOT / "tests" / "kernels_slow" / "slow_compile.cu").read_text()  # UNROLL=4096: 40 s or more in NVRTC
 
 
 @requires_nvrtc
@@ -365,15 +350,20 @@ def _children(compiler) -> list[int]:
     return [child.popen.pid for child in compiler._busy]
 
 
-def test_row62_the_worker_compile_phase_has_the_compile_limit(pytester, naive_source):
-    """Row 62: in the GPU worker the compile phase is limited by --gemm-compile-timeout, not --gemm-timeout; a
-    compile past it fails the case naming that option (a backend whose compile never ends stands for NVRTC)."""
+def _endless_compile_project(pytester, naive_source: str) -> None:
+    """A project of the naive kernel whose GPU worker's backend compiles for ever (standing for a slow NVRTC)."""
     (pytester.path / "naive.cu").write_text(naive_source)
     (pytester.path / "endless_compile.py").write_text(ENDLESS_COMPILE)
     pytester.makeconftest(
         f"import sys\nsys.path.insert(0, {str(pytester.path)!r})\n\n\ndef pytest_gemm_worker_backend(config):\n"
         '    return "endless_compile:EndlessCompile"\n'
     )
+
+
+def test_row62_the_worker_compile_phase_has_the_compile_limit(pytester, naive_source):
+    """Row 62: in the GPU worker the compile phase is limited by --gemm-compile-timeout, not --gemm-timeout; a
+    compile past it fails the case naming that option (a backend whose compile never ends stands for NVRTC)."""
+    _endless_compile_project(pytester, naive_source)
     result = pytester.runpytest(
         "--gemm-kernels", "naive.cu", "-m", "gpu", "--gemm-shapes", "64", "--benchmark-skip", "-x",
         "--gemm-compile-timeout", "1", "--gemm-timeout", "60",
@@ -391,12 +381,7 @@ def test_row62_the_worker_compile_phase_has_the_compile_limit(pytester, naive_so
 def test_row62_a_variant_whose_compile_timed_out_is_not_compiled_again(pytester, naive_source):
     """Row 62: a compile past the limit costs the limit once a variant, not once a case: the variant's later cases
     fail at once, saying an earlier case did not compile, and no other worker is killed for them."""
-    (pytester.path / "naive.cu").write_text(naive_source)
-    (pytester.path / "endless_compile.py").write_text(ENDLESS_COMPILE)
-    pytester.makeconftest(
-        f"import sys\nsys.path.insert(0, {str(pytester.path)!r})\n\n\ndef pytest_gemm_worker_backend(config):\n"
-        '    return "endless_compile:EndlessCompile"\n'
-    )
+    _endless_compile_project(pytester, naive_source)
     result = pytester.runpytest(
         "--gemm-kernels", "naive.cu", "-m", "gpu", "--gemm-shapes", "64", "--benchmark-skip",
         "--gemm-compile-timeout", "1", "--gemm-timeout", "60",
