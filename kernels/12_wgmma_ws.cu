@@ -35,14 +35,27 @@
 // and ran at 51% of cuBLAS; the CTA-scope arrive is enough, since what it orders (the wgmma's
 // reads of the stage) has completed.
 //
+// B stored N x K (hgemm_wgmma_ws_nxk_*, header key storage = { B = "NxK" }): C = A @ B^T, B's rows
+// K contiguous elements, as PyTorch keeps a Linear layer's weights. Why: it is the layout FP8 needs.
+// FP8 wgmma (e4m3, e5m2) takes B only K-major (its transpose immediates are for 16-bit types), and
+// cuBLASLt's FP8 GEMM runs only in that layout ("TN": A and B both K-major), so an FP8 successor of
+// this kernel starts from this variant, and its peer is cuBLAS in the same order. What changes: B's
+// tiles are copied as A's are, four 64 x 64 boxes of 64 rows of N by 64 of k (inner dimension K), so
+// a stage holds B as 256 rows of 128 bytes in the 128-byte swizzle, read with A's kind of descriptor
+// (8-row groups 1 KB apart, a 16-element k step 32 bytes on) and the instruction's tnspB = 0: K-major
+// is wgmma's own layout for B, so nothing is transposed. The multicast, the barriers and both
+// epilogues are the same code; the K x N kernels compile to the same machine code as before.
+// Measured: (lead fills in)
+//
 // arch: sm_90a (wgmma, setmaxnreg). The grid follows the GPU's SM count, so a GPU with fewer
 // SMs gets one block per SM too.
-// requires: as step 11 (TMA's 16-byte row pitch: K % 8 and N % 8); M may be anything.
+// requires: as step 11 (TMA's 16-byte row pitch: K % 8 for A, and for B stored N x K; N % 8 for
+// C, and for B stored K x N); M may be anything.
 
 /* pytest-gemm
 name = "hgemm_wgmma_ws_bf16"
 description = "persistent warp-specialised wgmma m64n256k16 with setmaxnreg, clusters of CLUSTER blocks sharing B through TMA multicast; bf16 in and out, fp32 accumulation"
-entry = "gemm_wgmma_ws<__nv_bfloat16>"
+entry = "gemm_wgmma_ws<__nv_bfloat16, B_NxK>"
 args = ["M", "N", "K", "alpha", "A_map", "B_map", "beta", "C", "C_map"]
 dtypes = ["bf16"]
 arch = "sm_90a"
@@ -57,10 +70,42 @@ requires = ["K % 8 == 0", "N % 8 == 0"]
 /* pytest-gemm
 name = "hgemm_wgmma_ws_fp16"
 description = "persistent warp-specialised wgmma m64n256k16 with setmaxnreg, clusters of CLUSTER blocks sharing B through TMA multicast; fp16 in and out, fp32 accumulation"
-entry = "gemm_wgmma_ws<__half>"
+entry = "gemm_wgmma_ws<__half, B_NxK>"
 args = ["M", "N", "K", "alpha", "A_map", "B_map", "beta", "C", "C_map"]
 dtypes = ["fp16"]
 arch = "sm_90a"
+params = { CLUSTER = [1, 2], EPI = [1, 0] }
+block = [384]
+grid = ["CLUSTER * min(cdiv(cdiv(M, 128), CLUSTER) * cdiv(N, 256), SM_COUNT // CLUSTER)"]
+shared_mem = "(4 - EPI) * (128 * 64 + 64 * 256) * 2 + EPI * 2 * 128 * 256 + 1024"
+tensor_maps = { A = { box = [64, 128], swizzle = 128 }, B = { box = [64, 64], swizzle = 128 }, C = { box = [64, 64], swizzle = 128 } }
+requires = ["K % 8 == 0", "N % 8 == 0"]
+*/
+
+/* pytest-gemm
+name = "hgemm_wgmma_ws_nxk_bf16"
+description = "hgemm_wgmma_ws_bf16 with B stored N x K (K-major, C = A @ B^T), the layout FP8 wgmma needs: B's tiles copied and read as A's are; bf16 in and out, fp32 accumulation"
+entry = "gemm_wgmma_ws<__nv_bfloat16, B_NxK>"
+args = ["M", "N", "K", "alpha", "A_map", "B_map", "beta", "C", "C_map"]
+dtypes = ["bf16"]
+arch = "sm_90a"
+storage = { B = "NxK" }
+params = { CLUSTER = [1, 2], EPI = [1, 0] }
+block = [384]
+grid = ["CLUSTER * min(cdiv(cdiv(M, 128), CLUSTER) * cdiv(N, 256), SM_COUNT // CLUSTER)"]
+shared_mem = "(4 - EPI) * (128 * 64 + 64 * 256) * 2 + EPI * 2 * 128 * 256 + 1024"
+tensor_maps = { A = { box = [64, 128], swizzle = 128 }, B = { box = [64, 64], swizzle = 128 }, C = { box = [64, 64], swizzle = 128 } }
+requires = ["K % 8 == 0", "N % 8 == 0"]
+*/
+
+/* pytest-gemm
+name = "hgemm_wgmma_ws_nxk_fp16"
+description = "hgemm_wgmma_ws_fp16 with B stored N x K (K-major, C = A @ B^T), the layout FP8 wgmma needs: B's tiles copied and read as A's are; fp16 in and out, fp32 accumulation"
+entry = "gemm_wgmma_ws<__half, B_NxK>"
+args = ["M", "N", "K", "alpha", "A_map", "B_map", "beta", "C", "C_map"]
+dtypes = ["fp16"]
+arch = "sm_90a"
+storage = { B = "NxK" }
 params = { CLUSTER = [1, 2], EPI = [1, 0] }
 block = [384]
 grid = ["CLUSTER * min(cdiv(cdiv(M, 128), CLUSTER) * cdiv(N, 256), SM_COUNT // CLUSTER)"]
@@ -77,7 +122,7 @@ requires = ["K % 8 == 0", "N % 8 == 0"]
 #define BK 64
 #define BAND 16                      // tile rows per band of the tile order
 #define A_STAGE_BYTES (BM * BK * 2)  // 16 KB: 128 rows of 64 elements (128 bytes)
-#define B_BOX_BYTES (BK * 64 * 2)    // 8 KB: 64 k-rows of 64 columns; four boxes per slice
+#define B_BOX_BYTES (BK * 64 * 2)    // 8 KB: 64 k-rows of 64 columns (B K x N) or 64 rows of 64 k (N x K); four per slice
 #define STAGE_BYTES (A_STAGE_BYTES + 4 * B_BOX_BYTES)
 #define CONSUMER_WARPS 8
 #define STAGES (4 - EPI)             // the epilogue's 64 KB buffer takes the place of one stage
@@ -161,6 +206,7 @@ __device__ __forceinline__ void consumer_barrier(int c) {
 
 // --- wgmma ---------------------------------------------------------------------------------
 // Descriptors as in step 11: 128-byte swizzle, 8-row groups 1 KB apart, B's boxes B_BOX_BYTES apart.
+// B stored N x K is K-major like A: 256 rows of 128 bytes (the four boxes end to end), read with A's descriptor.
 __device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned leading, unsigned stride) {
     return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(leading >> 4) << 16) |
            ((unsigned long long)(stride >> 4) << 32) | (1ull << 62);
@@ -182,6 +228,8 @@ __device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned 
     "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
     "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
     "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+// The immediates after the descriptors: scale-d, scale-a, scale-b, tnspA = 0 (A K-major), then tnspB, which each
+// instruction below appends: 1 for B stored K x N (N-major, transposed from wgmma's native K-major), 0 for N x K.
 #define WGMMA_OPERANDS \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
@@ -191,22 +239,30 @@ __device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned 
     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" \
-    "}, %128, %129, 1, 1, 1, 0, 1;\n"
+    "}, %128, %129, 1, 1, 1, 0, "
 
 // The element type's instruction and its pair conversions.
 template <typename E> struct Elem;
 template <> struct Elem<__nv_bfloat16> {
     using Pair = __nv_bfloat162;
+    template <int B_NXK>
     static __device__ __forceinline__ void wgmma(float (&d)[128], unsigned long long a, unsigned long long b) {
-        asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " WGMMA_OPERANDS : ACCUMULATORS : "l"(a), "l"(b));
+        if constexpr (B_NXK)
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " WGMMA_OPERANDS "0;\n" : ACCUMULATORS : "l"(a), "l"(b));
+        else
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " WGMMA_OPERANDS "1;\n" : ACCUMULATORS : "l"(a), "l"(b));
     }
     static __device__ __forceinline__ Pair pack(float x, float y) { return __floats2bfloat162_rn(x, y); }
     static __device__ __forceinline__ float2 unpack(Pair p) { return __bfloat1622float2(p); }
 };
 template <> struct Elem<__half> {
     using Pair = __half2;
+    template <int B_NXK>
     static __device__ __forceinline__ void wgmma(float (&d)[128], unsigned long long a, unsigned long long b) {
-        asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " WGMMA_OPERANDS : ACCUMULATORS : "l"(a), "l"(b));
+        if constexpr (B_NXK)
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " WGMMA_OPERANDS "0;\n" : ACCUMULATORS : "l"(a), "l"(b));
+        else
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " WGMMA_OPERANDS "1;\n" : ACCUMULATORS : "l"(a), "l"(b));
     }
     static __device__ __forceinline__ Pair pack(float x, float y) { return __floats2half2_rn(x, y); }
     static __device__ __forceinline__ float2 unpack(Pair p) { return __half22float2(p); }
@@ -224,7 +280,8 @@ __device__ __forceinline__ void tile_of(int t, int rows, int cols, int& row, int
     col = local / in_band;
 }
 
-template <typename E>
+// B_NXK: 0 for B stored K x N, 1 for N x K (the entry passes the header's B_NxK).
+template <typename E, int B_NXK>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(384, 1)
     gemm_wgmma_ws(int M, int N, int K, float alpha, const __grid_constant__ TensorMap A_map,
                   const __grid_constant__ TensorMap B_map, float beta, E* __restrict__ C,
@@ -262,16 +319,23 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(384, 1)
                     const unsigned bar = smem_addr(&full_bar[s]), dst = smem + s * STAGE_BYTES;
                     mbar_expect_bytes(bar, STAGE_BYTES);  // A, and all four boxes of B whoever copies them
                     tma_load(dst, &A_map, kt * BK, row0, bar);
+                    // B's box j: n from col0 + 64 j, k from kt * BK, 64 of each; TMA's (inner, outer) coordinates
+                    // are (n, k) for B stored K x N, (k, n) for N x K (as A's box is placed)
+                    const int k0 = kt * BK;
                     if (CLUSTER == 1) {
 #pragma unroll
-                        for (int j = 0; j < 4; ++j)
-                            tma_load(dst + A_STAGE_BYTES + j * B_BOX_BYTES, &B_map, col0 + 64 * j, kt * BK, bar);
+                        for (int j = 0; j < 4; ++j) {
+                            const int n0 = col0 + 64 * j;
+                            tma_load(dst + A_STAGE_BYTES + j * B_BOX_BYTES, &B_map, B_NXK ? k0 : n0, B_NXK ? n0 : k0, bar);
+                        }
                     } else {
 #pragma unroll
-                        for (int j = 0; j < 4; ++j)
+                        for (int j = 0; j < 4; ++j) {
+                            const int n0 = col0 + 64 * j;
                             if (j % CLUSTER == (int)rank)
-                                tma_load_multicast(dst + A_STAGE_BYTES + j * B_BOX_BYTES, &B_map, col0 + 64 * j, kt * BK,
-                                                   bar, (unsigned short)((1u << CLUSTER) - 1));
+                                tma_load_multicast(dst + A_STAGE_BYTES + j * B_BOX_BYTES, &B_map, B_NXK ? k0 : n0,
+                                                   B_NXK ? n0 : k0, bar, (unsigned short)((1u << CLUSTER) - 1));
+                        }
                     }
                 }
             }
@@ -300,8 +364,13 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(384, 1)
                 const unsigned b_base = smem + s * STAGE_BYTES + A_STAGE_BYTES;
                 asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-                for (int k = 0; k < BK / 16; ++k)
-                    Elem<E>::wgmma(d, smem_desc(a_base + 32 * k, 16, 1024), smem_desc(b_base + 2048 * k, B_BOX_BYTES, 1024));
+                for (int k = 0; k < BK / 16; ++k) {
+                    // k-step k: 16 k-columns, 32 bytes into each 128-byte row of K-major A (and of N x K B), or
+                    // 16 k-rows, 2 KB on, of K x N B
+                    const unsigned long long b_desc = B_NXK ? smem_desc(b_base + 32 * k, 16, 1024)
+                                                            : smem_desc(b_base + 2048 * k, B_BOX_BYTES, 1024);
+                    Elem<E>::template wgmma<B_NXK>(d, smem_desc(a_base + 32 * k, 16, 1024), b_desc);
+                }
                 asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
                 if (previous >= 0) {  // the previous slice's wgmma are done: its stage can be refilled
                     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");

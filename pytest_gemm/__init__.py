@@ -18,6 +18,8 @@ def gemm_kernel(
     dtypes: Iterable[str],
     requires: Iterable[str] | str = (),
     layout: str = "row",
+    storage: dict[str, str] | None = None,
+    accumulate: str | None = None,
     params: dict[str, list[int]] | None = None,
     c_dtype: str | None = None,
     name: str | None = None,
@@ -28,7 +30,8 @@ def gemm_kernel(
     """Mark a top-level Python function in a kernel file as a GEMM kernel.
 
     The harness calls ``fn(A, B, C, alpha, beta, **params)`` in a GPU worker with CuPy device
-    arrays (A is M x K, B is K x N, C is M x N; transposed views for ``layout="col"``), and the
+    arrays (A is M x K, B is K x N, C is M x N, each a view of its storage: transposed for an operand
+    stored transposed, ``storage={"B": "NxK"}`` or ``layout="col"``), and the
     function must write ``alpha * A @ B + beta * C`` into ``C`` in place. The keywords state the
     same facts as a ``.cu`` header and must be literals: the pytest process reads them from the
     file's syntax tree without running it.

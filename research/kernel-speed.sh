@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The bundled kernels' speed against cuBLAS (issue 18's tables): the default variant of steps 8, 10, 11 and 12 at
+# The bundled kernels' speed against cuBLAS (issue 18's tables): the default variant of steps 8, 10, 11 and 12 (step
+# 12 with B stored K x N and N x K: 'hgemm_wgmma_ws' selects hgemm_wgmma_ws_nxk_* too) at
 # 4096^3 and 8192^3 (alpha 1, beta 0) in RUNS separate pytest runs, then the tensor-core steps on the llm
 # shapes once; research/kernel_speed.py prints the tables from the saved benchmark JSON (tables.md: every
 # shape; square.md: 4096^3 and 8192^3 side by side).

@@ -41,7 +41,7 @@ class NumpyRunner:
         self.launches = 0
 
     def guarded_input(self, case, name, data):
-        x = data.stored(data.a if name == "A" else data.b)
+        x = data.stored(data.a if name == "A" else data.b, name)
         return guarded(np, FP32, f"ld{name.lower()}" in case.spec.args, x.shape, x)
 
     def guarded_output(self, case, data, fill):

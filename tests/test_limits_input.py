@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import time
 import tracemalloc
 from types import SimpleNamespace
@@ -69,12 +70,18 @@ def test_row3_leading_dimensions_python_kernels_and_the_kernels_own_index_math()
 
 
 def test_row3_the_worker_packs_the_int_arguments_as_the_bound_says():
-    """Row 3: the bound and the worker's packing are one definition (specs.limits.INT_ARG_BITS)."""
-    from pytest_gemm.worker import device
+    """Row 3 (and #34 item 2): each declared size type's bound and the worker's packing are one definition
+    (specs.storage.SIZE_TYPES); the default is a C int, like cuBLAS's."""
+    import numpy as np
 
-    assert int(device._INT_ARG(INT_ARG_MAX)) == INT_ARG_MAX
-    with pytest.raises(OverflowError):
-        device._INT_ARG(INT_ARG_MAX + 1)
+    from pytest_gemm.specs.storage import DEFAULT_SIZE_TYPE, SIZE_TYPES
+
+    assert SIZE_TYPES[DEFAULT_SIZE_TYPE].max == INT_ARG_MAX
+    for size_type in SIZE_TYPES.values():
+        pack = np.dtype(size_type.numpy).type
+        assert int(pack(size_type.max)) == size_type.max
+        with pytest.raises(OverflowError):
+            pack(size_type.max + 1)
 
 
 # -- row 2: buffers past the GPU's memory -------------------------------------------------------------------------
@@ -86,7 +93,25 @@ def _runner(cp, guards: bool = True):
     runner = object.__new__(GpuRunner)  # its buffers and checks, on NumPy arrays, without a device
     runner.cp, runner.guards, runner.sm_count = cp, guards, 132
     runner.stream = _Stream()
+    runner.peer = functools.partial(_host_peer, cp)  # cuBLAS's part: the same copies, NumPy's matmul
     return runner
+
+
+def _host_peer(cp, case, data, truth):
+    """What GpuRunner.peer allocates (worker.cublas.peer_output: A and B copied as stored, C in its type, C's
+    result in fp64), with NumPy's matmul for cuBLAS's GEMM."""
+    from pytest_gemm.specs.cases import precision
+
+    dt, out = precision(case)
+    a, b = (cp.asarray(data.stored(x, name)) for name, x in (("A", data.a), ("B", data.b)))
+    c = cp.zeros(data.storage.stored_shape("C", case.shape), dtype=data.a.dtype if data.c0 is None else data.c0.dtype)
+    product = np.matmul(a, b, dtype=np.float32)
+    product *= case.ab.alpha
+    if data.c0 is not None:
+        product += case.ab.beta * data.c0
+    c[...] = product
+    del product
+    return truth.judge(cp, c.astype(np.float64), case.shape.K, dt, out)
 
 
 class _Stream(contextlib.nullcontext):
@@ -107,7 +132,7 @@ def test_row2_the_need_counts_the_guarded_buffers_the_worker_allocates(layout, g
     case = Case(spec, Variant(), dtype, Shape(300, 200, 100), AlphaBeta(0.7, 1.3))
     runner, data = _runner(np, guards), case_inputs(case, 7)
     allocated = [runner.guarded_input(case, "A", data), runner.guarded_input(case, "B", data)]
-    allocated.append(runner.guarded_output(case, data, data.stored(data.c0)))
+    allocated.append(runner.guarded_output(case, data, data.stored(data.c0, "C")))
     need = case_memory(spec, dtype, case.shape, case.c_prior, guards=guards)
     assert need.parts[0] == ("A, B and C in their guarded buffers", sum(g.flat.nbytes for g in allocated))
     assert need.parts[1][1] == data.a.nbytes + data.b.nbytes + data.c0.nbytes  # uploaded again for the truth
@@ -387,7 +412,8 @@ def test_row62_a_variant_whose_compile_timed_out_is_not_compiled_again(pytester,
         "--gemm-compile-timeout", "1", "--gemm-timeout", "60",
     )  # fmt: skip
     result.assert_outcomes(failed=3)
-    text = result.stdout.str()
+    # the failure sections only: under CI=... pytest repeats each whole message in its short summary
+    text = result.stdout.str().split("short test summary info")[0]
     assert text.count("the worker was killed and replaced; --gemm-compile-timeout") == 1, text
     assert text.count("an earlier case of this variant did not compile within the limit either") == 2, text
     result.stdout.fnmatch_lines(

@@ -106,9 +106,9 @@ def test_a_worker_start_failure_reads_as_a_sentence_in_each_form():
 def test_every_kind_of_finding_has_its_words_and_every_cause_its_letter():
     """A new check adds a kind and its rendering: a kind without either is caught here, not lost in a saved run."""
     from pytest_gemm.records.outcome import CAUSE_LETTERS
-    from pytest_gemm.records.verdicts import Check, ErrorCause
+    from pytest_gemm.records.verdicts import Check, ErrorCause, Misreading
     from pytest_gemm.report.failure import FINDING_TEXT
 
-    assert set(FINDING_TEXT) == set(ErrorCause) | set(Check)
+    assert set(FINDING_TEXT) == set(ErrorCause) | set(Check) | set(Misreading)
     assert set(CAUSE_LETTERS) == set(ErrorCause) and len(set(CAUSE_LETTERS.values())) == len(ErrorCause)
     assert "." not in CAUSE_LETTERS.values()  # '.' is a cell within the bound

@@ -13,23 +13,25 @@ from ..records.case_record import CaseRecord, gpu_identity, max_sm_clock
 from ..records.diagnosis import MAX_OUTPUT_LINES, Diagnosis, Finding
 from ..records.outcome import Outcome, Verification
 from ..records.result import CaseResult
-from ..records.verdicts import Check, ErrorCause, Sanity, TimingProblem, Verdict
+from ..records.verdicts import Check, ErrorCause, Misreading, Sanity, TimingProblem, Verdict
 from ..specs.cases import Case
 from .metrics import summarize
 from .peaks import peak_flops
 from .throttle import throttle_flags
 
-__all__ = ["LOW_PRECISION", "diagnose", "findings", "judge_outcome", "wrong_output"]
+__all__ = ["BY_THE_BOUND", "LOW_PRECISION", "calibration", "diagnose", "findings", "judge_outcome", "wrong_output"]
 
 #: a failed normwise test with an error under 1% means roughly right values: lost precision, not wrong ones
 LOW_PRECISION = 1e-2
 
 
 def findings(result: Verification) -> tuple[Finding, ...]:
-    """What is wrong with a verified output, most telling first: the bitwise checks, the traced sources of its
-    wrong elements (or, untraced, its unwritten and non-finite ones), the normwise test, the wrong values."""
+    """What is wrong with a verified output, most telling first: the misreading it matches (#34 item 7), the bitwise
+    checks, the traced sources of its wrong elements (or, untraced, its unwritten and non-finite ones), the normwise
+    test, the wrong values."""
     k = result.kernel
-    found = [Finding(Check(fault.kind), fault.count, region=fault.where) for fault in result.faults]
+    found = [Finding(result.misread.kind, result.misread.matched)] if result.misread is not None else []
+    found += [Finding(Check(fault.kind), fault.count, region=fault.where) for fault in result.faults]
     for source in result.sources:  # traced by the worker, one per source
         found.append(Finding(ErrorCause(source.cause), source.count, source.rows, source.cols, source.n_tiles,
                              source.region))  # fmt: skip
@@ -48,9 +50,17 @@ def findings(result: Verification) -> tuple[Finding, ...]:
     return tuple(found)
 
 
-def wrong_output(v: Verification, dtype: str, *, always_reads_c: bool = False, nondeterministic: str = "") -> Diagnosis:
-    """The diagnosis of an output of ``dtype`` that failed its verification (``always_reads_c``, ``nondeterministic``:
-    what the kernel's header declares)."""
+def wrong_output(
+    v: Verification,
+    dtype: str,
+    *,
+    always_reads_c: bool = False,
+    nondeterministic: str = "",
+    storage: str = "",
+    accumulate: str = "",
+) -> Diagnosis:
+    """The diagnosis of an output of ``dtype`` that failed its verification (``always_reads_c``, ``nondeterministic``,
+    ``storage``, ``accumulate``: what the kernel's header declares, as :class:`Diagnosis` holds it)."""
     return Diagnosis(
         Verdict.WRONG_OUTPUT,
         dtype,
@@ -64,6 +74,8 @@ def wrong_output(v: Verification, dtype: str, *, always_reads_c: bool = False, n
         error_map=v.error_map,
         always_reads_c=always_reads_c,
         nondeterministic=nondeterministic,
+        storage=storage,
+        accumulate=accumulate,
     )
 
 
@@ -73,8 +85,15 @@ def diagnose(case: Case, verification: Verification) -> Diagnosis:
 
 
 def _declared(case: Case) -> dict[str, Any]:
-    """What the case's kernel header declares that changes its checks."""
-    return {"always_reads_c": case.spec.always_reads_c, "nondeterministic": case.spec.nondeterministic}
+    """What the case's kernel header declares that changes its checks: its storage orders ('' when all are
+    row-major) and accumulation ('' for the default) too (#34 items 1 and 4)."""
+    spec, storage = case.spec, case.storage
+    return {
+        "always_reads_c": spec.always_reads_c,
+        "nondeterministic": spec.nondeterministic,
+        "storage": "" if storage.is_default else storage.text,
+        "accumulate": spec.accumulate or "",
+    }
 
 
 def _scalars(case: Case) -> dict[str, Any]:
@@ -98,6 +117,30 @@ def _last_lines(text: str) -> str:
     return "\n".join(lines)
 
 
+#: the findings that come from the accuracy bound (#34 item 6): where the peer fails that bound, a kernel is not
+#: failed for them; its other findings (faults, unwritten, guard reads, non-finite elements) still fail it
+BY_THE_BOUND = frozenset({ErrorCause.OVER_BOUND, Check.NORMWISE, Check.LOW_PRECISION, *Misreading})
+
+
+def calibration(case: Case, v: Verification) -> CaseResult | None:
+    """The standing rule (#34 item 6): the peer is judged by the kernel's bound on every case, and where it fails,
+    the bound is wrong on this case: a calibration error, skipped, unless the kernel's other findings fail it.
+    None where the peer passes (or there is none)."""
+    if v.peer is None or v.peer.passed:
+        return None
+    others = tuple(f for f in findings(v) if f.kind not in BY_THE_BOUND)
+    diagnosis = Diagnosis(
+        Verdict.CALIBRATION,
+        **_scalars(case),
+        seed=v.seed,
+        findings=others,
+        kernel=v.kernel,
+        peer=v.peer,
+        error_map=v.error_map if others else None,
+    )
+    return CaseResult("failed" if others else "skipped", kind="case", diagnosis=diagnosis)
+
+
 def judge_outcome(
     case: Case, test: str, outcome: Outcome, gpu: dict[str, Any], *, source_sha256: str = "", save_raw: bool = False
 ) -> CaseResult:
@@ -112,6 +155,9 @@ def judge_outcome(
         return CaseResult("failed", kind="case", diagnosis=diagnosis, margin=margin)
     if verification is None:
         return CaseResult("failed", kind="case", diagnosis=Diagnosis(Verdict.NO_RESULT, **_scalars(case)))
+    miscalibrated = calibration(case, verification)
+    if miscalibrated is not None:
+        return miscalibrated
     if not verification.passed:
         return CaseResult("failed", kind="case", diagnosis=diagnose(case, verification), margin=margin)
     if outcome.timing is None:
@@ -154,6 +200,7 @@ def _record(case: Case, test: str, outcome: Outcome, gpu: dict[str, Any], source
         source_sha256=source,
         regression_threshold=case.spec.regression_threshold,
         dtype=case.dtype,
+        accumulate=case.spec.accumulate or "",
         shape=case.shape,
         ab=case.ab.id,
         alpha=case.ab.alpha,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -14,7 +14,10 @@ from ..compiler.nvrtc import CompileError, NvrtcUnavailable
 from ..isolation.sanitizer import find_sanitizer, run_tool
 from ..options import label
 from ..records.case_record import CompileRecord
-from ..report.regression import case_command
+from ..records.plain import to_plain
+from ..records.result import CaseResult
+from ..report.failure import failure_text
+from ..report.regression import case_command, replay_command
 from ..specs.archs import parse_arch
 from ..specs.cases import (
     Case,
@@ -31,7 +34,7 @@ from ..specs.limits import KernelResources, launch_problems, limits_for_arch, ne
 from ..specs.spec import KernelFileError, KernelSpec, Variant
 from .benchmark import DeviceClock
 from .compile_ahead import timeout_text
-from .properties import CASE, COMPILE
+from .properties import CASE, COMPILE, DIAGNOSIS
 from .stash import SESSION
 
 __all__ = [
@@ -42,6 +45,7 @@ __all__ = [
     "KernelFile",
     "UnimportedKernelFile",
     "check_variant_count",
+    "skip_case",
 ]
 
 
@@ -237,6 +241,15 @@ class GemmCaseItem(_TextFailure, pytest.Function):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, self.case.spec.line - 1, self.name
+
+
+def skip_case(item: GemmCaseItem, result: CaseResult) -> NoReturn:
+    """Skip a judged case: with the worker's reason, or for a calibration error (#34 item 6), whose diagnosis travels
+    with the report, so that saved runs keep it and the end of the run counts it."""
+    if result.diagnosis is None:
+        pytest.skip(result.message)
+    item.user_properties.append((DIAGNOSIS, to_plain(result.diagnosis)))
+    pytest.skip(failure_text(item.name, result, replay_command(item.nodeid, item.case.shape, item.base_seed)))
 
 
 #: how much longer than --gemm-timeout one tool may take (the tools slow launches down many times)

@@ -58,8 +58,15 @@ class Selection:
     def add(self, expanded: list[tuple[KernelSpec, list[Case]]]) -> None:
         """One kernel file's kernels and the cases expanded from each."""
         for spec, cases in expanded:
-            past = {c.shape: int_args_problem(spec, c.shape) for c in cases if c.skip_reason}  # expand's first check
-            rule = next((c.skip_reason.rsplit(" (", 1)[0] for c in cases if c.skip_reason and not past[c.shape]), None)
+            past = {  # expand's first check
+                (c.variant, c.shape): int_args_problem(spec, c.shape, spec.storage_for(c.variant))
+                for c in cases
+                if c.skip_reason
+            }
+            rule = next(
+                (c.skip_reason.rsplit(" (", 1)[0] for c in cases if c.skip_reason and not past[c.variant, c.shape]),
+                None,
+            )
             too_large = next((reason for reason in past.values() if reason), None)
             runnable = sum(c.skip_reason is None for c in cases)
             self.kernels[spec.path, spec.name] = _Kernel(

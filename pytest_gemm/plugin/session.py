@@ -21,7 +21,7 @@ from ..options import label
 from ..records.case_record import CaseRecord, CompileRecord
 from ..records.plain import to_plain
 from ..records.result import CaseResult
-from ..report.failure import declarations, failure_text
+from ..report.failure import failure_text, kernel_declarations
 from ..report.markdown import markdown, summary_cases
 from ..report.regression import replay_command
 from ..runs.data import stored
@@ -36,7 +36,7 @@ from .compile_ahead import CompileAhead, jobs_of, terminal_line
 from .configure import cubin_cache
 from .facts import RunFacts
 from .gating import Gatekeeper
-from .items import GemmCaseItem, GemmCompileItem, GemmFailure, GemmSanitizeItem
+from .items import GemmCaseItem, GemmCompileItem, GemmFailure, GemmSanitizeItem, skip_case
 from .ledger import Ledger
 from .outputs import check_outputs, claim_report
 from .pictures import Pictures
@@ -127,7 +127,7 @@ class GemmSession:
         sha, save_raw = item.source_sha256, self.facts.save_raw
         result = judge_outcome(item.case, item.nodeid, outcome, gpu, source_sha256=sha, save_raw=save_raw)
         if result.outcome == "skipped":
-            pytest.skip(result.message)
+            skip_case(item, result)
         if result.margin is not None:
             item.user_properties.append((MARGIN, result.margin))
         if result.timing is not None:
@@ -193,7 +193,7 @@ class GemmSession:
         for item in items:
             if isinstance(item, GemmCaseItem):
                 spec = item.case.spec
-                lines = declarations(always_reads_c=spec.always_reads_c, nondeterministic=spec.nondeterministic)
+                lines = kernel_declarations(spec)
                 if lines:
                     item.user_properties.append((DECLARED, {"kernel": f"{spec.path}::{spec.name}", "lines": lines}))
                 whole = selected[item.parent] == getattr(item.parent, "n_cases", -1)

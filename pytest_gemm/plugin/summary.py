@@ -7,6 +7,8 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+from ..records.verdicts import Verdict
+from ..report.failure import calibration_line
 from ..report.tables import compile_table, timer_names, timing_tables
 from .terminal import no_device_line, workers_line
 
@@ -85,6 +87,10 @@ def write(session: GemmSession, tr: Any) -> None:
         tr.write_line(no_device_line(reason, count, ahead=False), yellow=True)
     for kernel, lines in sorted(session.declared.items()):
         tr.write_line(f"pytest-gemm: {kernel} declares {'; '.join(lines)}")
+    tests = session.ledger.tests.values()
+    miscalibrated = sum(r.diagnosis is not None and r.diagnosis.kind == Verdict.CALIBRATION for r in tests)
+    if miscalibrated:  # #34 item 6: not silent, though no correct kernel fails for it
+        tr.write_line(calibration_line(miscalibrated), yellow=True)
     facts = session.facts
     benchmarked = any(r.timing is not None and r.diagnosis is None for r in session.ledger.tests.values())
     if facts.saved_json is not None and benchmarked and not facts.benchmark_tables:  # its own line is quiet then

@@ -133,6 +133,7 @@ class CaseRecord:
     timer: str = "events"  # what the times were measured with: a key of TIMERS (runs saved before CUPTI: events)
     timer_note: str = ""  # why CUPTI was asked for and not used
     gpu_id: str = ""  # which GPU of its model timed it (gpu_identity; '' when NVML gave no UUID, or saved before)
+    accumulate: str = ""  # a declared accumulation ("fp16", timed against cuBLAS computing in it); '' for the default
     events_median_s: float | None = None  # the CUDA events' medians around the same launches, as a cross-check
     events_cublas_median_s: float | None = None
     # judgement

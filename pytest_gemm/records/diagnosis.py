@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .outcome import ErrorMap, ErrorStats, Failure
 from .shapes import Shape
-from .verdicts import Check, ErrorCause, TimingProblem, Verdict
+from .verdicts import Check, ErrorCause, Misreading, TimingProblem, Verdict
 
 __all__ = ["MAX_OUTPUT_LINES", "Diagnosis", "Finding"]
 
@@ -22,13 +22,13 @@ MAX_OUTPUT_LINES = 20  # lines of the worker's output a diagnosis keeps (the las
 class Finding:
     """One thing wrong with an output: what it is, and where in C.
 
-    ``count`` is how many elements it concerns (of C, or changed, for a bitwise check); ``rows`` and ``cols``
-    the first and last row and column of C holding them and ``tiles`` how many 32x32 tiles of C do (None:
-    not traced to elements); ``region`` names the guard region a read went past ("the guard after A"), or
-    where a bitwise check found a change.
+    ``count`` is how many elements it concerns (of C, or changed, for a bitwise check; for a ``Misreading``, how
+    many match it); ``rows`` and ``cols`` the first and last row and column of C holding them and ``tiles`` how
+    many 32x32 tiles of C do (None: not traced to elements); ``region`` names the guard region a read went past
+    ("the guard after A"), or where a bitwise check found a change.
     """
 
-    kind: ErrorCause | Check
+    kind: ErrorCause | Check | Misreading
     count: int = 0
     rows: tuple[int, int] | None = None
     cols: tuple[int, int] | None = None
@@ -38,13 +38,17 @@ class Finding:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """A failed case: the kind of verdict, the case's scalars, and the facts of that kind.
+    """A failed case (or a calibration error's skipped one): the kind of verdict, the case's scalars, and the facts
+    of that kind.
 
     * ``FAULT``: ``failure`` (what the worker, CUDA or the compiler said) and ``output`` (what it printed);
     * ``WRONG_OUTPUT``: ``findings`` (most telling first), ``kernel`` (the output against the truth), ``peer``
       (cuBLAS in the same dtype, the yardstick), ``error_map`` (where over C), ``seed`` (the case's data);
     * ``TIMING``: ``problems``, with ``kernel`` the last timed launch's output when it was wrong and ``peer``
       cuBLAS's timed output when that was (the speed figures are in the case's timing record);
+    * ``CALIBRATION``: ``peer`` (cuBLAS's statistics, which fail the bound), ``kernel`` (the kernel's, by the same
+      bound), ``findings`` (what else is wrong with the kernel's output: faults, unwritten, guard reads, non-finite
+      elements; none when it was skipped), ``error_map`` (with findings only), ``seed``;
     * ``NO_RESULT``: nothing more.
     """
 
@@ -63,6 +67,8 @@ class Diagnosis:
     output: str = ""
     always_reads_c: bool = False  # the header's declarations that change the checks
     nondeterministic: str = ""
+    storage: str = ""  # each operand's declared order (specs.storage.Storage.text); '' for all row-major
+    accumulate: str = ""  # a declared accumulation ("fp16"); '' for the dtype's default
     said: tuple[str, ...] = ()  # a saved run's sentences from before diagnoses were data (no findings then)
 
     @property

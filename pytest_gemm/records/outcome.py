@@ -9,7 +9,7 @@ from typing import Any
 
 from .plain import PlainError, fields_from_plain
 from .shapes import Shape
-from .verdicts import Check, ErrorCause, FailureKind
+from .verdicts import Check, ErrorCause, FailureKind, Misreading
 
 __all__ = [
     "CAUSE_LETTERS",
@@ -19,6 +19,7 @@ __all__ = [
     "ErrorStats",
     "Failure",
     "Fault",
+    "Misread",
     "Outcome",
     "TimingRun",
     "Verification",
@@ -288,6 +289,15 @@ class Fault:
 
 
 @dataclass(frozen=True)
+class Misread:
+    """The misreading a wrong output matches (#34 item 7): ``matched`` of its elements lie within that reading's
+    bound (``judge.misread``)."""
+
+    kind: Misreading
+    matched: int
+
+
+@dataclass(frozen=True)
 class Verification:
     """Everything one verification launch found; the failure message is built from it alone."""
 
@@ -301,6 +311,7 @@ class Verification:
     faults: tuple[Fault, ...] = ()
     error_map: ErrorMap | None = None  # only for an output that failed
     sources: tuple[ErrorSource, ...] = ()  # where its wrong elements came from, most telling first
+    misread: Misread | None = None  # the misreading most of a wrong output matches, when one does
 
     @property
     def passed(self) -> bool:

@@ -13,6 +13,7 @@ __all__ = [
     "ErrorCause",
     "FailureKind",
     "GateVerdict",
+    "Misreading",
     "Sanity",
     "Stop",
     "TimingProblem",
@@ -109,6 +110,21 @@ class Check(_Word):
     NORMWISE = "normwise error"  # the normwise test failed: small errors in every element add up
 
 
+class Misreading(_Word):
+    """How a wrong output was computed, when (nearly) all of it matches a plausible misreading of the inputs (#34
+    item 7): the most telling finding of a wrong output (``judge.misread``), listed before its wrong values."""
+
+    B_ORDER = "B read in the other order"  # B's stored elements read as if stored K x N where N x K, or the reverse
+    A_ORDER = "A read in the other order"  # the same for A (M x K and K x M)
+    A_AS_B = "A read as B"  # A's elements read in place of B's: B never read (C = A x A when square)
+    B_AS_A = "B read as A"  # B's elements read in place of A's: A never read
+    C_TRANSPOSED = "C written transposed"  # C written in its other order (N x M where M x N), read back as declared
+    ALPHA_IGNORED = "alpha ignored"  # C = A B + beta C: alpha taken as 1
+    BETA_IGNORED = "beta ignored"  # C = alpha A B: beta taken as 0
+    BETA_AS_ONE = "beta taken as 1"  # C = alpha A B + C
+    ALPHA_BETA_IGNORED = "alpha and beta ignored"  # C = A B
+
+
 class TimingProblem(_Word):
     """Why a verified case's timing cannot be believed (its facts are in the case's timing record)."""
 
@@ -119,9 +135,13 @@ class TimingProblem(_Word):
 
 
 class Verdict(_Word):
-    """The kind of a failed case's diagnosis: which facts it holds (``records.diagnosis``) and how it reads."""
+    """The kind of a case's diagnosis (a failed case's, or a calibration error's): which facts it holds
+    (``records.diagnosis``) and how it reads."""
 
     FAULT = "fault"  # no verdict of its own: the worker's Failure says what went wrong (crash, hang, refused launch)
     NO_RESULT = "no result"  # the worker answered with neither a result nor a failure
     WRONG_OUTPUT = "wrong output"  # the verification failed: its findings, error statistics and error map
     TIMING = "timing"  # verified, but the timed launches cannot be believed: its TimingProblems
+    #: the peer (cuBLAS) fails the bound on this case, so the bound is wrong there (#34 item 6): a pytest-gemm
+    #: calibration error; the kernel is not judged by that bound (skipped), only by its other findings
+    CALIBRATION = "calibration error"

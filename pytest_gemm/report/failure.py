@@ -9,15 +9,28 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ..judge.accuracy import NORM_MIN_ELEMENTS
 from ..records.case_record import CaseRecord
 from ..records.diagnosis import Diagnosis, Finding
 from ..records.outcome import PHASES, ErrorStats, Failure
 from ..records.result import CaseResult
 from ..records.shapes import Shape
-from ..records.verdicts import Check, ErrorCause, FailureKind, TimingProblem, Verdict
+from ..records.verdicts import Check, ErrorCause, FailureKind, Misreading, TimingProblem, Verdict
+from ..specs.spec import KernelSpec
+from ..specs.storage import ORDER_FLAGS, ORDERS, Storage
+from .misread import misread_text
 
-__all__ = ["FINDING_TEXT", "declarations", "diagnosis_lines", "failure_text", "headline", "stats_line"]
+__all__ = [
+    "FINDING_TEXT",
+    "calibration_line",
+    "calibration_text",
+    "declarations",
+    "declared",
+    "diagnosis_lines",
+    "failure_text",
+    "headline",
+    "kernel_declarations",
+    "stats_line",
+]
 
 
 def _x(ratio: float) -> str:
@@ -26,9 +39,8 @@ def _x(ratio: float) -> str:
 
 def stats_line(stats: ErrorStats) -> str:
     normwise = f"normwise {stats.norm_error:.3g} = {_x(stats.norm_ratio)} of the tolerance {stats.norm_tol:.3g}"
-    if math.isinf(stats.norm_tol):
-        small = f"C has {stats.total} element{'s' if stats.total != 1 else ''}, under {NORM_MIN_ELEMENTS}"
-        normwise = f"normwise {stats.norm_error:.3g}, not judged ({small})"
+    if math.isinf(stats.norm_tol):  # a saved run of a version that judged outputs under 16 elements per element only
+        normwise = f"normwise {stats.norm_error:.3g}, not judged in this run"
     return f"max {_x(stats.max_ratio)}, median {_x(stats.median_ratio)} of the per-element bound; {normwise}"
 
 
@@ -116,7 +128,7 @@ def _bitwise(f: Finding, d: Diagnosis) -> str:
 
 
 #: each kind of finding in words (a new check adds its kind here and nothing else)
-FINDING_TEXT: dict[ErrorCause | Check, Callable[[Finding, Diagnosis], str]] = {
+FINDING_TEXT: dict[ErrorCause | Check | Misreading, Callable[[Finding, Diagnosis], str]] = {
     ErrorCause.GUARD_A: _read_past,
     ErrorCause.GUARD_B: _read_past,
     ErrorCause.GUARD_C: _read_past,
@@ -130,22 +142,80 @@ FINDING_TEXT: dict[ErrorCause | Check, Callable[[Finding, Diagnosis], str]] = {
     Check.NONFINITE: _nonfinite,
     Check.LOW_PRECISION: _normwise,
     Check.NORMWISE: _normwise,
+    **dict.fromkeys(Misreading, misread_text),
 }
 
 
 def diagnosis_lines(d: Diagnosis) -> list[str]:
-    """One sentence per thing that is wrong, most telling first (what the report and the summary list)."""
-    return [FINDING_TEXT[f.kind](f, d) for f in d.findings] or list(d.said)
+    """One sentence per thing that is wrong, most telling first (what the report and the summary list); a calibration
+    error's own sentence last."""
+    lines = [FINDING_TEXT[f.kind](f, d) for f in d.findings]
+    return [*lines, calibration_text(d)] if d.kind == Verdict.CALIBRATION else lines or list(d.said)
 
 
-def declarations(*, always_reads_c: bool = False, nondeterministic: str = "") -> list[str]:
-    """What a kernel's header declares that changes how it is checked, in words."""
+def calibration_text(d: Diagnosis) -> str:
+    """A calibration error (#34 item 6): which bound the peer fails, by how much, and what follows."""
+    p, k = d.peer, d.kernel
+    over = [f"the per-element bound by {_x(p.max_ratio)} ({p.bad} of {p.total} elements)"] if p and p.bad else []
+    over += [f"the normwise tolerance by {_x(p.norm_ratio)}"] if p and p.norm_error > p.norm_tol else []
+    kernel = f" (the kernel: {_x(k.max_ratio)} per element, {_x(k.norm_ratio)} normwise)" if k else ""
+    return (
+        f"pytest-gemm calibration error: cuBLAS (the peer) fails {' and '.join(over) or 'the bound'} on this case"
+        f"{kernel}; the bound, not the kernel, is wrong here, so the kernel's values are not judged by it; "
+        "please report it"
+    )
+
+
+def calibration_line(count: int) -> str:
+    """The end of a run that met calibration errors: on how many cases the kernel was not judged by the bound."""
+    return (
+        f"pytest-gemm: {count} calibration error(s): cuBLAS (the peer) failed the accuracy bound on {count} case(s), "
+        "where the bound, not the kernel, is wrong; their kernels were not judged by it (each such skipped case's "
+        "reason, -rs, names the bound); please report them"
+    )
+
+
+def declarations(
+    *, always_reads_c: bool = False, nondeterministic: str = "", storage: str = "", accumulate: str = ""
+) -> list[str]:
+    """What a kernel's header declares that changes how it is checked, in words (``storage``: each operand's order,
+    '' when all are row-major; ``accumulate``: '' for the default)."""
     lines = []
+    if storage:
+        lines.append(f"storage {storage} (each matrix as it lies in memory: rows of contiguous elements)")
+    if accumulate:
+        lines.append(
+            f'accumulate = "{accumulate}": judged by {accumulate} accumulation\'s error bound, and timed against '
+            f"cuBLAS accumulating in {accumulate}"
+        )
     if always_reads_c:
         lines.append("always_reads_c = true: C holds finite prior data in its beta = 0 cases too")
     if nondeterministic:
         lines.append(f"nondeterministic ({nondeterministic}): its launches are not compared bit for bit")
     return lines
+
+
+def declared(d: Diagnosis) -> list[str]:
+    """:func:`declarations` of a failed case's kernel, as its diagnosis holds them."""
+    return declarations(
+        always_reads_c=d.always_reads_c, nondeterministic=d.nondeterministic, storage=d.storage, accumulate=d.accumulate
+    )
+
+
+def kernel_declarations(spec: KernelSpec) -> list[str]:
+    """:func:`declarations` of a kernel, whatever its variant: an order that a param sweeps is said as both."""
+    params = dict(spec.params)
+    orders = []
+    for flag, op in ORDER_FLAGS.items():
+        values = params.get(flag, (int(spec.storage.transposed(op)),))
+        orders.append(f"{op} {' or '.join(dict.fromkeys(ORDERS[op][int(bool(v))] for v in values))}")
+    storage = ", ".join(orders)
+    return declarations(
+        always_reads_c=spec.always_reads_c,
+        nondeterministic=spec.nondeterministic,
+        storage="" if storage == Storage().text else storage,
+        accumulate=spec.accumulate or "",
+    )
 
 
 def _scalars(shape: Shape, alpha: float, beta: float) -> str:
@@ -155,8 +225,7 @@ def _scalars(shape: Shape, alpha: float, beta: float) -> str:
 def _wrong_output(name: str, d: Diagnosis, replay: str) -> list[str]:
     out = [f"verification failed for {name} ({_scalars(d.shape, d.alpha, d.beta)})"]
     out += [f"  - {line}" for line in diagnosis_lines(d)]
-    declared = declarations(always_reads_c=d.always_reads_c, nondeterministic=d.nondeterministic)
-    out += [f"  declared in the header: {line}" for line in declared]
+    out += [f"  declared in the header: {line}" for line in declared(d)]
     k = d.kernel
     if k is not None:
         out.append(f"  kernel: {stats_line(k)}")
@@ -252,20 +321,23 @@ def headline(name: str, result: CaseResult) -> str:
     d = result.diagnosis
     if d is None or d.kind == Verdict.NO_RESULT:
         return result.message or "the worker returned no result"
-    if d.kind == Verdict.WRONG_OUTPUT:
+    if d.kind in (Verdict.WRONG_OUTPUT, Verdict.CALIBRATION):
         return (diagnosis_lines(d) or ["verification failed"])[0]
     text = failure_text(name, result, "").splitlines()[0]
     return text.removeprefix(f"{name}: ").removesuffix("; this is a pytest-gemm bug, please report it with:")
 
 
 def failure_text(name: str, result: CaseResult, replay: str) -> str:
-    """The whole failure text of a failed case ``name`` (``kernel[id]``); ``replay``: the command that runs it alone."""
+    """The whole failure text of a failed case ``name`` (``kernel[id]``), or the one-line reason a calibration error's
+    case is skipped with; ``replay``: the command that runs it alone."""
     d = result.diagnosis
     if d is None:
         return f"{name}: {result.message or 'failed'}; replay: {replay}"
+    if d.kind == Verdict.CALIBRATION and not result.failed:  # skipped: the reason, on one line
+        return f"{name}: {calibration_text(d)}; replay: {replay}"
     if d.kind == Verdict.FAULT:
         return "\n".join(_fault(name, d, replay))
-    if d.kind == Verdict.WRONG_OUTPUT:
+    if d.kind in (Verdict.WRONG_OUTPUT, Verdict.CALIBRATION):
         return "\n".join(_wrong_output(name, d, replay))
     if d.kind == Verdict.TIMING:
         return "\n".join(_timing(name, d, result.timing, replay))

@@ -15,8 +15,8 @@ from ..records.case_record import CaseRecord
 from ..records.result import CaseResult
 from ..records.verdicts import GateVerdict
 from ..runs.data import RunData
-from .failure import diagnosis_lines, headline
-from .tables import COLUMNS, NUMERIC, cells, gate_tally
+from .failure import declared, diagnosis_lines, headline
+from .tables import COLUMNS, NUMERIC, cells, dtype_label, gate_tally
 
 __all__ = ["page"]
 
@@ -86,8 +86,8 @@ _HEAD = (*COLUMNS[:-1], "gate", COLUMNS[-1])
 def _timing_section(records: Sequence[CaseRecord]) -> list[str]:
     out = ['<h2 id="tables">Timing tables</h2>']
     numeric = {i for i, column in enumerate(_HEAD) if column in NUMERIC}
-    for dtype in dict.fromkeys(r.dtype for r in records):
-        mine = [r for r in records if r.dtype == dtype]
+    for dtype in dict.fromkeys(dtype_label(r.dtype, r.accumulate) for r in records):
+        mine = [r for r in records if dtype_label(r.dtype, r.accumulate) == dtype]
         rows = [[{**cells(r), "gate": _gate_cell(r)}[column] for column in _HEAD] for r in mine]
         bad = [r.gate is not None and r.gate.verdict == GateVerdict.REGRESSED for r in mine]
         out.append(f"<h3>{_e(dtype)}: {len(rows)} case(s)</h3>")
@@ -100,6 +100,7 @@ def _failure_section(failures: Mapping[str, CaseResult], pictures: Mapping[str, 
     for test, result in failures.items():
         assert result.diagnosis is not None
         lines = diagnosis_lines(result.diagnosis) or [headline(test.split("::")[-1], result)]
+        lines += [f"declared in the header: {line}" for line in declared(result.diagnosis)]
         out.append(f"<h3><code>{_e(test)}</code></h3>")
         out.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>")
         src = pictures.get(test)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from ..records.result import CaseResult
 from ..records.verdicts import Sanity
-from .tables import format_time
+from .tables import dtype_label, format_time
 
 __all__ = ["markdown", "summary_cases"]
 
@@ -44,6 +44,9 @@ def markdown(cases: Mapping[str, CaseResult]) -> str:
         record = result.timing
         gate = record.gate if record else None
         notes = [*(gate.notes if gate else ()), *(f"throttled: {t}" for t in (record.throttle if record else ()))]
+        declared = record or result.diagnosis  # a declared accumulation, as the tables show it (#34 item 4)
+        if declared is not None and declared.accumulate:
+            notes.insert(0, dtype_label(declared.dtype, declared.accumulate))
         if result.message and result.outcome != "passed":
             notes.insert(0, result.message[:200])
         cells = [

@@ -17,6 +17,7 @@ __all__ = [
     "cells",
     "compile_table",
     "condensed",
+    "dtype_label",
     "format_time",
     "gate_tally",
     "gpu_line",
@@ -33,6 +34,12 @@ def format_time(seconds: float) -> str:
         if seconds >= scale:
             return f"{seconds / scale:.4g} {unit}"
     return f"{seconds / 1e-6:.4g} us"
+
+
+def dtype_label(dtype: str, accumulate: str = "") -> str:
+    """A dtype as tables show it, with the accumulation its kernel declares: ``fp16 (fp16 acc)`` (#34 item 4); such
+    cases are timed against cuBLAS accumulating the same way, so they get tables of their own."""
+    return f"{dtype} ({accumulate} acc)" if accumulate else dtype
 
 
 def _pct(value: float | None) -> str:
@@ -137,7 +144,7 @@ def _rest_width(widths: dict[int, int], columns: list[int]) -> int:
 
 def _group(row: CaseRecord) -> tuple[str, str, str, Any]:
     """A kernel (its file and name, whatever the variant), dtype and shape: one row of the condensed table."""
-    return row.file, row.kernel.split("[")[0], row.dtype, row.shape
+    return row.file, row.kernel.split("[")[0], dtype_label(row.dtype, row.accumulate), row.shape
 
 
 def condensed(rows: Sequence[CaseRecord]) -> list[CaseRecord]:
@@ -178,9 +185,9 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120,
     if not full:
         seen = {id(r) for r in shown}
         flagged.update(_group(r) for r in rows if notable(r) and id(r) not in seen)
-    for dtype in sorted({row.dtype for row in shown}):
+    for dtype in sorted({dtype_label(row.dtype, row.accumulate) for row in shown}):
         table = []
-        for row in (r for r in shown if r.dtype == dtype):
+        for row in (r for r in shown if dtype_label(r.dtype, r.accumulate) == dtype):
             line = cells(row)
             more = flagged[_group(row)]
             if more:

@@ -6,6 +6,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 
+from ..records.dtypes import DType, accumulating, get_dtype
 from ..records.request import COMPILE_TIMEOUT, Request, TimingSettings
 from ..records.shapes import Shape
 from .expr import Expression, ExpressionError
@@ -13,6 +14,7 @@ from .footprint import int_args_problem
 from .header_keys import DEVICE_NAMES, SHAPE_NAMES
 from .limits import MAX_BLOCK, MAX_GRID, MAX_SHARED_PER_BLOCK, MAX_THREADS_PER_BLOCK
 from .spec import KernelFileError, KernelSpec, Variant
+from .storage import ORDER_FLAGS, Storage
 from .tensor_maps import TensorMapSpec
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "check_launch",
     "expand",
     "launch_geometry",
+    "precision",
     "sanitize_case",
     "tensor_map_box",
     "to_request",
@@ -75,9 +78,19 @@ class Case:
         return f"{self.spec.name}[{self.id}]"
 
     @property
+    def storage(self) -> Storage:
+        """Each operand's storage order in this case's variant."""
+        return self.spec.storage_for(self.variant)
+
+    @property
     def c_prior(self) -> bool:
         """C starts with finite prior data: beta != 0, or the kernel declares ``always_reads_c``."""
         return self.ab.prior or self.spec.always_reads_c
+
+
+def precision(case: Case) -> tuple[DType, DType]:
+    """The inputs' dtype with the accumulation the kernel declares, and C's dtype: what its output is judged by."""
+    return accumulating(get_dtype(case.dtype), case.spec.accumulate), get_dtype(case.spec.output_dtype(case.dtype))
 
 
 def to_request(
@@ -110,9 +123,10 @@ def expand(spec: KernelSpec, shapes: list[Shape], dtypes: list[str] | None = Non
     break a ``requires`` rule, get a skip reason."""
     selected = [d for d in spec.dtypes if dtypes is None or d in dtypes]
     abs_ = AB_CASES if spec.has_alpha_beta else AB_CASES[:1]
-    past_ints = {shape: int_args_problem(spec, shape) for shape in shapes}
     cases = []
     for variant in spec.variants():
+        storage = spec.storage_for(variant)
+        past_ints = {shape: int_args_problem(spec, shape, storage) for shape in shapes}
         for dtype in selected:
             for shape in shapes:
                 reason = past_ints[shape] or _broken_rule(spec, variant, shape)
@@ -120,20 +134,20 @@ def expand(spec: KernelSpec, shapes: list[Shape], dtypes: list[str] | None = Non
     return cases
 
 
-def _names(shape: Shape, variant: Variant) -> dict[str, int]:
-    """The values expressions see: M, N, K and the variant's params."""
-    return {"M": shape.M, "N": shape.N, "K": shape.K, **variant.as_dict()}
+def _names(spec: KernelSpec, shape: Shape, variant: Variant) -> dict[str, int]:
+    """The values expressions see: M, N, K, the storage flags and the variant's params."""
+    return {"M": shape.M, "N": shape.N, "K": shape.K, **spec.names_for(variant)}
 
 
 def _broken_rule(spec: KernelSpec, variant: Variant, shape: Shape) -> str | None:
-    env = _names(shape, variant)
+    env = _names(spec, shape, variant)
     for rule in spec.requires:
         try:
             ok = rule(env)
         except ExpressionError as exc:
             raise KernelFileError(spec.path, str(exc), line=spec.line, key="requires") from None
         if not ok:
-            values = ", ".join(f"{name}={value}" for name, value in env.items())
+            values = _values(env)
             return f"requires {rule.text} ({values})"
     return None
 
@@ -153,7 +167,8 @@ _AXES = "xyz"
 
 
 def _values(env: dict[str, int]) -> str:
-    return ", ".join(f"{name}={value}" for name, value in env.items())
+    """The values as messages say them, without the storage flags (a swept order shows in the case's id)."""
+    return ", ".join(f"{name}={value}" for name, value in env.items() if name not in ORDER_FLAGS)
 
 
 def _launch_value(spec: KernelSpec, key: str, axis: int, expr: Expression, env: dict[str, int], high: int) -> int:
@@ -169,7 +184,7 @@ def _launch_value(spec: KernelSpec, key: str, axis: int, expr: Expression, env: 
     else:
         what, low, unit = f"{key} dimension {_AXES[axis]}", 1, ""
     said = what if expr.text.strip() == str(v) else f"{what} {expr.text!r}"
-    said += f" is {v!r}" + (f" for {_values(env)}" if env else "")
+    said += f" is {v!r}" + (f" for {_values(env)}" if _values(env) else "")
     problem = None
     if isinstance(v, bool) or not isinstance(v, int):
         problem = f"{said}; expected an integer"
@@ -185,7 +200,7 @@ def _launch_value(spec: KernelSpec, key: str, axis: int, expr: Expression, env: 
 def _threads_check(spec: KernelSpec, block: tuple[int, ...], env: dict[str, int]) -> None:
     threads = math.prod(block)
     if threads > MAX_THREADS_PER_BLOCK:
-        where = f" for {_values(env)}" if env else ""
+        where = f" for {_values(env)}" if _values(env) else ""
         raise KernelFileError(
             spec.path,
             f"{' x '.join(map(str, block))} = {threads} threads per block{where}; CUDA allows {MAX_THREADS_PER_BLOCK}",
@@ -198,7 +213,7 @@ def launch_geometry(spec: KernelSpec, variant: Variant, shape: Shape, *, sm_coun
     """Evaluate ``grid``, ``block`` and ``shared_mem`` for one shape, checking CUDA's limits. ``sm_count`` is the
     GPU's (``SM_COUNT`` in ``grid``); without it, as on the CPU, a grid dimension that names it is taken as 1,
     unchecked: the worker checks it with the device's count."""
-    env = _names(shape, variant)
+    env = _names(spec, shape, variant)
     block = tuple(_launch_value(spec, "block", i, e, env, lim) for i, (e, lim) in enumerate(zip(spec.block, MAX_BLOCK)))
     device = {} if sm_count is None else {"SM_COUNT": sm_count}
     grid = tuple(
@@ -215,7 +230,7 @@ def launch_geometry(spec: KernelSpec, variant: Variant, shape: Shape, *, sm_coun
 def variant_threads(spec: KernelSpec, variant: Variant) -> int | None:
     """Threads per block of a variant, or None when the block depends on the shape. Every block dimension that
     does not depend on it is checked against CUDA's limits (a :class:`KernelFileError` when one is broken)."""
-    env = variant.as_dict()
+    env = spec.names_for(variant)
     block = []
     for i, (expr, limit) in enumerate(zip(spec.block, MAX_BLOCK)):
         if not expr.names & SHAPE_NAMES:
@@ -230,7 +245,7 @@ def check_launch(spec: KernelSpec) -> None:
     """Check, for every variant, what does not depend on the shape: a block, grid or shared memory that CUDA
     would refuse is the header's mistake, reported once, at collection, instead of failing every case."""
     for variant in spec.variants():
-        env = variant.as_dict()
+        env = spec.names_for(variant)
         variant_threads(spec, variant)
         for i, (expr, limit) in enumerate(zip(spec.grid, MAX_GRID)):
             if not expr.names & (SHAPE_NAMES | DEVICE_NAMES):
@@ -241,7 +256,7 @@ def check_launch(spec: KernelSpec) -> None:
 
 def tensor_map_box(spec: KernelSpec, tensor_map: TensorMapSpec, variant: Variant) -> tuple[int, int]:
     """The ``[inner, outer]`` box of one of the kernel's tensor maps, in elements, for one variant."""
-    env = variant.as_dict()
+    env = spec.names_for(variant)
     sizes = []
     for expr in tensor_map.box:
         try:
@@ -268,7 +283,7 @@ def variant_shared_mem(spec: KernelSpec, variant: Variant) -> int | str:
     if spec.shared_mem.names & SHAPE_NAMES:
         return "by shape"
     try:
-        v = spec.shared_mem(variant.as_dict())
+        v = spec.shared_mem(spec.names_for(variant))
     except ExpressionError as exc:
         raise KernelFileError(spec.path, str(exc), line=spec.line, key="shared_mem") from None
     return int(v)

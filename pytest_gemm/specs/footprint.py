@@ -16,6 +16,7 @@ from ..records.dtypes import get_dtype
 from ..records.shapes import Shape
 from .limits import INT_ARG_MAX
 from .spec import KernelSpec
+from .storage import SIZE_TYPES, Storage
 
 __all__ = [
     "GUARD_BYTES",
@@ -62,42 +63,37 @@ def guard_layout(cols: int, itemsize: int, padded: bool, guards: bool = True) ->
     return GuardLayout(before, ld, after)
 
 
-def _dims(layout: str, operand: str) -> tuple[str, str]:
-    """The names of the rows' and the columns' sizes of ``operand`` in the kernel's storage order (a column-major
-    kernel's operands are stored transposed)."""
-    rows, cols = {"A": ("M", "K"), "B": ("K", "N"), "C": ("M", "N")}[operand]
-    return (cols, rows) if layout == "col" else (rows, cols)
-
-
-def stored_shape(layout: str, operand: str, shape: Shape) -> tuple[int, int]:
+def stored_shape(storage: Storage, operand: str, shape: Shape) -> tuple[int, int]:
     """Rows and columns of operand ``operand`` ("A", "B" or "C") in the kernel's storage order."""
-    rows, cols = _dims(layout, operand)
-    return getattr(shape, rows), getattr(shape, cols)
+    return storage.stored_shape(operand, shape)
 
 
-def harness_ints(spec: KernelSpec, shape: Shape) -> dict[str, tuple[int, str]]:
+def harness_ints(spec: KernelSpec, shape: Shape, storage: Storage | None = None) -> dict[str, tuple[int, str]]:
     """The integer arguments the worker passes this ``.cu`` kernel (those of M, N, K, lda, ldb and ldc it takes):
-    each one's value and, for a leading dimension, how it follows from the shape."""
+    each one's value and, for a leading dimension, how it follows from the shape (``storage``: the variant's
+    storage orders, the header's when None)."""
+    storage = storage or spec.storage
     found: dict[str, tuple[int, str]] = {"M": (shape.M, ""), "N": (shape.N, ""), "K": (shape.K, "")}
     for operand in "ABC":
-        cols = _dims(spec.layout, operand)[1]
+        cols = storage.stored_dims(operand)[1]
         found[f"ld{operand.lower()}"] = (getattr(shape, cols) + LD_PAD, f"{cols} + {LD_PAD} elements of row padding")
     return {name: value for name, value in found.items() if name in spec.args}
 
 
-def int_args_problem(spec: KernelSpec, shape: Shape) -> str | None:
+def int_args_problem(spec: KernelSpec, shape: Shape, storage: Storage | None = None) -> str | None:
     """Why the harness cannot run ``shape`` with its integer arguments (None when it can): a ``.cu`` kernel's
-    M, N, K, lda, ldb and ldc are C ints; and cuBLAS, which gives every kernel's case its fp64 truth and its
-    yardstick, takes M, N and K (and leading dimensions equal to them) as ints, which CuPy casts silently, so a
-    Python kernel, which gets Python ints and arrays itself, is bound by them too.
+    M, N, K, lda, ldb and ldc are of its ``size_type`` (C ints by default); and cuBLAS, which gives every kernel's
+    case its fp64 truth and its yardstick, takes M, N and K (and leading dimensions equal to them) as ints, which
+    CuPy casts silently, so a Python kernel, which gets Python ints and arrays itself, is bound by them too.
 
     Only what the harness passes counts. A kernel that computes an index such as ``row * K + k`` in an int
     overflows at a smaller shape: that is the kernel's own bug, which verification is there to catch."""
     if spec.kind == "cu":
-        for name, (value, how) in harness_ints(spec, shape).items():
-            if value > INT_ARG_MAX:
+        size_type = SIZE_TYPES[spec.size_type]
+        for name, (value, how) in harness_ints(spec, shape, storage).items():
+            if value > size_type.max:
                 said = f"{name} = {value}" + (f" ({how})" if how else "")
-                return f"{said} is past the kernel's int arguments (at most {INT_ARG_MAX})"
+                return f"{said} is past the kernel's {size_type.name} arguments (at most {size_type.max})"
     for name in "MNK":
         value = getattr(shape, name)
         if value > INT_ARG_MAX:
@@ -139,6 +135,7 @@ def case_memory(
     cold_cache: bool = True,
     l2_bytes: int = 0,
     flush_bytes: int = 0,
+    storage: Storage | None = None,
 ) -> MemoryNeed:
     """What the worker allocates for a case at the peak of its verification, or of its timing when ``timed``
     and that needs more (``flush_bytes``: the L2 flush buffer, when not allocated yet). A lower bound: the
@@ -149,8 +146,8 @@ def case_memory(
       the fp64 truth is computed from them; and the fp64 work arrays, at the largest of these moments (in
       bytes). Computing the error bound's scale G = |alpha| |A| |B|: A and B in fp64, their absolute values,
       the truth and their product, 16 (a + b) + 16 c; then G scaled, 8 (a + b) + 24 c; with a prior C, C in
-      fp64 too, its absolute value and that scaled, 8 (a + b) + 40 c. Judging C: the truth, G, C in fp64, the
-      bound, the quotient and the ratios, and two masks, 50 c.
+      fp64 too, the scale H of C's roundings, an absolute value and that scaled, 8 (a + b) + 48 c. Judging C: the
+      truth, G (and H), C in fp64, the bound, the quotient and the ratios, and two masks, 50 c (58 c).
     * timing: the sets of A, B and C rotated through (:func:`input_copies`), for the kernel and as many for
       cuBLAS; A, B and C's start uploaded once; the flush buffer; and the last launches' check, as above.
     """
@@ -158,12 +155,12 @@ def case_memory(
     a, b, c = shape.M * shape.K, shape.K * shape.N, shape.M * shape.N
     guarded = 0
     for operand, t in (("A", dt), ("B", dt), ("C", out)):
-        rows, cols = stored_shape(spec.layout, operand, shape)
+        rows, cols = (storage or spec.storage).stored_shape(operand, shape)
         layout = guard_layout(cols, t.itemsize, f"ld{operand.lower()}" in spec.args, guards)
         guarded += layout.elements(rows) * t.itemsize
     bits = (a + b) * dt.itemsize + (c * out.itemsize if c_prior else 0)
-    scale = max(F64 * (2 * (a + b) + 2 * c), F64 * (a + b + (5 if c_prior else 3) * c))
-    work = max(scale, F64 * 6 * c + 2 * c)
+    scale = max(F64 * (2 * (a + b) + 2 * c), F64 * (a + b + (6 if c_prior else 3) * c))
+    work = max(scale, F64 * (7 if c_prior else 6) * c + 2 * c)
     check = (
         ("A and B" + (" and the prior C" if c_prior else "") + " again, for the fp64 truth", bits),
         ("fp64 work arrays (the truth, its error bound, C and each element's error)", work),

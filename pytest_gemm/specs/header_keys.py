@@ -15,6 +15,7 @@ from ..records.dtypes import DTYPES
 from .archs import known_arch
 from .errors import KernelFileError
 from .expr import Expression, ExpressionError
+from .storage import ORDER_FLAGS, ORDERS, SIZE_TYPES, Storage
 from .tensor_maps import MAP_ARGS, SWIZZLES, TensorMapSpec
 
 __all__ = ["ARG_NAMES", "DEVICE_NAMES", "ENTRY", "SHAPE_NAMES", "HeaderChecker"]
@@ -179,6 +180,13 @@ class HeaderChecker:
                 or not all(isinstance(v, int) and not isinstance(v, bool) for v in values)
             ):
                 self.fail("params", f"{name}: expected a non-empty list of integers, got {values!r}")
+            if name in ORDER_FLAGS and not set(values) <= {0, 1}:
+                op = ORDER_FLAGS[name]
+                self.fail(
+                    "params",
+                    f"{name} sweeps the storage order of {op}: 0 for {ORDERS[op][0]}, 1 for {ORDERS[op][1]}; "
+                    f"got {values!r}",
+                )
             repeated = next((v for i, v in enumerate(values) if v in values[:i]), None)
             if repeated is not None:
                 self.fail(
@@ -188,3 +196,56 @@ class HeaderChecker:
                 )
             out.append((name, tuple(values)))
         return tuple(out)
+
+    def storage(self, value: Any, layout: str, params: tuple[tuple[str, tuple[int, ...]], ...]) -> Storage:
+        """The ``storage`` table: each operand's stored shape (``{ B = "NxK" }``); the others follow ``layout``."""
+        example = 'e.g. storage = { B = "NxK" } for B stored N x K (K-major), or { C = "NxM" } for a column-major C'
+        if not isinstance(value, Mapping):
+            self.fail("storage", f"expected a table of operand = stored shape, {example}")
+        orders = {op: Storage.of_layout(layout).order(op) for op in "ABC"}
+        swept = {ORDER_FLAGS[name] for name, _ in params if name in ORDER_FLAGS}
+        for operand, order in value.items():
+            if operand not in ORDERS:
+                self.fail("storage", f"{operand!r} is not an operand; expected A, B or C, {example}")
+            if isinstance(order, list):
+                flag = next(f for f, op in ORDER_FLAGS.items() if op == operand)
+                self.fail(
+                    "storage",
+                    f"{operand}: one stored shape, not a list; to run both orders, sweep the param {flag} "
+                    f"(params = {{ {flag} = [0, 1] }}: 0 for {ORDERS[operand][0]}, 1 for {ORDERS[operand][1]})",
+                )
+            if order not in ORDERS[operand]:
+                self.fail(
+                    "storage",
+                    f"{operand}: expected {ORDERS[operand][0]!r} (row-major) or {ORDERS[operand][1]!r} (stored "
+                    f"transposed, i.e. column-major), the shape it has in memory; got {order!r}",
+                )
+            if operand in swept:
+                self.fail("storage", f"{operand}: its order is swept by a param, so the header cannot also fix it")
+            orders[operand] = order
+        return Storage(**orders)
+
+    def size_type(self, value: Any) -> str:
+        if value not in SIZE_TYPES:
+            self.fail(
+                "size_type",
+                f"expected the C type of M, N, K, lda, ldb and ldc: one of {', '.join(map(repr, SIZE_TYPES))}; "
+                f"got {value!r}",
+            )
+        return value
+
+    def accumulate(self, value: Any, dtypes: tuple[str, ...], c_dtype: Any) -> str | None:
+        """A declared accumulation: ``"fp16"`` (fp16 in and out only, as cuBLAS's CUBLAS_COMPUTE_16F), or
+        ``"fp32"``, the default for every dtype but fp64 (None)."""
+        if value == "fp32" and "fp64" not in dtypes:
+            return None
+        if value != "fp16":
+            self.fail("accumulate", f"expected 'fp16' (or 'fp32', the default for all but fp64), got {value!r}")
+        if set(dtypes) != {"fp16"} or c_dtype not in (None, "fp16"):
+            self.fail(
+                "accumulate",
+                "fp16 accumulation is declared for fp16 inputs and an fp16 output only (cuBLAS's CUBLAS_COMPUTE_16F "
+                f"takes no other); this kernel declares dtypes {list(dtypes)}"
+                + (f" and c_dtype {c_dtype!r}" if c_dtype else ""),
+            )
+        return value

@@ -34,6 +34,8 @@ def header_from_arguments(
     dtypes: Iterable[str],
     requires: Iterable[str] | str = (),
     layout: str = "row",
+    storage: dict[str, str] | None = None,
+    accumulate: str | None = None,
     params: dict[str, list[int]] | None = None,
     c_dtype: str | None = None,
     name: str | None = None,
@@ -51,6 +53,10 @@ def header_from_arguments(
         data["params"] = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in params.items()}
     if c_dtype is not None:
         data["c_dtype"] = c_dtype
+    if storage is not None:
+        data["storage"] = storage
+    if accumulate is not None:
+        data["accumulate"] = accumulate
     if name is not None:
         data["name"] = name
     return data

@@ -21,6 +21,7 @@ from .errors import KernelFileError
 from .expr import Expression
 from .header_keys import ARG_NAMES, DEVICE_NAMES, ENTRY, SHAPE_NAMES, HeaderChecker
 from .source import HEADER, decode_cu, has_header, read_kernel_bytes, unix_line_ends
+from .storage import DEFAULT_SIZE_TYPE, ORDER_FLAGS, Storage
 from .tensor_maps import TensorMapSpec
 
 if sys.version_info >= (3, 11):
@@ -63,6 +64,9 @@ OPTIONAL = (
     "tensor_maps",
     "always_reads_c",
     "nondeterministic",
+    "storage",
+    "size_type",
+    "accumulate",
 )
 
 
@@ -74,10 +78,18 @@ class Variant:
 
     @property
     def id(self) -> str:
-        return "-".join(f"{k}{v}" for k, v in self.params)
+        """``TILE32-BNxK``: each param's name and value; a swept storage order as the operand and its order."""
+        return "-".join(_param_id(k, v) for k, v in self.params)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.params)
+
+
+def _param_id(name: str, value: int) -> str:
+    operand = ORDER_FLAGS.get(name)
+    if operand is None:
+        return f"{name}{value}"
+    return operand + Storage().with_flags({name: value}).order(operand)
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,9 @@ class KernelSpec:
     shared_mem: Expression | None = None
     requires: tuple[Expression, ...] = ()
     layout: str = "row"
+    storage: Storage = field(default_factory=Storage)  # the orders the header fixes (swept ones: storage_for)
+    size_type: str = DEFAULT_SIZE_TYPE  # the C type of M, N, K, lda, ldb and ldc (a key of storage.SIZE_TYPES)
+    accumulate: str | None = None  # a declared accumulation ("fp16"); None: fp32, or fp64 for fp64
     options: tuple[str, ...] = ()
     params: tuple[tuple[str, tuple[int, ...]], ...] = ()
     c_dtype: str | None = None
@@ -135,8 +150,17 @@ class KernelSpec:
         base, template = match.group(1), match.group(2)
         if not template:
             return base
-        values = variant.as_dict()
+        values = self.names_for(variant)
         return base + re.sub(r"\b[A-Za-z_]\w*\b", lambda m: str(values.get(m.group(0), m.group(0))), template)
+
+    def storage_for(self, variant: Variant) -> Storage:
+        """Each operand's storage order in ``variant`` (a swept order is a param: ``B_NxK``)."""
+        return self.storage.with_flags(variant.as_dict())
+
+    def names_for(self, variant: Variant) -> dict[str, int]:
+        """The values of the names expressions and template arguments see, besides M, N and K: the params and the
+        three storage flags."""
+        return {**self.storage_for(variant).flags(), **variant.as_dict()}
 
     def output_dtype(self, dtype: str) -> str:
         return self.c_dtype or dtype
@@ -201,13 +225,15 @@ def spec_from_mapping(
             check.fail(key, "missing; a kernel header needs " + ", ".join(required))
 
     params = check.params(data.get("params", {}))
-    names = SHAPE_NAMES | {name for name, _ in params}
+    names = SHAPE_NAMES | {name for name, _ in params} | set(ORDER_FLAGS)
     entry = check.entry(data["entry"]) if kind == "cu" else ""
     if entry and "<" in entry:
         # Template arguments may only mention params and literals.
         for ident in re.findall(r"\b[A-Za-z_]\w*\b", entry[entry.index("<") :]):
             if ident not in names and not re.fullmatch(
-                r"(true|false|float|double|int|half|__half|__nv_bfloat16)", ident
+                r"(true|false|bool|float|double|int|unsigned|signed|long|short|char|size_t|u?int(8|16|32|64)_t"
+                r"|half|__half|__nv_bfloat16|nv_bfloat16)",
+                ident,
             ):
                 check.fail("entry", f"template argument {ident!r} is neither a param nor a literal")
     name = data.get("name", default_name or (ENTRY.match(entry).group(1) if entry else ""))
@@ -230,6 +256,10 @@ def spec_from_mapping(
             "regression_threshold", f"expected a fraction such as 0.1 (10%), above 0 and at most 10, got {threshold!r}"
         )
     args = check.args(data["args"]) if kind == "cu" else ()
+    dtypes = check.dtypes(data["dtypes"])
+    layout = check.choice("layout", data.get("layout", "row"), ("row", "col"))
+    if kind == "py" and "size_type" in data:
+        check.fail("size_type", "a Python kernel takes Python ints; size_type is for .cu kernels")
     param_names = frozenset(name for name, _ in params)
     tensor_maps = check.tensor_maps(data.get("tensor_maps", {}), param_names, args)
     arch = check.arch(data["arch"]) if "arch" in data else None
@@ -246,12 +276,15 @@ def spec_from_mapping(
         kind=kind,
         entry=entry,
         args=args,
-        dtypes=check.dtypes(data["dtypes"]),
+        dtypes=dtypes,
         block=check.dims("block", data["block"], names) if kind == "cu" else (),
         grid=check.dims("grid", data["grid"], names | DEVICE_NAMES) if kind == "cu" else (),
         shared_mem=check.expression("shared_mem", data["shared_mem"], names) if "shared_mem" in data else None,
         requires=check.requires(data.get("requires", []), names),
-        layout=check.choice("layout", data.get("layout", "row"), ("row", "col")),
+        layout=layout,
+        storage=check.storage(data.get("storage", {}), layout, params),
+        size_type=check.size_type(data["size_type"]) if "size_type" in data else DEFAULT_SIZE_TYPE,
+        accumulate=check.accumulate(data["accumulate"], dtypes, c_dtype) if "accumulate" in data else None,
         options=check.options(data.get("options", [])),
         params=params,
         c_dtype=c_dtype,

@@ -166,6 +166,7 @@ class GpuBackend:
             cold_cache=timing is not None and timing.cold_cache,
             l2_bytes=self.runner.l2_bytes,
             flush_bytes=self.timer.flush_to_allocate,
+            storage=case.storage,
         )
         free, total = self.cp.cuda.runtime.memGetInfo()
         free += self.cp.get_default_memory_pool().free_bytes()

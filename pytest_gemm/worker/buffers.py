@@ -13,6 +13,7 @@ from ..records.outcome import Fault
 from ..records.verdicts import Check
 from ..specs.cases import Case
 from ..specs.footprint import guard_layout
+from ..specs.storage import Storage
 
 __all__ = [
     "CaseInputs",
@@ -22,11 +23,9 @@ __all__ = [
     "guarded",
     "np_dtype",
     "random_matrix",
-    "round_tf32",
     "uint_type",
     "upload_bits",
     "where_landed",
-    "widen",
 ]
 
 
@@ -135,20 +134,21 @@ def guarded(
 
 @dataclass(frozen=True)
 class CaseInputs:
-    """A case's host data (logical row-major A, B and prior C) and its layout."""
+    """A case's host data (logical A, B and prior C) and each operand's storage order."""
 
     a: np.ndarray
     b: np.ndarray
     c0: np.ndarray | None
-    col: bool
+    storage: Storage
 
-    def stored(self, x: np.ndarray) -> np.ndarray:
-        """``x`` in the kernel's storage order (column-major layouts store the transpose)."""
-        return np.ascontiguousarray(x.T) if self.col else x
+    def stored(self, x: np.ndarray, operand: str) -> np.ndarray:
+        """``x``, logical operand ``operand``, in the kernel's storage order (an operand stored transposed is
+        stored as the transpose)."""
+        return np.ascontiguousarray(x.T) if self.storage.transposed(operand) else x
 
-    def logical(self, x: Any) -> Any:
-        """A stored array seen in logical (row-major) order."""
-        return x.T if self.col else x
+    def logical(self, x: Any, operand: str) -> Any:
+        """A stored array of operand ``operand`` seen in logical order (a view)."""
+        return x.T if self.storage.transposed(operand) else x
 
 
 def case_inputs(case: Case, seed: int) -> CaseInputs:
@@ -158,7 +158,7 @@ def case_inputs(case: Case, seed: int) -> CaseInputs:
     its timing rather than drawn again (what drawing them twice cost: docs/measurements.md#drawing-the-inputs).
     """
     out = case.spec.output_dtype(case.dtype)
-    key = (case.dtype, out, case.shape.M, case.shape.N, case.shape.K, case.c_prior, case.spec.layout, seed)
+    key = (case.dtype, out, case.shape.M, case.shape.N, case.shape.K, case.c_prior, case.storage, seed)
     data = _INPUTS.pop(key, None) or _draw(*key)
     _INPUTS[key] = data  # the most recently used last
     while len(_INPUTS) > _INPUTS_KEPT or (len(_INPUTS) > 1 and sum(map(_nbytes, _INPUTS.values())) > _INPUTS_BYTES):
@@ -175,7 +175,7 @@ def _nbytes(data: CaseInputs) -> int:
     return data.a.nbytes + data.b.nbytes + (0 if data.c0 is None else data.c0.nbytes)
 
 
-def _draw(dtype: str, out: str, m: int, n: int, k: int, c_prior: bool, layout: str, seed: int) -> CaseInputs:
+def _draw(dtype: str, out: str, m: int, n: int, k: int, c_prior: bool, storage: Storage, seed: int) -> CaseInputs:
     dt, odt = get_dtype(dtype), get_dtype(out)
     rng = np.random.default_rng(seed)
     a = random_matrix(rng, (m, k), np_dtype(dt))
@@ -184,7 +184,7 @@ def _draw(dtype: str, out: str, m: int, n: int, k: int, c_prior: bool, layout: s
     for x in (a, b, c0):
         if x is not None:
             x.flags.writeable = False
-    return CaseInputs(a, b, c0, layout == "col")
+    return CaseInputs(a, b, c0, storage)
 
 
 def np_dtype(dt: DType) -> np.dtype:
@@ -193,13 +193,6 @@ def np_dtype(dt: DType) -> np.dtype:
 
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(dt.storage)
-
-
-def widen(cp: Any, x: Any, dtype: Any) -> Any:
-    """Convert to ``dtype``; bf16 (a 2-byte type that is not float16) through its bits."""
-    if x.dtype.itemsize == 2 and x.dtype != cp.float16:
-        return _bf16_bits_to(cp, x.view(cp.uint16), dtype)
-    return x.astype(dtype)
 
 
 def _bf16_bits_to(xp: Any, bits: Any, dtype: Any) -> Any:
@@ -233,8 +226,3 @@ def random_matrix(rng: np.random.Generator, shape: tuple[int, int], storage: np.
     x *= 2
     x -= 1
     return x.astype(storage, copy=False)
-
-
-def round_tf32(cp: Any, x: Any) -> Any:
-    bits = x.view(cp.uint32)
-    return ((bits + cp.uint32(0x1000)) & cp.uint32(0xFFFFE000)).view(cp.float32)

@@ -15,16 +15,19 @@ import numpy as np
 
 from ..compiler.cache import CubinCache
 from ..compiler.nvrtc import compile_kernel
-from ..judge.accuracy import count_changed, element_ratios, error_stats
+from ..judge.accuracy import Truth, count_changed, sum_scale
 from ..judge.causes import outside_cells
+from ..judge.misread import may_be_misread, misreading
 from ..records.dtypes import DType, get_dtype
 from ..records.outcome import ErrorStats, Fault, Verification, cuda_version
 from ..records.verdicts import Check
 from ..specs.archs import arch_runs_on
-from ..specs.cases import Case, launch_geometry, tensor_map_box
-from ..specs.limits import INT_ARG_BITS, DeviceLimits, KernelResources, launch_problems
+from ..specs.cases import Case, launch_geometry, precision
+from ..specs.limits import DeviceLimits, KernelResources, launch_problems
+from ..specs.signature import signature_problems
 from ..specs.spec import KernelFileError, KernelSpec
-from ..specs.tensor_maps import MAP_ARGS, TensorMapLayout, layout_problems
+from ..specs.storage import SIZE_TYPES
+from ..specs.tensor_maps import MAP_ARGS
 from .buffers import (
     CaseInputs,
     GuardedMatrix,
@@ -32,24 +35,21 @@ from .buffers import (
     case_inputs,
     guarded,
     np_dtype,
-    round_tf32,
     uint_type,
     upload_bits,
     where_landed,
-    widen,
 )
+from .cublas import gemm_runner, peer_output
 from .diagnose import determinism_fault, trace
 from .environment import cupy_environment
 from .errors import DeviceUnavailable, LaunchRefused, guarded_call
-from .tma import encode_tensor_map
+from .tma import operand_map, parameter_sizes
 
 __all__ = ["GpuRunner", "device_name", "open_device"]
 
 _MAX_DYNAMIC_SMEM_ATTR = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _FUNC_MAX_THREADS, _FUNC_STATIC_SMEM, _FUNC_NUM_REGS = 0, 1, 4  # CU_FUNC_ATTRIBUTE_*
 _DEV_REGS_PER_BLOCK, _DEV_SMEM_OPTIN = 12, 97  # cudaDevAttrMaxRegistersPerBlock, ...SharedMemoryPerBlockOptin
-#: how the kernel's M, N, K, lda, ldb and ldc are packed: C ints (a shape past them is skipped at collection)
-_INT_ARG = np.dtype(f"int{INT_ARG_BITS}").type
 
 
 def device_name(props: dict[str, Any]) -> str:
@@ -103,6 +103,7 @@ class GpuRunner:
         self.guards = True  # guard regions around each matrix (off under compute-sanitizer)
         self.compiles = {"nvrtc": 0, "cache": 0}  # kernels this worker compiled, and found compiled
         self._tensor_maps: dict[tuple, np.ndarray] = {}
+        self._cublas: int | None = None  # a cuBLAS handle for the peer and the timed reference, made on first use
         attribute = cupy.cuda.runtime.deviceGetAttribute
         self.limits = DeviceLimits(
             f"this {self.name}",
@@ -157,6 +158,10 @@ class GpuRunner:
         if case.spec.kind != "cu":
             return
         fn = self._function(case)
+        sizes = parameter_sizes(fn.ptr)
+        wrong = signature_problems(case.spec, case.dtype, sizes) if sizes is not None else []
+        if wrong:
+            raise KernelFileError(case.spec.path, "; ".join(wrong), line=case.spec.line, key="args")
         geom = launch_geometry(case.spec, case.variant, case.shape, sm_count=self.sm_count)
         problems = launch_problems(geom.threads, geom.shared_mem, self.resources(fn), self.limits)
         if problems:
@@ -200,7 +205,7 @@ class GpuRunner:
     # -- buffers ---------------------------------------------------------------------------------
     def guarded_input(self, case: Case, name: str, data: CaseInputs) -> GuardedMatrix:
         """Operand ``name`` ("A" or "B") of the case in a fresh guarded buffer."""
-        x = data.stored(data.a if name == "A" else data.b)
+        x = data.stored(data.a if name == "A" else data.b, name)
         return guarded(
             self.cp, get_dtype(case.dtype), f"ld{name.lower()}" in case.spec.args, x.shape, x, guards=self.guards
         )
@@ -208,7 +213,7 @@ class GpuRunner:
     def guarded_output(self, case: Case, data: CaseInputs, fill: np.ndarray | None) -> GuardedMatrix:
         """C in a fresh guarded buffer, holding ``fill`` (storage order) or the NaN poison when it is None."""
         out = get_dtype(case.spec.output_dtype(case.dtype))
-        shape = (case.shape.N, case.shape.M) if data.col else (case.shape.M, case.shape.N)
+        shape = data.storage.stored_shape("C", case.shape)
         return guarded(self.cp, out, "ldc" in case.spec.args, shape, fill, guards=self.guards)
 
     # -- one case --------------------------------------------------------------------------------
@@ -216,13 +221,14 @@ class GpuRunner:
         """Run the kernel on fresh guarded buffers (3 times: it must be deterministic), judge it against the
         fp64 truth, and trace each wrong element to its source."""
         cp = self.cp
-        spec, k = case.spec, case.shape.K
-        dt, out = get_dtype(case.dtype), get_dtype(spec.output_dtype(case.dtype))
+        k = case.shape.K
+        dt, out = precision(case)
         data = case_inputs(case, seed)
+        c_transposed = data.storage.transposed("C")
 
         with self.stream:
             ga, gb = self.guarded_input(case, "A", data), self.guarded_input(case, "B", data)
-            c0 = None if data.c0 is None else data.stored(data.c0)
+            c0 = None if data.c0 is None else data.stored(data.c0, "C")
             gc = self.guarded_output(case, data, c0)
             self.launch(case, ga, gb, gc)
 
@@ -232,17 +238,17 @@ class GpuRunner:
             c_faults = gc.guard_faults(cp, "C")
             strays = gc.stray_writes(cp) if c_faults else None  # where the writes outside C landed (storage order)
             if strays is not None:
-                c_faults = where_landed(c_faults, strays, gc.rows, gc.cols, data.col)
+                c_faults = where_landed(c_faults, strays, gc.rows, gc.cols, c_transposed)
             faults = ga.guard_faults(cp, "A") + gb.guard_faults(cp, "B") + c_faults
             for name, g, bits in (("A", ga, a_bits), ("B", gb, b_bits)):
-                changed = count_changed(cp, bits, data.logical(g.matrix(bits.dtype)))
+                changed = count_changed(cp, bits, data.logical(g.matrix(bits.dtype), name))
                 if changed:
                     faults.append(Fault(Check.INPUT_MODIFIED, f"{name} (inputs must be read-only)", changed))
 
-            truth, gscale = self.truth(case, a_bits, b_bits, c0_bits)
+            truth = self.truth(case, a_bits, b_bits, c0_bits)
             got, unwritten = self.output(case, gc, data, c0_bits)
-            ratio = element_ratios(cp, got, truth, gscale, k, dt, out)
-            kernel_stats = error_stats(cp, got, truth, gscale, k, dt, out, unwritten, ratio=ratio)
+            ratio = truth.ratios(cp, got, k, dt, out)
+            kernel_stats = truth.judge(cp, got, k, dt, out, unwritten, ratio=ratio)
             if not any(f.kind == "input modified" for f in faults):  # the same inputs again
                 start = out.poison_bits if c0 is None else upload_bits(cp, c0)
                 fault = determinism_fault(self, case, gc, start, lambda: self.launch(case, ga, gb, gc))
@@ -251,11 +257,12 @@ class GpuRunner:
             if not kernel_stats.passed or faults:
                 sources, error_map = trace(self, case, data, ratio, unwritten)
                 if strays is not None:
-                    logical = strays[:, ::-1] if data.col else strays
+                    logical = strays[:, ::-1] if c_transposed else strays
                     error_map = replace(error_map, outside=outside_cells(logical, error_map.cell))
-            del ratio, got, unwritten  # M x N arrays, not needed while cuBLAS runs (specs.footprint counts on it)
-            operands = (data.a, a_bits), (data.b, b_bits)
-            peer = self._peer(operands, c0_bits, case, dt, out, truth, gscale)
+            del ratio, unwritten
+            misread = self._misread(case, data, got, a_bits, b_bits, c0_bits) if may_be_misread(kernel_stats) else None
+            del got  # M x N arrays, not needed while cuBLAS runs (specs.footprint counts on it)
+            peer = self.peer(case, data, truth)
             self.stream.synchronize()
         return Verification(
             case_id=case.name,
@@ -268,36 +275,49 @@ class GpuRunner:
             faults=tuple(faults),
             error_map=error_map,
             sources=sources,
+            misread=misread,
         )
 
-    def truth(self, case: Case, a_bits: Any, b_bits: Any, c0_bits: Any) -> tuple[Any, Any]:
-        """The fp64 result and the scale G of the per-element bound, from the inputs' bits."""
+    def _misread(self, case: Case, data: CaseInputs, got: Any, a_bits: Any, b_bits: Any, c0_bits: Any) -> Any:
+        """Which misreading a mostly wrong output matches (:func:`~pytest_gemm.judge.misread.misreading`), from the
+        data in hand: no launch."""
+        cp, (dt, out), inputs = self.cp, precision(case), get_dtype(case.dtype)
+        a64, b64 = bits_to_float64(cp, a_bits, inputs), bits_to_float64(cp, b_bits, inputs)
+        c064 = None if c0_bits is None else bits_to_float64(cp, c0_bits, out)
+        return misreading(cp, got, a64, b64, c064, case.ab.alpha, case.ab.beta, data.storage, dt, out)
+
+    def truth(self, case: Case, a_bits: Any, b_bits: Any, c0_bits: Any) -> Truth:
+        """The fp64 result and the scales of its bounds (:class:`~pytest_gemm.judge.accuracy.Truth`), from the
+        inputs' bits."""
         cp = self.cp
         dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
         alpha, beta = case.ab.alpha, case.ab.beta
         a64, b64 = bits_to_float64(cp, a_bits, dt), bits_to_float64(cp, b_bits, dt)
         truth = alpha * (a64 @ b64)
         gscale = abs(alpha) * (cp.abs(a64) @ cp.abs(b64))
+        hscale = c064 = None
         if c0_bits is not None:
             c064 = bits_to_float64(cp, c0_bits, out)
+            hscale = cp.abs(truth)
             truth += beta * c064
             gscale += abs(beta) * cp.abs(c064)
-        return truth, gscale
+            hscale += abs(beta) * cp.abs(c064)
+        return Truth(truth, gscale, hscale, sum_scale(cp, a64, b64, c064, alpha, beta))
 
     def output(self, case: Case, gc: GuardedMatrix, data: CaseInputs, c0_bits: Any) -> tuple[Any, Any]:
         """C (logical order, float64), and where it still holds, bit for bit, what it started as."""
         cp = self.cp
         out = get_dtype(case.spec.output_dtype(case.dtype))
-        got = data.logical(gc.as_float64(cp, out))
-        c_bits = data.logical(gc.matrix(uint_type(cp, out.itemsize)))
+        got = data.logical(gc.as_float64(cp, out), "C")
+        c_bits = data.logical(gc.matrix(uint_type(cp, out.itemsize)), "C")
         unchanged = c_bits == out.poison_bits if c0_bits is None else c_bits == c0_bits
         return got, unchanged
 
-    def judge_output(self, case: Case, gc: GuardedMatrix, data: CaseInputs, c0_bits: Any, truth: Any, gscale: Any):
+    def judge_output(self, case: Case, gc: GuardedMatrix, data: CaseInputs, c0_bits: Any, truth: Truth) -> ErrorStats:
         """Error statistics of the C held in ``gc`` (unwritten = still bitwise equal to what it started as)."""
-        dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
+        dt, out = precision(case)
         got, unchanged = self.output(case, gc, data, c0_bits)
-        return error_stats(self.cp, got, truth, gscale, case.shape.K, dt, out, unchanged)
+        return truth.judge(self.cp, got, case.shape.K, dt, out, unchanged)
 
     def launch(self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix) -> None:
         """Run the kernel once and wait for it (CUDA errors propagate to the worker, which classifies them)."""
@@ -319,9 +339,8 @@ class GpuRunner:
         alpha, beta = case.ab.alpha, case.ab.beta
         if spec.kind == "py":
             storage, out_storage = np_dtype(dt), np_dtype(out)
-            views = [g.matrix(s) for g, s in ((ga, storage), (gb, storage), (gc, out_storage))]
-            if spec.layout == "col":
-                views = [v.T for v in views]
+            operands = (("A", ga, storage), ("B", gb, storage), ("C", gc, out_storage))
+            views = [g.matrix(s).T if case.storage.transposed(op) else g.matrix(s) for op, g, s in operands]
             if self._python is None or self._python[0] is not case:
                 raise RuntimeError(f"{spec.name}: the Python kernel was not loaded for this case (load() first)")
             _, fn, path = self._python
@@ -333,18 +352,19 @@ class GpuRunner:
         if geom.shared_mem > 48 * 1024:
             cp.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SMEM_ATTR, geom.shared_mem)
         scalar = np.dtype(dt.scalar).type
+        size = np.dtype(SIZE_TYPES[spec.size_type].numpy).type  # a shape past it is skipped at collection
         values = {
-            "M": _INT_ARG(case.shape.M),
-            "N": _INT_ARG(case.shape.N),
-            "K": _INT_ARG(case.shape.K),
+            "M": size(case.shape.M),
+            "N": size(case.shape.N),
+            "K": size(case.shape.K),
             "alpha": scalar(alpha),
             "beta": scalar(beta),
             "A": ga.pointer(),
             "B": gb.pointer(),
             "C": gc.pointer(),
-            "lda": _INT_ARG(ga.ld),
-            "ldb": _INT_ARG(gb.ld),
-            "ldc": _INT_ARG(gc.ld),
+            "lda": size(ga.ld),
+            "ldb": size(gb.ld),
+            "ldc": size(gc.ld),
         }
         for arg, (operand, g, gdt) in zip(MAP_ARGS, (("A", ga, dt), ("B", gb, dt), ("C", gc, out))):
             if arg in spec.args:
@@ -354,42 +374,25 @@ class GpuRunner:
         return lambda: fn(grid, block, args, shared_mem=shared_mem)
 
     def _tensor_map(self, case: Case, operand: str, g: GuardedMatrix, dt: DType) -> np.ndarray:
-        """The 128-byte CUtensorMap of one operand's storage, as a one-element array CuPy passes by value."""
-        spec, wanted = case.spec, case.spec.tensor_map(operand)
-        inner, outer = tensor_map_box(spec, wanted, case.variant)
-        layout = TensorMapLayout(operand, g.rows, g.cols, g.ld, dt.itemsize, inner, outer, wanted.swizzle)
-        problems = layout_problems(layout)
-        if problems:
-            raise KernelFileError(
-                spec.path,
-                f"{spec.name}[{case.id}]: cannot build {operand}_map: " + "; ".join(problems),
-                line=spec.line,
-                key="tensor_maps",
-            )
-        address = g.pointer().data.ptr
-        key = (address, layout, dt.storage)
-        if key not in self._tensor_maps:
-            if len(self._tensor_maps) > 256:
-                self._tensor_maps.clear()
-            self._tensor_maps[key] = encode_tensor_map(address, layout, dt)
-        return self._tensor_maps[key]
+        """The 128-byte CUtensorMap of one operand as stored (:func:`.tma.operand_map`), kept per address."""
+        if len(self._tensor_maps) > 256:
+            self._tensor_maps.clear()
+        return operand_map(self._tensor_maps, case, operand, g, dt)
 
-    def _peer(self, operands, c0_bits, case: Case, dt: DType, out: DType, truth, gscale) -> ErrorStats:
-        """cuBLAS at the kernel's own dtype (fp32 without TF32; TF32 by rounding the operands).
+    def peer(self, case: Case, data: CaseInputs, truth: Truth) -> ErrorStats:
+        """cuBLAS on the kernel's work (:func:`.cublas.peer_output`), judged by the same bound."""
+        dt, out = precision(case)
+        result = peer_output(self.cp, self.cublas_gemm(case, dt, out), data, case.shape, out)
+        return truth.judge(self.cp, result, case.shape.K, dt, out)
 
-        ``operands`` holds (host array, device bits) for A and B; the bits already on the device are
-        reused, except for bf16, whose CuPy array type comes from ml_dtypes through the host array.
-        """
-        cp = self.cp
-        a_s, b_s = (cp.asarray(host) if dt.name == "bf16" else bits.view(np_dtype(dt)) for host, bits in operands)
-        if dt.name == "tf32":
-            a_s, b_s = round_tf32(cp, a_s), round_tf32(cp, b_s)
-        acc = cp.float64 if dt.name == "fp64" else cp.float32
-        result = case.ab.alpha * widen(cp, cp.matmul(a_s, b_s), acc)
-        if c0_bits is not None:
-            result = result + case.ab.beta * bits_to_float64(cp, c0_bits, out).astype(acc)
-        if out.name == "bf16":  # round to bf16 on the host (ml_dtypes), then widen exactly
-            result = cp.asarray(result.get().astype(np_dtype(out)).astype(np.float64))
-        else:
-            result = result.astype(np_dtype(out)).astype(cp.float64)
-        return error_stats(cp, result, truth, gscale, case.shape.K, dt, out)
+    def cublas_gemm(self, case: Case, dt: DType, out: DType) -> Callable[[dict[str, tuple[int, int]]], Callable]:
+        """cuBLAS's GEMM of this case (:func:`.cublas.gemm_runner`), on this runner's stream."""
+        from cupy_backends.cuda.libs import cublas
+
+        if self._cublas is None:
+            self._cublas = cublas.create()
+        cublas.setStream(self._cublas, self.stream.ptr)
+        ab = case.ab
+        return gemm_runner(
+            cublas, self._cublas, case.storage, case.shape, dt, out, case.spec.accumulate, ab.alpha, ab.beta
+        )

@@ -122,7 +122,7 @@ def _rerun(
     out = get_dtype(case.spec.output_dtype(case.dtype))
     ga = runner.guarded_input(case, "A", data)
     gb = runner.guarded_input(case, "B", data)
-    gc = runner.guarded_output(case, data, data.stored(c0))
+    gc = runner.guarded_output(case, data, data.stored(c0, "C"))
     regions = {**ga.regions("A"), **gb.regions("B"), **gc.regions("C")}
     if nan_regions is not None:
         for region, view in regions.items():
@@ -130,13 +130,13 @@ def _rerun(
                 view[...] = 0
     runner.launch(case, ga, gb, gc)
     bits = uint_type(cp, out.itemsize)
-    untouched = data.logical(gc.matrix(bits)) == upload_bits(cp, c0)
-    return data.logical(gc.as_float64(cp, out)), untouched, list(regions)
+    untouched = data.logical(gc.matrix(bits), "C") == upload_bits(cp, c0)
+    return data.logical(gc.as_float64(cp, out), "C"), untouched, list(regions)
 
 
 def _tile(case: Case, sm_count: int) -> tuple[int, int] | None:
     """The output tile of one thread block: the grid at a large power-of-two shape, assuming grid.x spans
-    C's contiguous dimension (columns, or rows for a column-major kernel); None when that does not divide, or
+    C's contiguous dimension (columns, or rows for a column-major C); None when that does not divide, or
     when the grid names the GPU's SM count (a persistent block walks many tiles)."""
     if case.spec.kind != "cu" or any(e.names & DEVICE_NAMES for e in case.spec.grid):
         return None
@@ -148,4 +148,4 @@ def _tile(case: Case, sm_count: int) -> tuple[int, int] | None:
     if len(grid) < 2 or grid[0] < 1 or grid[1] < 1 or probe % grid[0] or probe % grid[1] or grid[0] * grid[1] == 1:
         return None
     across, down = probe // grid[0], probe // grid[1]
-    return (across, down) if case.spec.layout == "col" else (down, across)
+    return (across, down) if case.storage.transposed("C") else (down, across)

@@ -44,7 +44,7 @@ def main() -> int:
         data = case_inputs(case, request.seed)
         with runner.stream:
             ga, gb = runner.guarded_input(case, "A", data), runner.guarded_input(case, "B", data)
-            gc = runner.guarded_output(case, data, None if data.c0 is None else data.stored(data.c0))
+            gc = runner.guarded_output(case, data, None if data.c0 is None else data.stored(data.c0, "C"))
             runner.launch(case, ga, gb, gc)
     except KernelFileError as exc:
         print(f"{FailureKind.KERNEL_FILE}: {exc}", flush=True)

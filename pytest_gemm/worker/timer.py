@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 
 from ..judge.stats import StopRule, clock_step, median_interval, ratio_interval, step_floors
-from ..records.dtypes import DType, get_dtype
+from ..records.dtypes import DType
 from ..records.outcome import TimingRun
 from ..records.request import TimingSettings
-from ..specs.cases import Case
+from ..specs.cases import Case, precision
 from ..specs.footprint import input_copies  # how many input sets a case rotates through (research uses it from here)
 from .buffers import GuardedMatrix, case_inputs, uint_type, upload_bits
 from .cupti_clock import MARK_KERNEL, PREPARE_KERNEL, SPIN_KERNEL, CuptiClock, CuptiUnavailable
@@ -59,11 +59,6 @@ from .rounds import (
 
 __all__ = ["Timer", "input_copies"]
 
-# cudaDataType and cublasComputeType_t values
-_CUDA_TYPE = {"fp32": 0, "tf32": 0, "fp64": 1, "fp16": 2, "bf16": 14}
-_COMPUTE = {"fp32": 68, "tf32": 77, "fp64": 70, "fp16": 68, "bf16": 68}  # 32F, 32F_FAST_TF32, 64F
-_GEMM_DEFAULT = -1
-
 
 class _Operands:
     """One set of A, B and C in storage order, for the kernel or for cuBLAS."""
@@ -80,7 +75,11 @@ class _Operands:
             out.guard_bits,
         )
         self.launch: Callable[[], None] | None = None  # the kernel on this set, worked out once (GpuRunner.launcher)
-        self.cublas_args: tuple | None = None  # cuBLAS's GEMM arguments on this set, worked out on its first call
+        self.cublas: Callable[[], None] | None = None  # cuBLAS's GEMM on this set, worked out on its first call
+
+    def operands(self) -> dict[str, tuple[int, int]]:
+        """Each operand's address and leading dimension, as cuBLAS takes them."""
+        return {name: (g.flat.data.ptr, g.ld) for name, g in (("A", self.a), ("B", self.b), ("C", self.c))}
 
 
 def _plain(bits: Any, dt: DType) -> GuardedMatrix:
@@ -93,9 +92,7 @@ class Timer:
     and a cuBLAS handle."""
 
     def __init__(self, runner: GpuRunner) -> None:
-        from cupy_backends.cuda.libs import cublas
-
-        self.runner, self.cp, self.cublas = runner, runner.cp, cublas
+        self.runner, self.cp = runner, runner.cp
         self.flush_bytes = max(2 * runner.l2_bytes, 8 << 20)
         self._flush: Any = None  # L2's flush: written, not read, before a cold-cache launch (docs/timing.md)
         self._prepare = self.cp.RawKernel(PREPARE_SOURCE, PREPARE_KERNEL)
@@ -111,7 +108,6 @@ class Timer:
         pool = ThreadPoolExecutor(1, thread_name_prefix="pytest-gemm timer kernels")
         self._compiled = pool.submit(self._compile)
         pool.shutdown(wait=False)  # its thread ends with the compile
-        self._handle = cublas.create()
         self._cupti: CuptiClock | str | None = None  # created on first use; a str says why it cannot be
 
     def _compile(self) -> None:
@@ -139,21 +135,27 @@ class Timer:
 
     def _time(self, case: Case, seed: int, settings: TimingSettings, progress: Callable[[], None]) -> TimingRun:
         cp, runner = self.cp, self.runner
-        dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
+        dt, out = precision(case)
         m, n = case.shape.M, case.shape.N
         data = case_inputs(case, seed)
-        stored = [data.stored(data.a), data.stored(data.b)]
-        c_shape = (n, m) if data.col else (m, n)
+        stored = [data.stored(data.a, "A"), data.stored(data.b, "B")]
+        c_shape = data.storage.stored_shape("C", case.shape)
         if data.c0 is None:
             c_init = cp.full(m * n, out.poison_bits, dtype=uint_type(cp, out.itemsize))
         else:
-            c_init = upload_bits(cp, data.stored(data.c0)).reshape(-1)
+            c_init = upload_bits(cp, data.stored(data.c0, "C")).reshape(-1)
 
         copies = input_copies(sum(x.nbytes for x in stored) + c_init.nbytes, runner.l2_bytes, settings.cold_cache)
         uploaded = [cp.asarray(np.ascontiguousarray(x).view(f"u{dt.itemsize}")) for x in stored]
         kernel_sets = [_Operands(cp, uploaded, c_shape, dt, out) for _ in range(copies)]
         cublas_sets = [_Operands(cp, uploaded, c_shape, dt, out) for _ in range(copies)]
-        reference = self._cublas_gemm(case, dt, out)  # a function that queues cuBLAS's GEMM on one set
+        bind = runner.cublas_gemm(case, dt, out)  # cuBLAS's GEMM of this case, given a set's operands
+
+        def reference(ops: _Operands) -> None:
+            if ops.cublas is None:
+                ops.cublas = bind(ops.operands())
+            ops.cublas()
+
         for ops in kernel_sets:
             ops.launch = runner.launcher(case, ops.a, ops.b, ops.c, dt)
         kernel_sets[0].launch()  # a first launch, untimed
@@ -193,9 +195,10 @@ class Timer:
 
         last = kernel_sets[(rounds - 1) % copies]
         c0_bits = None if data.c0 is None else upload_bits(cp, data.c0)
-        truth, gscale = runner.truth(case, upload_bits(cp, data.a), upload_bits(cp, data.b), c0_bits)
-        last_output = runner.judge_output(case, last.c, data, c0_bits, truth, gscale)
-        reference_output = runner.judge_output(case, cublas_sets[(rounds - 1) % copies].c, data, c0_bits, truth, gscale)
+        truth = runner.truth(case, upload_bits(cp, data.a), upload_bits(cp, data.b), c0_bits)
+        last_output = runner.judge_output(case, last.c, data, c0_bits, truth)
+        reference = cublas_sets[(rounds - 1) % copies].c
+        reference_output = runner.judge_output(case, reference, data, c0_bits, truth)
         runner.stream.synchronize()
         return TimingRun(
             kernel_s=tuple(kernel_s),
@@ -317,31 +320,3 @@ class Timer:
                 return done
             read_spans(done, seen, rounds)
         return done
-
-    # -- cuBLAS ----------------------------------------------------------------------------------
-    def _cublas_gemm(self, case: Case, dt: DType, out: DType) -> Callable[[_Operands], None]:
-        """A function that queues cuBLAS's GEMM at this case's dtype, shape, scalars and layout (it holds the
-        host scalars whose addresses cuBLAS reads)."""
-        cublas, handle = self.cublas, self._handle
-        m, n, k = case.shape.M, case.shape.N, case.shape.K
-        scalar = np.float64 if dt.name == "fp64" else np.float32
-        alpha, beta = np.array(case.ab.alpha, scalar), np.array(case.ab.beta, scalar)
-        a_type, c_type, compute = _CUDA_TYPE[dt.name], _CUDA_TYPE[out.name], _COMPUTE[dt.name]
-        col = case.spec.layout == "col"
-
-        def arguments(ops: _Operands) -> tuple:
-            a, b, c = ops.a.flat.data.ptr, ops.b.flat.data.ptr, ops.c.flat.data.ptr
-            if col:  # column-major: C = A B as it stands
-                args = (m, n, k, alpha.ctypes.data, a, a_type, m, b, a_type, k, beta.ctypes.data, c, c_type, m)
-            else:  # row-major C = A B is column-major C^T = B^T A^T
-                args = (n, m, k, alpha.ctypes.data, b, a_type, n, a, a_type, k, beta.ctypes.data, c, c_type, n)
-            return (handle, 0, 0, *args, compute, _GEMM_DEFAULT)
-
-        def gemm(ops: _Operands) -> None:
-            args = ops.cublas_args
-            if args is None:
-                args = ops.cublas_args = arguments(ops)
-            # CuPy binds the handle to its current stream, the harness's stream, on each call.
-            cublas.gemmEx(*args)
-
-        return gemm

@@ -1,16 +1,20 @@
-"""TMA tensor maps for a launch: the driver encodes them (``cuTensorMapEncodeTiled``, through ctypes)."""
+"""What the driver is asked directly (through ctypes): TMA tensor maps for a launch (``cuTensorMapEncodeTiled``) and a
+compiled kernel's parameter sizes (``cuFuncGetParamInfo``)."""
 
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 import numpy as np
 
 from ..records.dtypes import DType
-from ..specs.tensor_maps import TensorMapLayout
+from ..specs.cases import Case, tensor_map_box
+from ..specs.spec import KernelFileError
+from ..specs.tensor_maps import TensorMapLayout, layout_problems
 from .errors import LaunchRefused
 
-__all__ = ["encode_tensor_map"]
+__all__ = ["encode_tensor_map", "operand_map", "parameter_sizes"]
 
 # CUtensorMapDataType by storage type, and the other cuTensorMapEncodeTiled choices the harness makes
 _TMA_DATA_TYPES = {"float16": 6, "float32": 7, "float64": 8, "bfloat16": 9}
@@ -47,3 +51,43 @@ def encode_tensor_map(address: int, layout: TensorMapLayout, dt: DType) -> np.nd
     record = np.zeros(1, dtype=np.dtype([("bytes", np.uint8, 128)]))
     record.view(np.uint8)[:] = np.frombuffer(ctypes.string_at(aligned, 128), dtype=np.uint8)
     return record
+
+
+def operand_map(kept: dict[tuple, np.ndarray], case: Case, operand: str, g: Any, dt: DType) -> np.ndarray:
+    """The tensor map of ``operand`` of ``case``, held in ``g`` (a GuardedMatrix, in its storage order: the inner
+    dimension is the contiguous one, whichever order the operand is stored in), encoded once per address and
+    layout (``kept``). A layout TMA cannot take is the header's mistake: a KernelFileError naming the rule."""
+    spec, wanted = case.spec, case.spec.tensor_map(operand)
+    inner, outer = tensor_map_box(spec, wanted, case.variant)
+    layout = TensorMapLayout(operand, g.rows, g.cols, g.ld, dt.itemsize, inner, outer, wanted.swizzle)
+    problems = layout_problems(layout)
+    if problems:
+        raise KernelFileError(
+            spec.path,
+            f"{spec.name}[{case.id}]: cannot build {operand}_map: " + "; ".join(problems),
+            line=spec.line,
+            key="tensor_maps",
+        )
+    address = g.pointer().data.ptr
+    key = (address, layout, dt.storage)
+    if key not in kept:
+        kept[key] = encode_tensor_map(address, layout, dt)
+    return kept[key]
+
+
+def parameter_sizes(function: int) -> list[int] | None:
+    """The compiled kernel's parameter sizes in bytes, in order, from the driver (``cuFuncGetParamInfo``, CUDA 12.4
+    and later); None where the driver cannot say."""
+    try:
+        info = ctypes.CDLL("libcuda.so.1").cuFuncGetParamInfo
+    except (OSError, AttributeError):
+        return None
+    info.restype = ctypes.c_int
+    sizes: list[int] = []
+    offset, size = ctypes.c_size_t(), ctypes.c_size_t()
+    while len(sizes) < 4096:
+        rc = info(ctypes.c_void_p(function), ctypes.c_size_t(len(sizes)), ctypes.byref(offset), ctypes.byref(size))
+        if rc != 0:  # CUDA_ERROR_INVALID_VALUE past the last parameter
+            break
+        sizes.append(int(size.value))
+    return sizes

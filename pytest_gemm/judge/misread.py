@@ -1,0 +1,136 @@
+"""Which misreading a wrong output is (#34 item 7): re-judge it, from the data in hand, against plausible misreadings.
+
+A kernel that reads A where it should read B, or B's stored elements in the other order, writes "wrong values" in
+nearly every element. Each :class:`~pytest_gemm.records.verdicts.Misreading` gives another C' (and its own scale
+G' = |alpha'| |X'| |Y'| + |beta'| |C0| of the per-element bound, :func:`judge.accuracy.element_bound`); the output
+matches one when at least :data:`MATCH` of its elements lie within that bound:
+
+* an operand read in its other order: its stored elements reinterpreted as stored in the other order;
+* A read as B (B never read), B read as A: the other operand's stored elements reinterpreted with this operand's
+  declared stored shape (element counts equal: M = N);
+* C written transposed: C' stored in C's other order and read back in the declared one (the alpha A B part only,
+  as a kernel that reads and writes C at the same wrong address does, or the whole of it);
+* alpha ignored (alpha != 1), beta taken as 0 or as 1, both scalars ignored.
+
+Each candidate is built only where the shapes allow it and where it changes something (a vector reads the same in
+either order). Together they cost up to ten GEMMs in float64, so the worker asks only when most elements are wrong
+(:func:`may_be_misread`). Pure: ``xp`` is NumPy or CuPy; it uses the array operations judging uses, no others.
+
+Why 99%: a misread kernel may be wrong in a few more places (an edge tile, a NaN from elsewhere), and a match by
+chance is no risk: an element lies within another product's bound (a few units in the last place of its magnitude)
+by chance only rarely. In tests/test_misreadings.py's outputs (every reading, order and dtype), a reading other
+than the one simulated matched at most 0.3% of the elements.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from ..records.dtypes import DType
+from ..records.outcome import ErrorStats, Misread
+from ..records.verdicts import Misreading
+from ..specs.storage import LOGICAL, Storage
+from .accuracy import element_ratios
+
+__all__ = ["MATCH", "may_be_misread", "misreading"]
+
+#: the share of C's elements a misreading's output must match (within that reading's bound) to be named
+MATCH = 0.99
+
+
+def may_be_misread(stats: ErrorStats) -> bool:
+    """Whether the worker asks :func:`misreading` about an output: more than half of its elements are wrong, and
+    few enough are NaN or Inf that a reading could still match (an output left unwritten is not worth the GEMMs)."""
+    return 2 * stats.bad > stats.total and stats.nonfinite <= stats.total - _needed(stats.total)
+
+
+def _needed(total: int) -> int:
+    """How many elements must match a reading: :data:`MATCH` of them, at least one."""
+    return max(1, math.ceil(MATCH * total))
+
+
+def misreading(
+    xp: Any,
+    got: Any,
+    a: Any,
+    b: Any,
+    c0: Any | None,
+    alpha: float,
+    beta: float,
+    storage: Storage,
+    dtype: DType,
+    out: DType,
+) -> Misread | None:
+    """The misreading ``got`` matches, or None.
+
+    ``got`` (M x N), ``a`` (M x K), ``b`` (K x N) and ``c0`` (M x N, None when C held no prior data) are the
+    logical matrices in float64 (C's output already read in its declared order); ``storage`` the declared orders;
+    ``dtype`` and ``out`` the input and output types, as the output was judged. Of several matching readings, the
+    one matching most elements (the first of equals, in :class:`Misreading`'s order).
+    """
+    need = _needed(got.size)
+    found: Misread | None = None
+    k = a.shape[1]
+    for kind, expected, scale in _candidates(xp, a, b, c0, alpha, beta, storage):
+        ratio = element_ratios(xp, got, expected, scale, k, dtype, out)
+        matched = got.size - int((ratio > 1.0).sum())  # as error_stats counts (no other kernel for CuPy to compile)
+        del ratio, expected, scale
+        if matched >= need and (found is None or matched > found.matched):
+            found = Misread(kind, matched)
+    return found
+
+
+def _reread(x: Any, transposed: bool, operand: str, as_transposed: bool, dims: dict[str, int]) -> Any:
+    """The logical ``operand`` a kernel sees when it reads the stored elements of ``x`` (a logical matrix stored
+    transposed or not) as ``operand`` stored in the order ``as_transposed`` says."""
+    flat = (x.T if transposed else x).reshape(-1)  # the stored elements, in memory order
+    rows, cols = (dims[d] for d in LOGICAL[operand])
+    stored = flat.reshape((cols, rows) if as_transposed else (rows, cols))
+    return stored.T if as_transposed else stored
+
+
+def _candidates(
+    xp: Any, a: Any, b: Any, c0: Any | None, alpha: float, beta: float, storage: Storage
+) -> Iterator[tuple[Misreading, Any, Any]]:
+    """Each misreading that applies: (its word, the C it gives, the scale G of its bound), one at a time."""
+    m, k = a.shape
+    n = b.shape[1]
+    dims = {"M": m, "N": n, "K": k}
+    ta, tb, tc = (storage.transposed(op) for op in "ABC")
+    prior = c0 is not None
+
+    def plus_c(expected: Any, scale: Any, c_scalar: float) -> tuple[Any, Any]:
+        if not prior or c_scalar == 0.0:
+            return expected, scale
+        return expected + c_scalar * c0, scale + abs(c_scalar) * xp.abs(c0)
+
+    operands = {}  # the operands each reading gives, made one at a time (each a copy of A or B)
+    if min(k, n) > 1:  # a vector reads the same in either order
+        operands[Misreading.B_ORDER] = lambda: (a, _reread(b, tb, "B", not tb, dims))
+    if min(m, k) > 1:
+        operands[Misreading.A_ORDER] = lambda: (_reread(a, ta, "A", not ta, dims), b)
+    if m == n:  # A's elements are as many as B's
+        operands[Misreading.A_AS_B] = lambda: (a, _reread(a, ta, "B", tb, dims))
+        operands[Misreading.B_AS_A] = lambda: (_reread(b, tb, "A", ta, dims), b)
+    for kind, read in operands.items():
+        x, y = read()
+        yield (kind, *plus_c(alpha * (x @ y), abs(alpha) * (xp.abs(x) @ xp.abs(y)), beta))
+        del x, y
+
+    product, magnitude = a @ b, xp.abs(a) @ xp.abs(b)  # A B and |A| |B|, which the other readings scale
+    if min(m, n) > 1:
+        written = (alpha * product, abs(alpha) * magnitude)
+        # a kernel that reads C0 at the address it writes to (only its A B part lands transposed), or all of C
+        for whole in (False, True) if prior and beta != 0.0 else (False,):
+            expected, scale = (_reread(v, not tc, "C", tc, dims) for v in plus_c(*written, beta if whole else 0.0))
+            yield (Misreading.C_TRANSPOSED, *plus_c(expected, scale, 0.0 if whole else beta))
+        del written
+    scalars = [(Misreading.ALPHA_IGNORED, 1.0, beta)] if alpha != 1.0 else []
+    if prior:
+        scalars += [(Misreading.BETA_IGNORED, alpha, 0.0)] if beta != 0.0 else []
+        scalars += [(Misreading.BETA_AS_ONE, alpha, 1.0)] if beta != 1.0 else []
+        scalars += [(Misreading.ALPHA_BETA_IGNORED, 1.0, 0.0)] if alpha != 1.0 and beta != 0.0 else []
+    for kind, scalar, c_scalar in scalars:
+        yield (kind, *plus_c(scalar * product, abs(scalar) * magnitude, c_scalar))

@@ -1,0 +1,48 @@
+"""A misread output in words (#34 item 7): the reading it matches (``judge.misread``), with the orders the header
+declares where the reading concerns one: "matches B read as N x K; the header says K x N"."""
+
+from __future__ import annotations
+
+from ..records.diagnosis import Diagnosis, Finding
+from ..records.verdicts import Misreading
+from ..specs.storage import ORDERS, Storage
+
+__all__ = ["misread_text"]
+
+
+def _dims(order: str) -> str:
+    return order.replace("x", " x ")
+
+
+def _reading(kind: Misreading, d: Diagnosis) -> str:
+    """What a misread output matches, with the header's order where the reading concerns one (#34 item 7)."""
+    try:
+        storage = Storage.of_text(d.storage)
+    except ValueError:  # a hand-edited saved run: the reading, without the orders
+        return str(kind)
+    op = {Misreading.A_ORDER: "A", Misreading.B_ORDER: "B", Misreading.C_TRANSPOSED: "C"}.get(kind)
+    if op is not None:
+        declared = storage.order(op)
+        other = _dims(ORDERS[op][1 - ORDERS[op].index(declared)])
+        read = f"C written {other} (transposed)" if op == "C" else f"{op} read as {other}"
+        return f"{read}; the header says {_dims(declared)}"
+    same = storage.transposed("A") == storage.transposed("B")  # else the one read in place of the other is transposed
+    square = d.shape.M == d.shape.N == d.shape.K
+    with_c = "" if d.beta == 0 else " + beta C"
+    return {
+        Misreading.A_AS_B: f"C = A x {'A' if same else 'A^T'} (B never read)" if square else
+        "A's elements read in place of B's (B never read)",
+        Misreading.B_AS_A: f"C = {'B' if same else 'B^T'} x B (A never read)" if square else
+        "B's elements read in place of A's (A never read)",
+        Misreading.ALPHA_IGNORED: f"alpha ignored (C = A B{with_c}; alpha is {d.alpha:g})",
+        Misreading.BETA_IGNORED: f"beta ignored (C = alpha A B; beta is {d.beta:g})",
+        Misreading.BETA_AS_ONE: f"beta taken as 1 (C = alpha A B + C; beta is {d.beta:g})",
+        Misreading.ALPHA_BETA_IGNORED: f"alpha and beta ignored (C = A B; alpha is {d.alpha:g}, beta {d.beta:g})",
+    }[kind]  # fmt: skip
+
+
+def misread_text(f: Finding, d: Diagnosis) -> str:
+    """The finding of a :class:`Misreading`: what the output matches, and how much of it does."""
+    assert isinstance(f.kind, Misreading)
+    total = d.kernel.total if d.kernel else 0
+    return f"matches {_reading(f.kind, d)}: {f.count} of {total} elements lie within that reading's bound"

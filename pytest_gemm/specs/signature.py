@@ -1,0 +1,64 @@
+"""The kernel's parameters as the header declares them, against the compiled kernel's own: each one's size in bytes.
+
+CUDA passes a kernel's arguments as raw bytes, so a header that says ``int`` sizes for a kernel that takes
+``size_t`` ones (or leaves out an argument) would launch it on garbage. The worker reads the compiled kernel's
+parameter sizes from the driver (``cuFuncGetParamInfo``) and refuses such a launch with :func:`signature_problems`.
+"""
+
+from __future__ import annotations
+
+from ..records.dtypes import get_dtype
+from .spec import KernelSpec
+from .storage import SIZE_TYPES
+
+__all__ = ["POINTER_BYTES", "TENSOR_MAP_BYTES", "declared_sizes", "signature_problems"]
+
+POINTER_BYTES = 8
+TENSOR_MAP_BYTES = 128  # a CUtensorMap, passed by value
+_SIZES = ("M", "N", "K", "lda", "ldb", "ldc")
+
+
+def declared_sizes(spec: KernelSpec, dtype: str) -> list[tuple[str, int, str]]:
+    """Each argument the header lists: its name, the bytes the harness passes, and what decides them."""
+    size_type = SIZE_TYPES[spec.size_type]
+    scalar = get_dtype(dtype).scalar
+    found = []
+    for arg in spec.args:
+        if arg in _SIZES:
+            found.append((arg, size_type.bytes, f"size_type {size_type.name!r}"))
+        elif arg in ("alpha", "beta"):
+            found.append(
+                (
+                    arg,
+                    8 if scalar == "float64" else 4,
+                    f"a {dtype} kernel's {'double' if scalar == 'float64' else 'float'} scalars",
+                )
+            )
+        elif arg.endswith("_map"):
+            found.append((arg, TENSOR_MAP_BYTES, "a CUtensorMap"))
+        else:
+            found.append((arg, POINTER_BYTES, "a pointer"))
+    return found
+
+
+def signature_problems(spec: KernelSpec, dtype: str, compiled: list[int]) -> list[str]:
+    """How the header's ``args`` (with ``size_type`` and the dtype's scalars) differ from the compiled kernel's
+    parameter sizes ``compiled`` (bytes, in order); empty when they agree."""
+    declared = declared_sizes(spec, dtype)
+    problems = []
+    if len(compiled) != len(declared):
+        problems.append(
+            f"the compiled kernel takes {len(compiled)} parameter(s), but args lists {len(declared)} "
+            f"({', '.join(name for name, _, _ in declared)})"
+        )
+    for i, ((name, size, why), actual) in enumerate(zip(declared, compiled), start=1):
+        if size != actual:
+            hint = ""
+            if name in _SIZES:
+                fits = [t.name for t in SIZE_TYPES.values() if t.bytes == actual]
+                hint = f"; declare size_type = {' or '.join(repr(f) for f in fits)}" if fits else ""
+            problems.append(
+                f"parameter {i} ({name}) takes {actual} bytes in the compiled kernel, but the harness passes "
+                f"{size} ({why}){hint}"
+            )
+    return problems

@@ -1,0 +1,160 @@
+"""#34 item 6 on the GPU: the accuracy rule never cries wolf on correct GEMMs, and has no blind spot at tiny outputs.
+
+The sweep judges cuBLAS (the peer, as the harness runs it) and CuPy's own matmul as kernels, with the harness's
+inputs, truth and bound, over every shape set x every dtype x each declared accumulation x 20 seeds (the seeds
+take the three pairs of scalars in turn), and requires no failure. Then an fp32 kernel that rounds its inputs to
+fp16 or TF32 must fail at 1 x 1 x 1000 and at 64 x 64 x 1 on every seed. Needs a CUDA device.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_gemm.records.dtypes import get_dtype
+from pytest_gemm.records.shapes import SHAPE_SETS, Shape
+from pytest_gemm.specs.cases import AB_CASES, Case, precision
+from pytest_gemm.specs.spec import Variant, spec_from_mapping
+
+from conftest import requires_gpu
+
+pytestmark = [requires_gpu, pytest.mark.gpu]
+
+SEEDS = int(os.environ.get("GEMM_SWEEP_SEEDS", "20"))
+#: seeds for shapes of more than 2048^3 multiply-adds (the llm set, 4096^3, the skinny edge shapes), where each seed
+#: costs most of a second; GEMM_SWEEP_LARGE_SEEDS lowers it where device time is short (the closing note says so)
+LARGE_SEEDS = int(os.environ.get("GEMM_SWEEP_LARGE_SEEDS", str(SEEDS)))
+#: (dtype, declared accumulation): each dtype at its default, and fp16 accumulation
+PRECISIONS = [("fp32", None), ("tf32", None), ("fp16", None), ("fp16", "fp16"), ("bf16", None), ("fp64", None)]
+
+
+@pytest.fixture(scope="module")
+def runner():
+    from pytest_gemm.worker.device import open_device
+
+    return open_device(0)
+
+
+def _case(dtype: str, accumulate: str | None, shape: Shape, seed: int) -> Case:
+    data = {"dtypes": [dtype]} | ({"accumulate": accumulate} if accumulate else {})
+    spec = spec_from_mapping(data, path="sweep.py", kind="py", default_name="sweep")
+    return Case(spec, Variant(), dtype, shape, AB_CASES[seed % len(AB_CASES)])
+
+
+def _inputs(cp, case: Case, seed: int):
+    """The case's A, B and prior C as the harness draws them (uniform in [-1, 1), stored exactly in the dtype), drawn
+    by CuPy's generator on the device: on the host, drawing the large shapes' inputs would take most of the sweep.
+    The rule's claim does not depend on the generator."""
+    import numpy as np
+
+    from pytest_gemm.worker.buffers import CaseInputs, np_dtype
+
+    state = cp.random.RandomState(seed)
+    storage = np_dtype(get_dtype(case.dtype))
+    work = cp.float64 if case.dtype == "fp64" else cp.float32
+
+    def draw(shape):
+        x = state.uniform(-1.0, 1.0, shape, dtype=work)
+        return x.get().astype(storage) if case.dtype == "bf16" else x.astype(storage).get()
+
+    m, n, k = case.shape.M, case.shape.N, case.shape.K
+    c0 = draw((m, n)) if case.c_prior else None
+    return CaseInputs(np.asarray(draw((m, k))), np.asarray(draw((k, n))), c0, case.storage)
+
+
+def _cupy_matmul(cp, case: Case, data):
+    """CuPy's own matmul as a Python kernel computes ``alpha * (A @ B) + beta * C`` (the README's example), in the
+    case's dtype: for fp16, the product, its scaling and the sum are each rounded to fp16. bf16, which CuPy has no
+    arithmetic for, is computed in fp32 and rounded once. None where CuPy has no such GEMM: TF32 and fp16
+    accumulation are the peer's alone."""
+    import numpy as np
+
+    from pytest_gemm.worker.buffers import np_dtype, upload_bits
+
+    if case.dtype == "tf32" or case.spec.accumulate:
+        return None
+    if case.dtype == "bf16":
+        a, b = (cp.asarray(x.astype(np.float32)) for x in (data.a, data.b))
+        result = case.ab.alpha * (a @ b)
+        if data.c0 is not None:
+            result += case.ab.beta * cp.asarray(data.c0.astype(np.float32))
+        return cp.asarray(result.get().astype(data.a.dtype).astype(np.float64))
+    storage = np_dtype(get_dtype(case.dtype))
+    a, b = upload_bits(cp, data.a).view(storage), upload_bits(cp, data.b).view(storage)
+    result = case.ab.alpha * (a @ b)
+    if data.c0 is not None:
+        result = result + case.ab.beta * upload_bits(cp, data.c0).view(storage)
+    return result.astype(cp.float64)
+
+
+def test_correct_gemms_never_fail_the_bound(runner):
+    """#34 item 6: 0 failures of cuBLAS and CuPy's matmul over the shape sets, dtypes, accumulations and seeds."""
+    import time
+
+    from pytest_gemm.worker.buffers import upload_bits
+
+    cp = runner.cp
+    shapes = list(dict.fromkeys(s for name in ("quick", "standard", "edge", "llm") for s in SHAPE_SETS[name]))
+    failures, judged, worst, start = [], 0, {}, time.monotonic()
+    for dtype, accumulate in PRECISIONS:
+        for shape in shapes:
+            for seed in range(LARGE_SEEDS if shape.flops > 2 * 2048**3 else SEEDS):
+                case = _case(dtype, accumulate, shape, seed)
+                data = _inputs(cp, case, seed)
+                with runner.stream:
+                    c0 = None if data.c0 is None else upload_bits(cp, data.c0)
+                    truth = runner.truth(case, upload_bits(cp, data.a), upload_bits(cp, data.b), c0)
+                    results = {"cuBLAS": runner.peer(case, data, truth)}
+                    mine = _cupy_matmul(cp, case, data)
+                    if mine is not None:
+                        dt, out = precision(case)
+                        results["CuPy"] = truth.judge(cp, mine, shape.K, dt, out)
+                    runner.stream.synchronize()
+                for who, stats in results.items():
+                    judged += 1
+                    key = (who, dtype, accumulate)
+                    worst[key] = max(worst.get(key, 0.0), 1 / stats.margin)
+                    if not stats.passed:
+                        failures.append(f"{who} {case.name} seed {seed}: max {stats.max_ratio:.3g}x, normwise "
+                                        f"{stats.norm_ratio:.3g}x")  # fmt: skip
+                del truth, results, mine
+        print(f"sweep: {dtype}{' acc ' + accumulate if accumulate else ''} done at {time.monotonic() - start:.0f} s, "
+              f"{len(failures)} failed so far", flush=True)  # fmt: skip
+    for (who, dtype, accumulate), ratio in sorted(worst.items(), key=str):
+        print(f"sweep: {who} {dtype}{' acc ' + accumulate if accumulate else ''}: worst {ratio:.3g} of the bound")
+    large = sum(s.flops > 2 * 2048**3 for s in shapes)
+    print(
+        f"sweep: {judged} outputs judged over {len(shapes)} shapes ({large} of them past 2048^3, {LARGE_SEEDS} seeds; "
+        f"the others {SEEDS} seeds) in {time.monotonic() - start:.0f} s, {len(failures)} failed"
+    )
+    assert not failures, "\n".join(failures[:40])
+
+
+@pytest.mark.parametrize("cheat", ["fp16", "tf32"])
+@pytest.mark.parametrize("shape", [Shape(1, 1, 1000), Shape(64, 64, 1)], ids=str)
+def test_rounded_inputs_are_caught_at_tiny_outputs(runner, cheat, shape):
+    """#34 item 6: an fp32 kernel that rounds its inputs to fp16 or TF32 fails on every seed, even where the
+    output has one element (1 x 1 x 1000) or K is 1."""
+    from pytest_gemm.worker.buffers import case_inputs, upload_bits
+
+    cp = runner.cp
+    caught = 0
+    for seed in range(SEEDS):
+        case = _case("fp32", None, shape, seed)
+        data = case_inputs(case, seed)
+        with runner.stream:
+            c0 = None if data.c0 is None else upload_bits(cp, data.c0)
+            truth = runner.truth(case, upload_bits(cp, data.a), upload_bits(cp, data.b), c0)
+            a, b = cp.asarray(data.a), cp.asarray(data.b)
+            if cheat == "fp16":
+                a, b = a.astype(cp.float16).astype(cp.float32), b.astype(cp.float16).astype(cp.float32)
+            else:  # TF32: 10 explicit mantissa bits, rounded to nearest
+                a, b = (((x.view(cp.uint32) + 0x1000) & 0xFFFFE000).view(cp.float32) for x in (a, b))
+            got = case.ab.alpha * (a @ b)
+            if data.c0 is not None:
+                got += case.ab.beta * cp.asarray(data.c0)
+            dt, out = precision(case)
+            stats = truth.judge(cp, got.astype(cp.float64), shape.K, dt, out)
+        caught += not stats.passed
+    assert caught == SEEDS

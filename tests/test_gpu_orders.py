@@ -1,0 +1,99 @@
+"""#34 items 1, 2, 4, 5 and 7 on the GPU: every storage order, every size type, a declared fp16 accumulation and a
+mixed output pass when right; misreadings are named; a header that mistypes the sizes is refused. Needs a device."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, requires_gpu
+
+pytestmark = [requires_gpu, pytest.mark.gpu]
+
+ORDERS = ROOT / "tests" / "kernels_orders"
+
+
+@pytest.fixture(scope="module")
+def orders_run(tmp_path_factory):
+    """The kernels of tests/kernels_orders, once, on shapes that are square (for the misreadings), odd, and of a K
+    large enough that fp16 accumulation shows."""
+    work = tmp_path_factory.mktemp("orders")
+    for name in ("orders.cu", "orders_py.py"):
+        shutil.copy(ORDERS / name, work / name)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--gemm-kernels",
+            "orders.cu",
+            "orders_py.py",
+            "-m",
+            "gpu",
+            "--gemm-shapes",
+            "96x96x96,67x45x37,1x1x1000,64x64x1,128x128x4096",
+            "-rfs",
+            "--benchmark-skip",
+            "-q",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=580,
+    )
+    return proc.stdout
+
+
+def _outcomes(output: str) -> dict[str, str]:
+    """Each test's outcome, from -rfs and the progress lines (passed where not failed or skipped)."""
+    found = {}
+    for line in output.splitlines():
+        match = re.match(r"(FAILED|SKIPPED|ERROR) \S*::(\S+)", line)
+        if match:
+            found[match.group(2)] = match.group(1)
+    return found
+
+
+@pytest.mark.parametrize("kernel", ["orders_fp32[", "orders_fp16_fp32out[", "hacc_declared[", "orders_py["])
+def test_correct_kernels_pass_in_every_order_size_type_and_accumulation(orders_run, kernel):
+    """#34 items 1, 2, 4, 5: right kernels pass, the peer with them (a failing peer would be a calibration skip)."""
+    failed = [
+        name for name, outcome in _outcomes(orders_run).items() if name.startswith(kernel) and outcome != "SKIPPED"
+    ]
+    assert not failed, orders_run[-6000:]
+    assert kernel.rstrip("[") in orders_run
+
+
+def test_undeclared_fp16_accumulation_fails_at_large_k(orders_run):
+    """#34 item 4: the same fp16-accumulating kernel without the declaration fails where K is large."""
+    outcomes = _outcomes(orders_run)
+    assert outcomes.get("hacc_undeclared[fp16-128x128x4096]") == "FAILED", orders_run[-6000:]
+    assert "hacc_undeclared[fp16-128x128x4096] " in orders_run
+
+
+@pytest.mark.parametrize(
+    ("test", "said"),
+    [
+        ("misread_b[fp32-96x96x96]", "matches B read as K x N; the header says N x K"),
+        ("a_as_b[fp32-96x96x96]", "matches C = A x A (B never read)"),
+        ("c_transposed[fp32-96x96x96]", "matches C written N x M (transposed); the header says M x N"),
+    ],
+)
+def test_misreadings_are_named(orders_run, test, said):
+    """#34 item 7: a wrong output that matches a misreading says which."""
+    section = orders_run[orders_run.index(f"_ {test} _") :]
+    assert said in section[:3000], section[:3000]
+
+
+def test_a_header_that_mistypes_the_sizes_is_refused(orders_run):
+    """#34 item 2: int sizes declared for a size_t kernel fail naming the parameter and the fix, nothing launched."""
+    assert (
+        "parameter 1 (M) takes 8 bytes in the compiled kernel, but the harness passes 4 (size_type 'int'); declare "
+        "size_type = 'long long' or 'size_t'"
+    ) in orders_run
