@@ -21,14 +21,15 @@ step() {  # name, seconds, grep pattern for the lines that matter, command...
     {
         echo "== $name: exit $rc in $((ms / 1000)).$(printf %03d $((ms % 1000))) s"
         echo "   \$ $*"
-        grep -E "$pattern" "$out/$name.log" | head -n 40 | sed 's/^/   /'
+        grep -E "$pattern" "$out/$name.log" | head -n 60 | sed 's/^/   /'
         echo "   $(tail -n 1 "$out/$name.log")"
     } >>"$sum"
 }
 p=(python3 -m pytest -p no:cacheprovider -p no:randomly -rfEs)
+sweep_pattern="sweep:|passed|failed|Error"
 # The correctness steps share the GPU: the sweep runs beside the others (none of them is timed); timing runs alone.
 if want sweep; then
-    step sweep 330 "sweep:|passed|failed|FAILED|Error" "${p[@]}" tests/test_gpu_false_alarms.py -q -s &
+    step sweep 330 "$sweep_pattern" "${p[@]}" tests/test_gpu_false_alarms.py -q -s &
 fi
 want orders && step orders 150 "passed|failed|Error|FAILED|matches|parameter" \
     "${p[@]}" tests/test_gpu_orders.py tests/test_misreadings.py -k "orders or cupy" -q

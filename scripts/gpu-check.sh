@@ -22,6 +22,9 @@
 #                     give the device tool carry: [".thirdparty"]) on quick,edge, verification only, 4 xdist workers
 #                     (GEMM_THIRDPARTY_DIRS: which folders, GEMM_THIRDPARTY_WORKERS: how many xdist workers,
 #                     GEMM_THIRDPARTY_SHAPES: which shape sets)
+#                     `reach` runs research/reach-gpu.sh (issue 34: storage orders, size types, declared
+#                     accumulation, misreadings, the false-alarm sweep, step 12 in both orders of B, timed 3 times;
+#                     GEMM_SWEEP_SEEDS, GEMM_SWEEP_LARGE_SEEDS as there; GEMM_REACH_PARTS picks its parts)
 #                     `bad-input` runs research/bad-input-gpu.sh (issue 33's rows that need a GPU: a shape past
 #                     the GPU's memory or the kernel's int arguments, a compile past its limit, a selection
 #                     that leaves no GPU case, the compile cache, the README's sample run)
@@ -83,6 +86,11 @@ fi
 [[ $parts == *,plugin,* ]] && run plugin-tests tests/ -m "gpu or not gpu"
 if [[ $parts == *,gpu,* ]]; then
     if [ -n "${GEMM_GPU_K:-}" ]; then run gpu-tests tests/ -m gpu -k "$GEMM_GPU_K"; else run gpu-tests tests/ -m gpu; fi
+fi
+if [[ $parts == *,reach,* ]] && enough reach; then
+    timeout "$(limit)" bash research/reach-gpu.sh "$out/reach" "${GEMM_REACH_PARTS:-orders,sweep,step12,step12-time}" \
+        >/dev/null 2>&1
+    echo "== reach: $(grep -c '^== ' "$out/reach/reach-gpu.txt" 2>/dev/null) steps (reach/reach-gpu.txt)"
 fi
 if [[ $parts == *,bad-input,* ]] && enough bad-input; then
     timeout "$(limit)" bash research/bad-input-gpu.sh "$out/bad-input" >/dev/null 2>&1

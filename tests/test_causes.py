@@ -169,6 +169,30 @@ def test_an_unwritten_tile_is_not_blamed_on_c():
     assert "or C was read" not in line
 
 
+def writes_the_prior_by_chance(case, g, a, b, c, n):
+    """Ignores beta (wrong everywhere), and one element's wrong value happens to be C's prior value bit for bit."""
+    prior = c[3, 4]
+    c[...] = np.float32(case.ab.alpha) * (a.astype(np.float32) @ b.astype(np.float32))
+    c[3, 4] = prior if n == 1 else c[3, 4]  # the first launch's: its prior data is the case's C0
+
+
+def test_a_written_value_equal_to_the_prior_by_chance_is_not_called_unwritten():
+    """#34: with beta != 0 an element still bitwise equal to C's prior data is re-run with other data in C before
+    it is called unwritten (a wrong fp16 value may equal the prior by chance, as a third-party kernel's did)."""
+    case = _case(beta=1.3)
+    sources, _, launches = _traced(writes_the_prior_by_chance, case)
+    causes = {s.cause for s in sources}
+    assert ErrorCause.UNWRITTEN.value not in causes, _summary(sources)
+    assert launches == 2  # the kernel, and once with other data in C
+
+
+def test_an_unwritten_tile_with_prior_data_is_still_unwritten():
+    """#34: the re-run with other data in C keeps a tile that was never written unwritten."""
+    sources, _, launches = _traced(unwritten_tile, _case(beta=1.3))
+    assert (ErrorCause.UNWRITTEN.value, 256) in [(s.cause, s.count) for s in sources]
+    assert launches == 2
+
+
 def test_a_kernel_that_reads_c_and_is_wrong_anyway_is_still_said_to_read_c():
     sources, _, _ = _traced(reads_c_wrongly, _case())
     assert _summary(sources) == [(ErrorCause.READ_C.value, M * N, "", (0, M - 1), (0, N - 1))]

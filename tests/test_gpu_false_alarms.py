@@ -27,6 +27,8 @@ SEEDS = int(os.environ.get("GEMM_SWEEP_SEEDS", "20"))
 LARGE_SEEDS = int(os.environ.get("GEMM_SWEEP_LARGE_SEEDS", str(SEEDS)))
 #: (dtype, declared accumulation): each dtype at its default, and fp16 accumulation
 PRECISIONS = [("fp32", None), ("tf32", None), ("fp16", None), ("fp16", "fp16"), ("bf16", None), ("fp64", None)]
+#: GEMM_SWEEP_DTYPES=fp16,bf16 sweeps only those dtypes (a look at one, where device time is short)
+DTYPES = os.environ.get("GEMM_SWEEP_DTYPES", "").split(",") if os.environ.get("GEMM_SWEEP_DTYPES") else None
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +100,8 @@ def test_correct_gemms_never_fail_the_bound(runner):
     shapes = list(dict.fromkeys(s for name in ("quick", "standard", "edge", "llm") for s in SHAPE_SETS[name]))
     failures, judged, worst, start = [], 0, {}, time.monotonic()
     for dtype, accumulate in PRECISIONS:
+        if DTYPES is not None and dtype not in DTYPES:
+            continue
         for shape in shapes:
             for seed in range(LARGE_SEEDS if shape.flops > 2 * 2048**3 else SEEDS):
                 case = _case(dtype, accumulate, shape, seed)
@@ -118,6 +122,7 @@ def test_correct_gemms_never_fail_the_bound(runner):
                     if not stats.passed:
                         failures.append(f"{who} {case.name} seed {seed}: max {stats.max_ratio:.3g}x, normwise "
                                         f"{stats.norm_ratio:.3g}x")  # fmt: skip
+                        print(f"sweep: FAILED {failures[-1]}", flush=True)
                 del truth, results, mine
         print(f"sweep: {dtype}{' acc ' + accumulate if accumulate else ''} done at {time.monotonic() - start:.0f} s, "
               f"{len(failures)} failed so far", flush=True)  # fmt: skip

@@ -6,18 +6,23 @@ runs on the GPU in the harness and on recorded or simulated data in the CPU test
 Two tests, both must pass (constants, reasoning and simulated margins in docs/verification.md, "How results are
 judged"):
 
-* per element: ``|C - C*| <= LAMBDA * (u_in + sqrt(K) * u_acc) * G + OUTPUT_ROUNDINGS * u_out * H + tiny_out
-  + LAMBDA * sqrt(K) * tiny_acc`` with ``G = |alpha| |A| |B| + |beta| |C0|`` and ``H = |alpha A B| + |beta C0|``
-  (``|C*|`` when beta = 0); catches wrong values anywhere (skipped tiles, wrong operand, ignored alpha or beta),
-  and is safe against false alarms (probabilistic bound, Higham & Mary 2019). ``H`` bounds what rounding to C's
-  type costs on the way: the product, its scaling by alpha and its sum with beta C0 may each be rounded (as
-  ``alpha * (A @ B) + beta * C`` in CuPy's fp16 arrays is), each by at most ``u_out`` of what it rounds, in all
-  at most ``3 u_out H``; ``|C*|`` alone fails such a kernel by up to 480x where beta C0 cancels alpha A B. The
-  last two terms are the absolute rounding errors of the subnormal range (#34 item 6): one rounding of C to its
-  type's subnormal spacing and the accumulation's own, ``tiny`` and ``acc_tiny`` of the dtypes; without them a
-  correct fp16 GEMM failed at K = 1, where outputs near 1e-7 are fp16 subnormals;
+* per element: ``|C - C*| <= LAMBDA * (u_in + sqrt(K) * u_acc) * G + OUTPUT_ROUNDINGS * u_out * H + f tiny_out
+  + LAMBDA * sqrt(K) * tiny_acc`` with ``G = |alpha| |A| |B| + |beta| |C0|``; catches wrong values anywhere
+  (skipped tiles, wrong operand, ignored alpha or beta), and is safe against false alarms (probabilistic bound,
+  Higham & Mary 2019). ``H`` (:func:`rounding_scale`) is the scale of what rounding to C's type may cost a correct
+  kernel on the way to C: ``|alpha A B| + |beta C0|``, the parts it sums, plus ``R``, the root of the summed
+  squares of the products, ``sqrt(alpha^2 (A*A)(B*B) + beta^2 C0*C0)``. In C's type the product may be rounded,
+  alpha and beta may be (CuPy rounds a Python scalar to an fp16 array's type), their products and the sum are,
+  each by at most ``u_out`` of what it rounds: at most ``4 u_out (|alpha A B| + |beta C0|)``; and the products
+  themselves may be rounded before they are summed (CuPy's fp16 ``A @ B`` of a 1 x K and a K x 1 matrix is),
+  ``u_out R / sqrt(3)`` in the rms, so ``4 u_out R`` is about seven of its standard deviations. ``|C*|`` alone
+  failed CuPy's own ``alpha * (A @ B) + beta * C`` in fp16 by up to 770x where beta C0 cancels alpha A B. The
+  last two terms are the absolute rounding errors of the subnormal range (#34 item 6): C's roundings to its
+  type's subnormal spacing (``tiny_out``, times (|alpha| + 1) / 2, or (|alpha| + 3) / 2 with beta:
+  :func:`subnormal_floor`) and the accumulation's own (``acc_tiny``), from the dtypes; without them a correct
+  fp16 GEMM failed at K = 1, where outputs near 1e-7 are fp16 subnormals;
 * normwise, on the harness's zero-mean data: ``||C - C*||_F <= NORM_C * (u_in + sqrt(K) * u_acc)
-  * max(||C*||_F, S) + OUTPUT_ROUNDINGS * u_out * ||H||_F + sqrt(MN) * (tiny_out + NORM_C * sqrt(K) * tiny_acc)``,
+  * max(||C*||_F, S) + OUTPUT_ROUNDINGS * u_out * ||H||_F + sqrt(MN) * (f tiny_out + NORM_C * sqrt(K) * tiny_acc)``,
   where ``S`` (:func:`sum_scale`) is
   the Frobenius norm zero-mean sums have in expectation; catches a quietly lower precision (fp16-rounded
   operands, TF32 products) that a per-element bound of the sqrt(K) form lets through at large K. ``S`` keeps a
@@ -48,6 +53,8 @@ __all__ = [
     "element_ratios",
     "error_stats",
     "norm_tolerance",
+    "rounding_scale",
+    "subnormal_floor",
     "sum_scale",
     "tile_summary",
     "to_host",
@@ -55,20 +62,46 @@ __all__ = [
 
 LAMBDA = 10.0
 NORM_C = 4.0
-#: roundings to C's type a correct kernel may make on the way to C: the product, its scaling, the sum with beta C0
-OUTPUT_ROUNDINGS = 3
+#: roundings to C's type a correct kernel may make on the way to C, as multiples of H (:func:`rounding_scale`): the
+#: product, alpha, their product, beta, its product with C0 and the sum (at most 4 H); products rounded before
+#: they are summed (R's part of H)
+OUTPUT_ROUNDINGS = 4
 TILE = 32
 WORST = 5
 MAX_TILES_LISTED = 8
 
 
-def element_bound(xp: Any, gscale: Any, truth: Any, k: int, dtype: DType, out: DType, hscale: Any | None = None) -> Any:
+def rounding_scale(xp: Any, a64: Any, b64: Any, c064: Any | None, alpha: float, beta: float, product: Any) -> Any:
+    """H, the scale of C's roundings: ``|alpha A B| + |beta C0| + R`` with ``R = sqrt(alpha^2 (A*A)(B*B) +
+    beta^2 C0*C0)`` (``product``: ``alpha A B``, already computed; ``c064`` None when beta = 0). One more GEMM, of
+    the squares."""
+    squares = (a64 * a64) @ (b64 * b64)
+    squares *= alpha * alpha
+    hscale = xp.abs(product)
+    if c064 is not None and beta != 0.0:
+        squares += (beta * beta) * (c064 * c064)
+        hscale += abs(beta) * xp.abs(c064)
+    hscale += xp.sqrt(squares, out=squares)
+    return hscale
+
+
+def element_bound(
+    xp: Any,
+    gscale: Any,
+    truth: Any,
+    k: int,
+    dtype: DType,
+    out: DType,
+    hscale: Any | None = None,
+    subnormal: float | None = None,
+) -> Any:
     """The per-element error bound for every element of C (``dtype``: the inputs' type with the accumulation the
-    kernel declares, ``records.dtypes.accumulating``; ``out``: C's type; ``hscale``: H, ``|alpha A B| + |beta C0|``,
-    None when it is ``|C*|``, for beta = 0)."""
+    kernel declares, ``records.dtypes.accumulating``; ``out``: C's type; ``hscale``: H, :func:`rounding_scale`; None
+    takes ``|C*|`` for it, as for a misreading's candidate output; ``subnormal``: :func:`subnormal_floor`, one
+    spacing of C's type when None)."""
     scale = LAMBDA * (dtype.u_in + math.sqrt(k) * dtype.u_acc)
     rounded = xp.abs(truth) if hscale is None else hscale
-    return scale * gscale + OUTPUT_ROUNDINGS * out.u_store * rounded + _underflow(k, dtype, out, LAMBDA)
+    return scale * gscale + OUTPUT_ROUNDINGS * out.u_store * rounded + _underflow(k, dtype, out, LAMBDA, subnormal)
 
 
 def norm_tolerance(k: int, dtype: DType, out: DType) -> float:
@@ -77,10 +110,18 @@ def norm_tolerance(k: int, dtype: DType, out: DType) -> float:
     return NORM_C * (dtype.u_in + math.sqrt(k) * dtype.u_acc)
 
 
-def _underflow(k: int, dtype: DType, out: DType, factor: float) -> float:
-    """The absolute error an element may carry from the subnormal ranges: C rounded to its subnormal spacing (twice
-    the half-spacing, as the relative term's 2 u_out), and the accumulation's roundings at its own."""
-    return out.tiny + factor * math.sqrt(k) * dtype.acc_tiny
+def _underflow(k: int, dtype: DType, out: DType, factor: float, subnormal: float | None = None) -> float:
+    """The absolute error an element may carry from the subnormal ranges: C's roundings to its subnormal spacing
+    (:func:`subnormal_floor`; one spacing when None), and the accumulation's roundings at its own."""
+    return (out.tiny if subnormal is None else subnormal) + factor * math.sqrt(k) * dtype.acc_tiny
+
+
+def subnormal_floor(out: DType, alpha: float, beta: float) -> float:
+    """The absolute error C's roundings may leave in its type's subnormal range, where each errs by up to half a
+    spacing (``out.tiny``) whatever the value: the product's, scaled by alpha, and alpha times it; with beta != 0,
+    beta times C0 and the sum too. ``(|alpha| + 1) / 2`` spacings, ``(|alpha| + 3) / 2`` with beta: one spacing for
+    alpha = 1, beta = 0 (the README's kernel at K = 1 and alpha = -1.5 erred by 1.25 spacings)."""
+    return out.tiny * max(1.0, (abs(alpha) + 1.0 + (2.0 if beta != 0.0 else 0.0)) / 2.0)
 
 
 def sum_scale(xp: Any, a64: Any, b64: Any, c064: Any | None, alpha: float, beta: float) -> float:
@@ -97,10 +138,19 @@ def sum_scale(xp: Any, a64: Any, b64: Any, c064: Any | None, alpha: float, beta:
 
 
 def element_ratios(
-    xp: Any, got: Any, truth: Any, gscale: Any, k: int, dtype: DType, out: DType, hscale: Any | None = None
+    xp: Any,
+    got: Any,
+    truth: Any,
+    gscale: Any,
+    k: int,
+    dtype: DType,
+    out: DType,
+    hscale: Any | None = None,
+    subnormal: float | None = None,
 ) -> Any:
     """Each element's |error| as a multiple of its bound (inf where the output is not finite)."""
-    bound = xp.maximum(element_bound(xp, gscale, truth, k, dtype, out, hscale), xp.finfo(xp.float64).tiny)
+    bound = element_bound(xp, gscale, truth, k, dtype, out, hscale, subnormal)
+    bound = xp.maximum(bound, xp.finfo(xp.float64).tiny)
     return xp.where(xp.isfinite(got), xp.abs(got - truth) / bound, xp.inf)
 
 
@@ -116,17 +166,18 @@ def error_stats(
     *,
     scale_norm: float,
     hscale: Any | None = None,
+    subnormal: float | None = None,
     ratio: Any | None = None,
 ) -> ErrorStats:
     """Judge ``got`` (M x N, float64) against ``truth``; ``unchanged`` marks elements C still holds from before.
 
     ``scale_norm`` is :func:`sum_scale` of the case's inputs, the normwise test's floor under ``||C*||_F``;
-    ``hscale`` is H (:func:`element_bound`).
+    ``hscale`` is H and ``subnormal`` the subnormal floor (:func:`element_bound`).
     ``ratio``, when given, is :func:`element_ratios` of these same arrays, already computed by the caller.
     """
     finite = xp.isfinite(got)
     if ratio is None:
-        ratio = element_ratios(xp, got, truth, gscale, k, dtype, out, hscale)
+        ratio = element_ratios(xp, got, truth, gscale, k, dtype, out, hscale, subnormal)
     bad_mask = ratio > 1.0
     bad = int(bad_mask.sum())
     nonfinite = int(got.size - int(finite.sum()))
@@ -137,7 +188,8 @@ def error_stats(
     norm_tol = norm_tolerance(k, dtype, out)
     if floor > 0.0:
         rounded = float(xp.linalg.norm(truth if hscale is None else hscale))
-        absolute = OUTPUT_ROUNDINGS * out.u_store * rounded + math.sqrt(got.size) * _underflow(k, dtype, out, NORM_C)
+        underflow = _underflow(k, dtype, out, NORM_C, subnormal)
+        absolute = OUTPUT_ROUNDINGS * out.u_store * rounded + math.sqrt(got.size) * underflow
         norm_tol += absolute / floor
     if nonfinite:
         norm_error = math.inf
@@ -213,12 +265,13 @@ class Truth:
 
     value: Any  # C* = alpha A B + beta C0
     gscale: Any  # G = |alpha| |A| |B| + |beta| |C0|
-    hscale: Any | None  # H = |alpha A B| + |beta C0|; None where it is |C*| (beta = 0)
+    hscale: Any | None  # H, :func:`rounding_scale`
     spread: float  # S, :func:`sum_scale`
+    subnormal: float | None = None  # :func:`subnormal_floor` of the case's scalars
 
     def ratios(self, xp: Any, got: Any, k: int, dtype: DType, out: DType) -> Any:
         """:func:`element_ratios` of ``got`` against this truth."""
-        return element_ratios(xp, got, self.value, self.gscale, k, dtype, out, self.hscale)
+        return element_ratios(xp, got, self.value, self.gscale, k, dtype, out, self.hscale, self.subnormal)
 
     def judge(
         self, xp: Any, got: Any, k: int, dtype: DType, out: DType, unchanged: Any | None = None, ratio: Any = None
@@ -226,5 +279,5 @@ class Truth:
         """:func:`error_stats` of ``got`` against this truth."""
         return error_stats(
             xp, got, self.value, self.gscale, k, dtype, out, unchanged, scale_norm=self.spread, hscale=self.hscale,
-            ratio=ratio,
+            subnormal=self.subnormal, ratio=ratio,
         )  # fmt: skip

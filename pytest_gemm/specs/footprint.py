@@ -144,10 +144,11 @@ def case_memory(
 
     * verifying: A, B and C in their guarded buffers (:func:`guard_layout`); A and B (and a prior C) again, as
       the fp64 truth is computed from them; and the fp64 work arrays, at the largest of these moments (in
-      bytes). Computing the error bound's scale G = |alpha| |A| |B|: A and B in fp64, their absolute values,
-      the truth and their product, 16 (a + b) + 16 c; then G scaled, 8 (a + b) + 24 c; with a prior C, C in
-      fp64 too, the scale H of C's roundings, an absolute value and that scaled, 8 (a + b) + 48 c. Judging C: the
-      truth, G (and H), C in fp64, the bound, the quotient and the ratios, and two masks, 50 c (58 c).
+      bytes). A and B in fp64 (and C0: 8 (a + b) + 8 c) with the truth's product (c); the scale H of C's roundings
+      (:func:`~pytest_gemm.judge.accuracy.rounding_scale`): A and B squared, their product and H, and with a prior
+      C its square and absolute value, 16 (a + b) + 4 c (+ 2 c); G = |alpha| |A| |B|: A and B, their absolute values,
+      the truth, H, their product and it scaled, 16 (a + b) + 4 c (+ c). Judging C: the truth, G, H, C in fp64, the
+      bound, the quotient and the ratios, and two masks, 58 c.
     * timing: the sets of A, B and C rotated through (:func:`input_copies`), for the kernel and as many for
       cuBLAS; A, B and C's start uploaded once; the flush buffer; and the last launches' check, as above.
     """
@@ -159,8 +160,9 @@ def case_memory(
         layout = guard_layout(cols, t.itemsize, f"ld{operand.lower()}" in spec.args, guards)
         guarded += layout.elements(rows) * t.itemsize
     bits = (a + b) * dt.itemsize + (c * out.itemsize if c_prior else 0)
-    scale = max(F64 * (2 * (a + b) + 2 * c), F64 * (a + b + (6 if c_prior else 3) * c))
-    work = max(scale, F64 * (7 if c_prior else 6) * c + 2 * c)
+    prior = c if c_prior else 0
+    scale = F64 * (2 * (a + b) + 3 * c + prior)
+    work = max(scale, F64 * 7 * c + 2 * c)
     check = (
         ("A and B" + (" and the prior C" if c_prior else "") + " again, for the fp64 truth", bits),
         ("fp64 work arrays (the truth, its error bound, C and each element's error)", work),

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..compiler.cache import CubinCache
 from ..compiler.nvrtc import compile_kernel
-from ..judge.accuracy import Truth, count_changed, sum_scale
+from ..judge.accuracy import Truth, count_changed, rounding_scale, subnormal_floor, sum_scale
 from ..judge.causes import outside_cells
 from ..judge.misread import may_be_misread, misreading
 from ..records.dtypes import DType, get_dtype
@@ -293,16 +293,15 @@ class GpuRunner:
         dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
         alpha, beta = case.ab.alpha, case.ab.beta
         a64, b64 = bits_to_float64(cp, a_bits, dt), bits_to_float64(cp, b_bits, dt)
+        c064 = None if c0_bits is None else bits_to_float64(cp, c0_bits, out)
         truth = alpha * (a64 @ b64)
+        hscale = rounding_scale(cp, a64, b64, c064, alpha, beta, truth)
         gscale = abs(alpha) * (cp.abs(a64) @ cp.abs(b64))
-        hscale = c064 = None
-        if c0_bits is not None:
-            c064 = bits_to_float64(cp, c0_bits, out)
-            hscale = cp.abs(truth)
+        if c064 is not None:
             truth += beta * c064
             gscale += abs(beta) * cp.abs(c064)
-            hscale += abs(beta) * cp.abs(c064)
-        return Truth(truth, gscale, hscale, sum_scale(cp, a64, b64, c064, alpha, beta))
+        floor = subnormal_floor(out, alpha, beta if c064 is not None else 0.0)
+        return Truth(truth, gscale, hscale, sum_scale(cp, a64, b64, c064, alpha, beta), floor)
 
     def output(self, case: Case, gc: GuardedMatrix, data: CaseInputs, c0_bits: Any) -> tuple[Any, Any]:
         """C (logical order, float64), and where it still holds, bit for bit, what it started as."""

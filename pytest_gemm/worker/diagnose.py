@@ -83,6 +83,12 @@ def trace(
     cp = runner.cp
     nonfinite = ~cp.isfinite(ratio)
     evidence = Evidence()
+    if data.c0 is not None and some(unwritten):
+        # C held finite prior data: an element may equal it bit for bit because it was never written, or because
+        # the value written happens to be that data (a wrong fp16 value often can). Other data in C tells them
+        # apart: a never-written element holds it in turn.
+        _, untouched, _ = _rerun(runner, case, data, _finite_prior(case), nan_regions=None)
+        unwritten = unwritten & untouched
     if some(nonfinite & ~unwritten) or (data.c0 is None and some(unwritten)):
         finite_c = data.c0 if data.c0 is not None else _finite_prior(case)
         if data.c0 is None:
