@@ -35,7 +35,7 @@ want orders && step orders 150 "passed|failed|Error|FAILED|matches|parameter" \
     "${p[@]}" tests/test_gpu_orders.py tests/test_misreadings.py -k "orders or cupy" -q
 want step12 && step step12 120 "passed|failed|FAILED|Error" \
     "${p[@]}" --gemm-kernels kernels/12_wgmma_ws.cu --gemm-shapes quick,100x640x72 --benchmark-skip -q -k nxk
-want thirdparty && step thirdparty 200 "passed|failed|FAILED|Error|skipped" "${p[@]}" -q \
+want thirdparty && step thirdparty 200 "passed|failed|FAILED|Error|skipped|  - " "${p[@]}" -q \
     --gemm-kernels "${GEMM_THIRDPARTY_DIR:-.thirdparty/issue34}" \
     --gemm-shapes quick,2048,256x256x32,256x256x64,100x120x64 --benchmark-skip
 wait
@@ -45,6 +45,6 @@ if want step12-time; then
             --gemm-shapes 4096,8192 -k "CLUSTER1-EPI1 and (4096x4096x4096] or 8192x8192x8192])" \
             --benchmark-json "$out/square-$i.json"
     done
-    step step12-speed 60 "." python3 research/kernel_speed.py --square "$out"/square-*.json
+    step step12-speed 60 "\|" python3 research/kernel_speed.py --square "$out"/square-*.json
 fi
 cat "$sum"

@@ -20,11 +20,11 @@ from pytest_gemm.judge import accuracy
 from pytest_gemm.judge.accuracy import LAMBDA, OUTPUT_ROUNDINGS, element_bound, error_stats, norm_tolerance, sum_scale
 from pytest_gemm.judge.case import judge_outcome
 from pytest_gemm.records.dtypes import DTYPES, accumulating, get_dtype
-from pytest_gemm.records.outcome import Fault
+from pytest_gemm.records.outcome import Fault, Misread
 from pytest_gemm.records.plain import to_plain
 from pytest_gemm.records.result import CaseResult
 from pytest_gemm.records.shapes import Shape
-from pytest_gemm.records.verdicts import Check, ErrorCause, Verdict
+from pytest_gemm.records.verdicts import Check, ErrorCause, Misreading, Sanity, TimingProblem, Verdict
 from pytest_gemm.report.failure import diagnosis_lines, failure_text, headline, stats_line
 from pytest_gemm.runs.saved import read_run
 from pytest_gemm.specs.cases import AlphaBeta, Case
@@ -342,6 +342,118 @@ def test_a_calibration_error_crosses_as_json_and_comes_back_equal():
         result, _ = _miscalibrated(key, **OVER)
         back = CaseResult.from_dict(json.loads(json.dumps(result.to_dict())))
         assert to_plain(back) == to_plain(result) and back.diagnosis.kind == Verdict.CALIBRATION
+
+
+def _judged(key: str, kernel: dict, peer: dict, **found) -> tuple[CaseResult, str]:
+    """A recorded outcome with the kernel's and cuBLAS's statistics changed as ``kernel`` and ``peer`` say (and the
+    verification's other fields as ``found`` does); the judged case and its text."""
+    outcome = recorded_outcome(key)
+    v = outcome.verification
+    v = dataclasses.replace(v, kernel=dataclasses.replace(v.kernel, **kernel), peer=dataclasses.replace(v.peer, **peer),
+                            **found)  # fmt: skip
+    shape = (v.shape.M, v.shape.N, v.shape.K)
+    result = judge_outcome(_case(shape), f"k.cu::{key}", dataclasses.replace(outcome, verification=v), GPU)
+    return result, failure_text("k[x]", result, "REPLAY")
+
+
+ALL_WRONG = {"bad": 262144, "max_ratio": 1000.0}
+
+
+def test_a_peer_barely_over_the_bound_does_not_hide_a_kernel_far_over_it():
+    """#34 item 6, no blind spot: the peer's failure sets aside only the errors it explains, those within its own
+    (1.1x here); a kernel with every element 1000x over the bound fails, the calibration error said beside it."""
+    result, text = _judged(NAIVE, ALL_WRONG, {"bad": 1, "max_ratio": 1.1})
+    d = result.diagnosis
+    assert result.failed and d.kind == Verdict.CALIBRATION
+    assert [f.kind for f in d.findings] == [ErrorCause.OVER_BOUND]
+    assert text.startswith("verification failed for k[x] (M=256, N=256, K=256, alpha=1, beta=0)".replace("256", "512"))
+    assert "  - wrong values: 262144 of 262144 elements (100%) exceed the per-element bound, worst 1e+03x of it" in text
+    assert "pytest-gemm calibration error: cuBLAS (the peer) fails the per-element bound by 1.1x (1 of 262144 " in text
+    assert "so the kernel is failed only for what that does not explain; please report it" in text
+    assert "the kernel's values are not judged by it" not in text
+    assert headline("k[x]", result).startswith("wrong values: 262144 of 262144 elements")
+
+
+def test_a_kernel_within_the_peers_own_error_is_skipped_as_a_calibration_error():
+    """#34 item 6: cuBLAS 3x over the bound, the kernel 2x: the bound, not the kernel, is wrong; and normwise alike."""
+    result, text = _judged(NAIVE, {"bad": 40, "max_ratio": 2.0}, {"bad": 70, "max_ratio": 3.0})
+    assert result.outcome == "skipped" and result.diagnosis.findings == ()
+    assert "(the kernel: 2x per element" in text and "so the kernel's values are not judged by it" in text
+    tol = recorded_outcome(NAIVE).verification.kernel.norm_tol
+    result, _ = _judged(NAIVE, {"norm_error": 1.5 * tol}, {"norm_error": 2 * tol})
+    assert result.outcome == "skipped" and result.diagnosis.kind == Verdict.CALIBRATION
+
+
+def test_a_kernel_over_the_normwise_tolerance_fails_where_the_peer_fails_only_per_element():
+    """#34 item 6: each test's findings are set aside by the peer's failure of that test alone."""
+    tol = recorded_outcome(NAIVE).verification.kernel.norm_tol
+    result, text = _judged(NAIVE, {"norm_error": 1.5 * tol}, OVER)
+    assert result.failed and [f.kind for f in result.diagnosis.findings] == [Check.LOW_PRECISION]
+    assert "fails the per-element bound by 3.2x (7 of 262144 elements) on this case" in text
+    result, _ = _judged(NAIVE, {"norm_error": 3 * tol}, {"norm_error": 2 * tol})
+    assert result.failed and [f.kind for f in result.diagnosis.findings] == [Check.LOW_PRECISION]
+
+
+def test_a_misread_output_fails_whatever_the_peer_does():
+    """#34 items 6 and 7: a misreading is wrong whatever the bound: B read as K x N fails though cuBLAS fails the
+    bound by more than the kernel's worst element; its over-the-bound errors are set aside, not its misreading."""
+    misread = Misread(Misreading.B_ORDER, 262000)
+    result, text = _judged(NAIVE, {"bad": 262144, "max_ratio": 2.0}, OVER, misread=misread)
+    d = result.diagnosis
+    assert result.failed and d.kind == Verdict.CALIBRATION
+    assert [(f.kind, f.count) for f in d.findings] == [(Misreading.B_ORDER, 262000)]
+    assert "  - matches B read as N x K; the header says K x N: 262000 of 262144 elements" in text
+    assert headline("k[x]", result).startswith("matches B read as N x K")
+
+
+def _timed(key: str, **peer) -> tuple[CaseResult, str]:
+    """A recorded timed outcome whose cuBLAS timed output is changed as ``peer`` says; the judged case and its text."""
+    outcome = recorded_outcome(key)
+    run = outcome.timing
+    run = dataclasses.replace(run, reference_output=dataclasses.replace(run.reference_output, **peer))
+    v = outcome.verification
+    case = _case((v.shape.M, v.shape.N, v.shape.K))
+    result = judge_outcome(case, f"k.cu::{key}", dataclasses.replace(outcome, timing=run), GPU)
+    return result, failure_text("k[x]", result, "REPLAY")
+
+
+def test_cublas_timed_output_over_the_bound_is_a_calibration_error_not_a_failure():
+    """#34 item 6 on the timed launches: cuBLAS's timed output failing the bound alone skips the case as a
+    calibration error, its timing record kept on the result."""
+    result, text = _timed(NAIVE, **OVER)
+    d = result.diagnosis
+    assert result.outcome == "skipped" and d.kind == Verdict.CALIBRATION and d.findings == ()
+    assert d.problems == (TimingProblem.REFERENCE_WRONG,) and d.peer.max_ratio == 3.2
+    assert result.timing is not None and result.timing.verdict == Sanity.OK and result.margin is not None
+    assert text.startswith(
+        "k[x]: pytest-gemm calibration error: cuBLAS (the peer) fails the per-element bound by 3.2x "
+        "(7 of 262144 elements) in its timed launches on this case (the kernel: "
+    )
+    assert "so the kernel's values are not judged by it; please report it; replay: REPLAY" in text
+    back = CaseResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert back.diagnosis == d and back.outcome == "skipped"
+    assert _timed(NAIVE)[0].outcome == "passed"
+
+
+def test_a_kernel_with_timing_problems_of_its_own_still_fails_beside_a_timed_calibration_error():
+    """#34 item 6: the memo kernel's last timed launch is wrong and far faster than cuBLAS: it fails for that,
+    cuBLAS's timed output over the bound said beside it, not in its place."""
+    result, text = _timed("timing_cheat_late.cu::memo_late[fp32-4096x4096x4096]", **OVER)
+    d = result.diagnosis
+    assert result.failed and d.kind == Verdict.TIMING and result.timing is not None
+    assert {TimingProblem.WRONG_WHEN_TIMED, TimingProblem.REFERENCE_WRONG} <= set(d.problems)
+    lines = text.splitlines()
+    assert lines[0].startswith("k[x]: the output of the last timed launch is wrong (the first launch was right")
+    assert any(line.startswith("suspicious timing: ") and "x faster than cuBLAS" in line for line in lines)
+    calibration = [line for line in lines if line.startswith("pytest-gemm calibration error: ")]
+    assert len(calibration) == 1 and calibration[0].startswith(
+        "pytest-gemm calibration error: cuBLAS (the peer) fails the per-element bound by 3.2x (7 of 16777216 "
+        "elements) in its timed launches on this case (the kernel: inf per element"  # its wrong timed output
+    )
+    assert calibration[0].endswith(
+        "; the bound is wrong here; the kernel is failed for its own problems; please report it"
+    )
+    assert "pytest-gemm bug" not in text and headline("k[x]", result) == lines[0].removeprefix("k[x]: ")
 
 
 CALIBRATION_BACKEND = '''

@@ -15,6 +15,7 @@ from conftest import ROOT, requires_gpu
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
 ORDERS = ROOT / "tests" / "kernels_orders"
+SHAPES = "96x96x96,67x45x37,1x1x1000,64x64x1,128x128x4096"
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +38,8 @@ def orders_run(tmp_path_factory):
             "-m",
             "gpu",
             "--gemm-shapes",
-            "96x96x96,67x45x37,1x1x1000,64x64x1,128x128x4096",
-            "-rfs",
+            SHAPES,
+            "-rA",
             "--benchmark-skip",
             "-q",
         ],
@@ -51,23 +52,34 @@ def orders_run(tmp_path_factory):
 
 
 def _outcomes(output: str) -> dict[str, str]:
-    """Each test's outcome, from -rfs and the progress lines (passed where not failed or skipped)."""
+    """Each test's outcome, from -rA's lines (PASSED, FAILED, ERROR; skips are counted by reason there)."""
     found = {}
     for line in output.splitlines():
-        match = re.match(r"(FAILED|SKIPPED|ERROR) \S*::(\S+)", line)
+        match = re.match(r"(PASSED|FAILED|ERROR) \S*::(\S+)", line)
         if match:
             found[match.group(2)] = match.group(1)
     return found
 
 
-@pytest.mark.parametrize("kernel", ["orders_fp32[", "orders_fp16_fp32out[", "hacc_declared[", "orders_py["])
+def _runnable(kernel: str) -> set[str]:
+    """The cases of ``kernel`` the shapes allow (its ``requires``), as test names."""
+    from pytest_gemm.records.shapes import parse_shapes
+    from pytest_gemm.specs.cases import expand
+    from pytest_gemm.specs.files import load_specs
+
+    path = ORDERS / ("orders_py.py" if kernel == "orders_py" else "orders.cu")
+    (spec,) = [s for s in load_specs(path, path.name) if s.name == kernel]
+    return {c.name for c in expand(spec, parse_shapes(SHAPES)) if c.skip_reason is None}
+
+
+@pytest.mark.parametrize("kernel", ["orders_fp32", "orders_fp16_fp32out", "hacc_declared", "orders_py"])
 def test_correct_kernels_pass_in_every_order_size_type_and_accumulation(orders_run, kernel):
-    """#34 items 1, 2, 4, 5: right kernels pass, the peer with them (a failing peer would be a calibration skip)."""
-    failed = [
-        name for name, outcome in _outcomes(orders_run).items() if name.startswith(kernel) and outcome != "SKIPPED"
-    ]
-    assert not failed, orders_run[-6000:]
-    assert kernel.rstrip("[") in orders_run
+    """#34 items 1, 2, 4, 5: every case of a right kernel passes (each one listed as PASSED: none skipped as a
+    calibration error, which a wrong cuBLAS call for some order would give), the peer with it."""
+    outcomes = _outcomes(orders_run)
+    expected = _runnable(kernel)
+    assert expected and {name for name in expected if outcomes.get(name) != "PASSED"} == set(), orders_run[-6000:]
+    assert "calibration error" not in orders_run
 
 
 def test_undeclared_fp16_accumulation_fails_at_large_k(orders_run):

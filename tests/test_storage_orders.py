@@ -203,3 +203,63 @@ def test_a_header_whose_arguments_differ_from_the_compiled_kernel_is_refused():
         "parameter 4 (alpha) takes 4 bytes in the compiled kernel, but the harness passes 8 (a fp64 kernel's double"
         in (signature_problems(scalars, "fp64", [4, 4, 4, 4, 8, 8, 8, 8])[0])
     )
+
+
+def test_an_order_the_header_fixes_is_defined_for_the_preprocessor_too():
+    """#34 item 1: `#if B_NxK` sees the order whether it is swept (a param) or fixed by `storage` (an undefined
+    name would read as 0, the other order)."""
+    from pytest_gemm.compiler.nvrtc import source_with_params
+
+    fixed = spec(storage='{ B = "NxK" }')
+    assert source_with_params(fixed, fixed.variants()[0]).startswith("#define B_NxK 1\n#line 1")
+    swept = spec(params="{ B_NxK = [0, 1] }")
+    assert [source_with_params(swept, v).splitlines()[0] for v in swept.variants()] == [
+        "#define B_NxK 0",
+        "#define B_NxK 1",
+    ]
+    plain = spec()
+    assert source_with_params(plain, plain.variants()[0]) == plain.source  # row-major: nothing added
+
+
+@pytest.mark.parametrize(
+    ("dtypes", "c_dtype", "ok"),
+    [("fp16", "fp32", True), ("bf16", "fp32", True), ("tf32", "fp32", True), ("fp16", "fp16", True),
+     ("fp32", "fp16", False), ("bf16", "fp16", False), ("fp64", "fp32", False), ("fp32", "fp64", False)],
+)  # fmt: skip
+def test_an_output_dtype_cublas_cannot_write_is_refused(dtypes, c_dtype, ok):
+    """#34 item 5: the peer writes C in the kernel's dtype (cuBLAS's Ctype), so a c_dtype it cannot write for these
+    inputs is the header's error, named at collection, not a crash in verification."""
+    keys = {"dtypes": f'["{dtypes}"]', "c_dtype": f'"{c_dtype}"'}
+    if ok:
+        assert spec(**keys).output_dtype(dtypes) == c_dtype
+    else:
+        message = error(**keys)
+        assert "key 'c_dtype'" in message and f"{dtypes} inputs with a {c_dtype} C: cuBLAS, the peer" in message
+
+
+def test_parameter_sizes_say_nothing_when_the_driver_cannot(monkeypatch):
+    """#34 item 2: only 'past the last parameter' ends the list; any other driver error gives no list (None), so the
+    signature check is skipped rather than failing every case with '0 parameters'."""
+    import ctypes
+
+    from pytest_gemm.worker import tma
+
+    def driver(codes):
+        class Lib:
+            def __init__(self, name):
+                self.cuFuncGetParamInfo = self
+
+            def __call__(self, fn, index, offset, size):
+                code = codes[index.value] if index.value < len(codes) else 1
+                if code == 0:
+                    ctypes.cast(size, ctypes.POINTER(ctypes.c_size_t))[0] = 8
+                return code
+
+        return Lib
+
+    monkeypatch.setattr(tma.ctypes, "CDLL", driver([0, 0, 0]))
+    assert tma.parameter_sizes(1) == [8, 8, 8]
+    monkeypatch.setattr(tma.ctypes, "CDLL", driver([801]))  # CUDA_ERROR_NOT_SUPPORTED
+    assert tma.parameter_sizes(1) is None
+    monkeypatch.setattr(tma.ctypes, "CDLL", driver([1]))  # invalid value at index 0: no list, not "0 parameters"
+    assert tma.parameter_sizes(1) is None

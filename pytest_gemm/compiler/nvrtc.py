@@ -154,9 +154,10 @@ def source_with_params(spec: KernelSpec, variant: Variant) -> str:
     Defined in the text rather than with -D so that NVRTC's built-in headers, which are
     read first, never see them (a param named T would otherwise rewrite their templates).
     """
-    if not variant.params:
+    fixed = [(flag, 1) for flag, value in spec.storage.flags().items() if value and flag not in variant.as_dict()]
+    if not variant.params and not fixed:
         return spec.source
-    defines = "".join(f"#define {name} {value}\n" for name, value in variant.params)
+    defines = "".join(f"#define {name} {value}\n" for name, value in (*variant.params, *fixed))
     return f'{defines}#line 1 "{spec.path}"\n{spec.source}'
 
 

@@ -98,7 +98,7 @@ def run_tool(
             capture_output=True,
             text=True,
             timeout=timeout,
-            env={**os.environ, "NVIDIA_TF32_OVERRIDE": "0", **({"CUDA_VISIBLE_DEVICES": pin} if pin else {})},
+            env={**os.environ, **({"CUDA_VISIBLE_DEVICES": pin} if pin else {})},
         )
         text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
     errors, first = read_report(tool, text or proc.stdout)

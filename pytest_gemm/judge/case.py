@@ -7,11 +7,13 @@ rendered by ``report/``, record the times). Judgement returns data: it words not
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from ..records.case_record import CaseRecord, gpu_identity, max_sm_clock
 from ..records.diagnosis import MAX_OUTPUT_LINES, Diagnosis, Finding
-from ..records.outcome import Outcome, Verification
+from ..records.outcome import ErrorStats, Outcome, Verification
 from ..records.result import CaseResult
 from ..records.verdicts import Check, ErrorCause, Misreading, Sanity, TimingProblem, Verdict
 from ..specs.cases import Case
@@ -19,7 +21,16 @@ from .metrics import summarize
 from .peaks import peak_flops
 from .throttle import throttle_flags
 
-__all__ = ["BY_THE_BOUND", "LOW_PRECISION", "calibration", "diagnose", "findings", "judge_outcome", "wrong_output"]
+__all__ = [
+    "BY_THE_BOUND",
+    "LOW_PRECISION",
+    "calibration",
+    "diagnose",
+    "explained",
+    "findings",
+    "judge_outcome",
+    "wrong_output",
+]
 
 #: a failed normwise test with an error under 1% means roughly right values: lost precision, not wrong ones
 LOW_PRECISION = 1e-2
@@ -117,28 +128,48 @@ def _last_lines(text: str) -> str:
     return "\n".join(lines)
 
 
-#: the findings that come from the accuracy bound (#34 item 6): where the peer fails that bound, a kernel is not
-#: failed for them; its other findings (faults, unwritten, guard reads, non-finite elements) still fail it
-BY_THE_BOUND = frozenset({ErrorCause.OVER_BOUND, Check.NORMWISE, Check.LOW_PRECISION, *Misreading})
+def _finite_ratio(stats: ErrorStats) -> float:
+    """The worst element ratio of an output's finite elements where it is known: within the bound where every element
+    over it is non-finite (those have findings of their own, which the bound never explains)."""
+    return min(stats.max_ratio, 1.0) if stats.bad <= stats.nonfinite else stats.max_ratio
+
+
+#: the findings that come from the accuracy bound (#34 item 6), each with the ratio (of an output's statistics) it
+#: is measured by; where the peer fails the bound, it explains such a finding of the kernel's up to the peer's own
+#: ratio. Misreadings are not here (a misread output is wrong whatever the bound), nor faults, unwritten elements,
+#: guard reads or non-finite ones
+BY_THE_BOUND: dict[ErrorCause | Check | Misreading, Callable[[ErrorStats], float]] = {
+    ErrorCause.OVER_BOUND: _finite_ratio,
+    Check.NORMWISE: attrgetter("norm_ratio"),
+    Check.LOW_PRECISION: attrgetter("norm_ratio"),
+}
+
+
+def explained(finding: Finding, kernel: ErrorStats, peer: ErrorStats) -> bool:
+    """Whether a peer that fails the bound explains this finding of the kernel's output (#34 item 6): one of the
+    bound's own, with the kernel's ratio no larger than the peer's (or than 1)."""
+    ratio = BY_THE_BOUND.get(finding.kind)
+    return ratio is not None and ratio(kernel) <= max(1.0, ratio(peer))
 
 
 def calibration(case: Case, v: Verification) -> CaseResult | None:
     """The standing rule (#34 item 6): the peer is judged by the kernel's bound on every case, and where it fails,
-    the bound is wrong on this case: a calibration error, skipped, unless the kernel's other findings fail it.
-    None where the peer passes (or there is none)."""
+    the bound is wrong on this case: a calibration error, skipped, unless the kernel has findings the peer's failure
+    does not explain (errors beyond the peer's, a misreading, faults, ...), which fail it. None where the peer
+    passes (or there is none)."""
     if v.peer is None or v.peer.passed:
         return None
-    others = tuple(f for f in findings(v) if f.kind not in BY_THE_BOUND)
+    left = tuple(f for f in findings(v) if not explained(f, v.kernel, v.peer))
     diagnosis = Diagnosis(
         Verdict.CALIBRATION,
         **_scalars(case),
         seed=v.seed,
-        findings=others,
+        findings=left,
         kernel=v.kernel,
         peer=v.peer,
-        error_map=v.error_map if others else None,
+        error_map=v.error_map if left else None,
     )
-    return CaseResult("failed" if others else "skipped", kind="case", diagnosis=diagnosis)
+    return CaseResult("failed" if left else "skipped", kind="case", diagnosis=diagnosis)
 
 
 def judge_outcome(
@@ -174,6 +205,10 @@ def judge_outcome(
     problems += record.suspicious
     if not problems:
         return CaseResult("passed", kind="case", margin=margin, timing=record)
+    if problems == [TimingProblem.REFERENCE_WRONG]:  # the standing rule (#34 item 6) on the timed launches too
+        diagnosis = Diagnosis(Verdict.CALIBRATION, **_scalars(case), seed=verification.seed,
+                              problems=tuple(problems), kernel=run.last_output, peer=peer)  # fmt: skip
+        return CaseResult("skipped", kind="case", diagnosis=diagnosis, margin=margin, timing=record)
     diagnosis = Diagnosis(Verdict.TIMING, **_scalars(case), problems=tuple(problems), kernel=kernel, peer=peer)
     return CaseResult("failed", kind="case", diagnosis=diagnosis, margin=margin, timing=record)
 

@@ -46,9 +46,10 @@ class Diagnosis:
       (cuBLAS in the same dtype, the yardstick), ``error_map`` (where over C), ``seed`` (the case's data);
     * ``TIMING``: ``problems``, with ``kernel`` the last timed launch's output when it was wrong and ``peer``
       cuBLAS's timed output when that was (the speed figures are in the case's timing record);
-    * ``CALIBRATION``: ``peer`` (cuBLAS's statistics, which fail the bound), ``kernel`` (the kernel's, by the same
-      bound), ``findings`` (what else is wrong with the kernel's output: faults, unwritten, guard reads, non-finite
-      elements; none when it was skipped), ``error_map`` (with findings only), ``seed``;
+    * ``CALIBRATION``: ``peer`` (cuBLAS's statistics, which fail the bound, in verification or its timed launches),
+      ``kernel`` (the kernel's, by the same bound), ``findings`` (what the peer's failure does not explain: faults,
+      unwritten, guard reads, non-finite elements, a misreading, errors past the peer's own; none when it was
+      skipped), ``problems`` (a timed case's own), ``error_map`` (with findings only), ``seed``;
     * ``NO_RESULT``: nothing more.
     """
 

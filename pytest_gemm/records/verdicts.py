@@ -131,7 +131,7 @@ class TimingProblem(_Word):
     ABOVE_PEAK = "above the GPU's peak"  # TFLOP/s over the device's peak for the dtype
     FASTER_THAN_CUBLAS = "far faster than cuBLAS"  # judge.metrics.FASTER_THAN_CUBLAS times, where cuBLAS is not tiny
     WRONG_WHEN_TIMED = "wrong output when timed"  # the last timed launch's output is wrong: state between launches?
-    REFERENCE_WRONG = "cuBLAS wrong when timed"  # cuBLAS's timed launches are wrong: a pytest-gemm bug
+    REFERENCE_WRONG = "cuBLAS wrong when timed"  # cuBLAS's timed launches fail the bound: a calibration error
 
 
 class Verdict(_Word):

@@ -31,7 +31,6 @@ __all__ = [
     "input_copies",
     "int_args_problem",
     "memory_problem",
-    "stored_shape",
 ]
 
 GUARD_BYTES = 64 * 1024  # guard before each buffer, and at least this much after it
@@ -61,11 +60,6 @@ def guard_layout(cols: int, itemsize: int, padded: bool, guards: bool = True) ->
     before = GUARD_BYTES // itemsize if guards else 0
     after = max(before, GUARD_ROWS * ld) if guards else 0
     return GuardLayout(before, ld, after)
-
-
-def stored_shape(storage: Storage, operand: str, shape: Shape) -> tuple[int, int]:
-    """Rows and columns of operand ``operand`` ("A", "B" or "C") in the kernel's storage order."""
-    return storage.stored_shape(operand, shape)
 
 
 def harness_ints(spec: KernelSpec, shape: Shape, storage: Storage | None = None) -> dict[str, tuple[int, str]]:
@@ -140,14 +134,15 @@ def case_memory(
     """What the worker allocates for a case at the peak of its verification, or of its timing when ``timed``
     and that needs more (``flush_bytes``: the L2 flush buffer, when not allocated yet). A lower bound: the
     arrays that are certainly alive together, not CuPy's or cuBLAS's scratch, a wrong output's diagnosis
-    re-runs, or what a Python kernel allocates itself. In elements of A, B and C (a, b, c):
+    re-runs and the misreadings it is compared with, or what a Python kernel allocates itself. In elements of
+    A, B and C (a, b, c):
 
     * verifying: A, B and C in their guarded buffers (:func:`guard_layout`); A and B (and a prior C) again, as
       the fp64 truth is computed from them; and the fp64 work arrays, at the largest of these moments (in
       bytes). A and B in fp64 (and C0: 8 (a + b) + 8 c) with the truth's product (c); the scale H of C's roundings
       (:func:`~pytest_gemm.judge.accuracy.rounding_scale`): A and B squared, their product and H, and with a prior
-      C its square and absolute value, 16 (a + b) + 4 c (+ 2 c); G = |alpha| |A| |B|: A and B, their absolute values,
-      the truth, H, their product and it scaled, 16 (a + b) + 4 c (+ c). Judging C: the truth, G, H, C in fp64, the
+      C its square and absolute value, 16 (a + b) + 2 c (+ c); G = |alpha| |A| |B|: A and B, their absolute values,
+      the truth, H, their product and it scaled, 16 (a + b) + 3 c (+ c). Judging C: the truth, G, H, C in fp64, the
       bound, the quotient and the ratios, and two masks, 58 c.
     * timing: the sets of A, B and C rotated through (:func:`input_copies`), for the kernel and as many for
       cuBLAS; A, B and C's start uploaded once; the flush buffer; and the last launches' check, as above.

@@ -25,6 +25,7 @@ SHAPE_NAMES = frozenset({"M", "N", "K"})
 DEVICE_NAMES = frozenset({"SM_COUNT"})  # the GPU's, known only in the worker: allowed in ``grid`` (persistent grids)
 ENTRY = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<.*>)?\s*$", re.DOTALL)
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
+MIXED_OUTPUT = ("fp16", "bf16", "tf32")  # input dtypes whose C may be fp32 (c_dtype)
 _ARCH_FLAGS = re.compile(r"^(-arch|--gpu-architecture|-gencode|--generate-code|-code)\b")
 #: NVRTC's options that write files from the pytest process (or read one the compile cache cannot see), and what
 #: each does; NVRTC takes each in a long (--) and a short (-) form, its value after '='
@@ -249,3 +250,14 @@ class HeaderChecker:
                 + (f" and c_dtype {c_dtype!r}" if c_dtype else ""),
             )
         return value
+
+    def c_dtype(self, c_dtype: str, dtypes: tuple[str, ...]) -> None:
+        """An output dtype cuBLAS, the peer, can write for these inputs: the inputs' own, or fp32 for fp16, bf16
+        and tf32 inputs (a wider C than cuBLAS's GemmEx computes is not a GEMM the harness can compare)."""
+        for dtype in dtypes:
+            if c_dtype != dtype and not (c_dtype == "fp32" and dtype in MIXED_OUTPUT):
+                self.fail(
+                    "c_dtype",
+                    f"{dtype} inputs with a {c_dtype} C: cuBLAS, the peer, writes C in the inputs' dtype, or in fp32 "
+                    f"for {', '.join(MIXED_OUTPUT)} inputs",
+                )

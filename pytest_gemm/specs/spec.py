@@ -242,6 +242,9 @@ def spec_from_mapping(
     c_dtype = data.get("c_dtype")
     if c_dtype is not None and c_dtype not in DTYPES:
         check.fail("c_dtype", f"unknown dtype {c_dtype!r}; expected one of {', '.join(DTYPES)}")
+    dtypes = check.dtypes(data["dtypes"])
+    if c_dtype is not None:
+        check.c_dtype(c_dtype, dtypes)
     description = data.get("description", "")
     if not isinstance(description, str):
         check.fail("description", "expected a string")
@@ -256,7 +259,6 @@ def spec_from_mapping(
             "regression_threshold", f"expected a fraction such as 0.1 (10%), above 0 and at most 10, got {threshold!r}"
         )
     args = check.args(data["args"]) if kind == "cu" else ()
-    dtypes = check.dtypes(data["dtypes"])
     layout = check.choice("layout", data.get("layout", "row"), ("row", "col"))
     if kind == "py" and "size_type" in data:
         check.fail("size_type", "a Python kernel takes Python ints; size_type is for .cu kernels")

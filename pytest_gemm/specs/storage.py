@@ -27,7 +27,6 @@ __all__ = [
     "SIZE_TYPES",
     "SizeType",
     "Storage",
-    "flag_operand",
 ]
 
 #: each operand's logical shape (rows, columns) by dimension name
@@ -36,11 +35,6 @@ LOGICAL = {"A": ("M", "K"), "B": ("K", "N"), "C": ("M", "N")}
 ORDERS = {op: (f"{r}x{c}", f"{c}x{r}") for op, (r, c) in LOGICAL.items()}
 #: the flag (a param name) that says an operand is stored in its second order: A_KxM, B_NxK, C_NxM
 ORDER_FLAGS = {f"{op}_{orders[1]}": op for op, orders in ORDERS.items()}
-
-
-def flag_operand(name: str) -> str | None:
-    """The operand a storage flag describes ("B" for ``B_NxK``), or None for any other name."""
-    return ORDER_FLAGS.get(name)
 
 
 @dataclass(frozen=True)

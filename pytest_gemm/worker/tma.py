@@ -21,6 +21,7 @@ _TMA_DATA_TYPES = {"float16": 6, "float32": 7, "float64": 8, "bfloat16": 9}
 _TMA_SWIZZLE_MODES = {0: 0, 32: 1, 64: 2, 128: 3}
 _TMA_L2_PROMOTION_128B = 2
 _TMA_OOB_FILL_ZEROS = 0
+_CUDA_ERROR_INVALID_VALUE = 1
 
 
 def encode_tensor_map(address: int, layout: TensorMapLayout, dt: DType) -> np.ndarray:
@@ -87,7 +88,9 @@ def parameter_sizes(function: int) -> list[int] | None:
     offset, size = ctypes.c_size_t(), ctypes.c_size_t()
     while len(sizes) < 4096:
         rc = info(ctypes.c_void_p(function), ctypes.c_size_t(len(sizes)), ctypes.byref(offset), ctypes.byref(size))
-        if rc != 0:  # CUDA_ERROR_INVALID_VALUE past the last parameter
+        if rc == _CUDA_ERROR_INVALID_VALUE and sizes:  # past the last parameter
             break
+        if rc != 0:  # the driver cannot say (or a kernel without parameters, which no GEMM is)
+            return None
         sizes.append(int(size.value))
     return sizes
