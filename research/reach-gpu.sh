@@ -29,7 +29,7 @@ p=(python3 -m pytest -p no:cacheprovider -p no:randomly -rfEs)
 sweep_pattern="sweep:|passed|failed|Error"
 # The correctness steps share the GPU: the sweep runs beside the others (none of them is timed); timing runs alone.
 if want sweep; then
-    step sweep 330 "$sweep_pattern" "${p[@]}" tests/test_gpu_false_alarms.py -q -s &
+    step sweep "${GEMM_SWEEP_LIMIT:-560}" "$sweep_pattern" "${p[@]}" tests/test_gpu_false_alarms.py -q -s &
 fi
 want orders && step orders 150 "passed|failed|Error|FAILED|matches|parameter" \
     "${p[@]}" tests/test_gpu_orders.py tests/test_misreadings.py -k "orders or cupy" -q
