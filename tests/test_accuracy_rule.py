@@ -608,3 +608,17 @@ def test_subnormal_outputs_rounded_twice_pass_with_alpha_in_the_floor():
     assert _worst(judged) < 1.0, _worst(judged)
     assert alone > 0  # one spacing is not enough: the floor's alpha term is needed
     assert accuracy.subnormal_floor(FP16, 1.0, 0.0) == FP16.tiny  # alpha = 1, beta = 0: one spacing
+
+
+def test_the_end_of_run_count_takes_timed_calibration_errors_beside_a_kernels_own_problems():
+    """#34 item 6: a case counted as a calibration error is one whose cuBLAS failed the bound, in verification or in
+    its timed launches, also where the case fails for the kernel's own timing problems."""
+    from pytest_gemm.records.diagnosis import Diagnosis
+    from pytest_gemm.records.verdicts import TimingProblem
+
+    base = dict(dtype="fp32", shape=Shape(8, 8, 8), alpha=1.0, beta=0.0)
+    assert Diagnosis(Verdict.CALIBRATION, **base).miscalibrated
+    both = (TimingProblem.WRONG_WHEN_TIMED, TimingProblem.REFERENCE_WRONG)
+    assert Diagnosis(Verdict.TIMING, **base, problems=both).miscalibrated
+    assert not Diagnosis(Verdict.TIMING, **base, problems=(TimingProblem.WRONG_WHEN_TIMED,)).miscalibrated
+    assert not Diagnosis(Verdict.WRONG_OUTPUT, **base).miscalibrated

@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
-from ..records.verdicts import Verdict
 from ..report.failure import calibration_line
 from ..report.tables import compile_table, timer_names, timing_tables
 from .terminal import no_device_line, workers_line
@@ -88,7 +87,7 @@ def write(session: GemmSession, tr: Any) -> None:
     for kernel, lines in sorted(session.declared.items()):
         tr.write_line(f"pytest-gemm: {kernel} declares {'; '.join(lines)}")
     tests = session.ledger.tests.values()
-    miscalibrated = sum(r.diagnosis is not None and r.diagnosis.kind == Verdict.CALIBRATION for r in tests)
+    miscalibrated = sum(r.diagnosis is not None and r.diagnosis.miscalibrated for r in tests)
     if miscalibrated:  # #34 item 6: not silent, though no correct kernel fails for it
         tr.write_line(calibration_line(miscalibrated), yellow=True)
     facts = session.facts

@@ -73,6 +73,12 @@ class Diagnosis:
     said: tuple[str, ...] = ()  # a saved run's sentences from before diagnoses were data (no findings then)
 
     @property
+    def miscalibrated(self) -> bool:
+        """Whether cuBLAS failed the bound on this case (a calibration error: #34 item 6), in verification or in its
+        timed launches, beside the kernel's own timing problems or alone."""
+        return self.kind == Verdict.CALIBRATION or TimingProblem.REFERENCE_WRONG in self.problems
+
+    @property
     def poisoned(self) -> bool:
         """Whether C held the NaN poison before the launch (beta = 0, and the kernel does not declare it reads C)."""
         return self.beta == 0 and not self.always_reads_c
