@@ -283,3 +283,43 @@ def test_cupy_names_the_same_misreadings_on_the_gpu():
         ["beta taken as 1", "beta taken as 1", True],
         ["None", "None", True],
     ]
+
+
+def test_a_misreading_the_gpu_has_no_memory_for_is_left_out_not_failed(monkeypatch):
+    """#34 item 7: naming the misreading is a diagnosis only; where CuPy runs out of memory for its candidates, the
+    wrong output is judged without it, and any other error still propagates."""
+    from types import SimpleNamespace
+
+    from pytest_gemm.judge import accuracy
+    from pytest_gemm.records.dtypes import get_dtype
+    from pytest_gemm.specs.cases import AlphaBeta, Case
+    from pytest_gemm.specs.spec import spec_from_mapping
+    from pytest_gemm.worker import diagnose
+    from pytest_gemm.worker.buffers import case_inputs
+
+    spec = spec_from_mapping({"dtypes": ["fp32"]}, path="k.py", kind="py", default_name="k")
+    case = Case(spec, spec.variants()[0], "fp32", Shape(16, 16, 16), AlphaBeta(1.0, 0.0))
+    data = case_inputs(case, 1)
+    a64, b64 = data.a.astype(np.float64), data.b.astype(np.float64)
+    truth, gscale = a64 @ b64, np.abs(a64) @ np.abs(b64)
+    got = -truth  # every element wrong: worth asking which misreading it is
+    fp32 = get_dtype("fp32")
+    stats = accuracy.error_stats(np, got, truth, gscale, 16, fp32, fp32, scale_norm=1.0)
+    bits = (np.ascontiguousarray(data.a).view(np.uint32), np.ascontiguousarray(data.b).view(np.uint32), None)
+    runner = SimpleNamespace(cp=np)
+
+    class OutOfMemoryError(Exception):  # CuPy's, which is no MemoryError
+        pass
+
+    def runs_out(*args, **kwargs):
+        raise OutOfMemoryError("out of memory allocating 8589934592 bytes")
+
+    monkeypatch.setattr(diagnose, "misreading", runs_out)
+    assert diagnose.which_misreading(runner, case, data, got, stats, bits) is None
+
+    def breaks(*args, **kwargs):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(diagnose, "misreading", breaks)
+    with pytest.raises(ValueError):
+        diagnose.which_misreading(runner, case, data, got, stats, bits)

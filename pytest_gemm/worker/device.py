@@ -17,7 +17,6 @@ from ..compiler.cache import CubinCache
 from ..compiler.nvrtc import compile_kernel
 from ..judge.accuracy import Truth, count_changed, rounding_scale, subnormal_floor, sum_scale
 from ..judge.causes import outside_cells
-from ..judge.misread import may_be_misread, misreading
 from ..records.dtypes import DType, get_dtype
 from ..records.outcome import ErrorStats, Fault, Verification, cuda_version
 from ..records.verdicts import Check
@@ -40,7 +39,7 @@ from .buffers import (
     where_landed,
 )
 from .cublas import gemm_runner, peer_output
-from .diagnose import determinism_fault, trace
+from .diagnose import determinism_fault, trace, which_misreading
 from .environment import cupy_environment
 from .errors import DeviceUnavailable, LaunchRefused, guarded_call
 from .tma import operand_map, parameter_sizes
@@ -260,7 +259,7 @@ class GpuRunner:
                     logical = strays[:, ::-1] if c_transposed else strays
                     error_map = replace(error_map, outside=outside_cells(logical, error_map.cell))
             del ratio, unwritten
-            misread = self._misread(case, data, got, a_bits, b_bits, c0_bits) if may_be_misread(kernel_stats) else None
+            misread = which_misreading(self, case, data, got, kernel_stats, (a_bits, b_bits, c0_bits))
             del got  # M x N arrays, not needed while cuBLAS runs (specs.footprint counts on it)
             peer = self.peer(case, data, truth)
             self.stream.synchronize()
@@ -277,14 +276,6 @@ class GpuRunner:
             sources=sources,
             misread=misread,
         )
-
-    def _misread(self, case: Case, data: CaseInputs, got: Any, a_bits: Any, b_bits: Any, c0_bits: Any) -> Any:
-        """Which misreading a mostly wrong output matches (:func:`~pytest_gemm.judge.misread.misreading`), from the
-        data in hand: no launch."""
-        cp, (dt, out), inputs = self.cp, precision(case), get_dtype(case.dtype)
-        a64, b64 = bits_to_float64(cp, a_bits, inputs), bits_to_float64(cp, b_bits, inputs)
-        c064 = None if c0_bits is None else bits_to_float64(cp, c0_bits, out)
-        return misreading(cp, got, a64, b64, c064, case.ab.alpha, case.ab.beta, data.storage, dt, out)
 
     def truth(self, case: Case, a_bits: Any, b_bits: Any, c0_bits: Any) -> Truth:
         """The fp64 result and the scales of its bounds (:class:`~pytest_gemm.judge.accuracy.Truth`), from the

@@ -14,14 +14,15 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..judge.causes import Evidence, causes_of, error_map, error_sources, some
+from ..judge.misread import may_be_misread, misreading
 from ..records.dtypes import get_dtype
-from ..records.outcome import ErrorMap, ErrorSource, Fault
+from ..records.outcome import ErrorMap, ErrorSource, ErrorStats, Fault, Misread
 from ..records.shapes import Shape
 from ..records.verdicts import Check
-from ..specs.cases import Case, launch_geometry
+from ..specs.cases import Case, launch_geometry, precision
 from ..specs.errors import KernelFileError
 from ..specs.header_keys import DEVICE_NAMES
-from .buffers import CaseInputs, GuardedMatrix, np_dtype, random_matrix, uint_type, upload_bits
+from .buffers import CaseInputs, GuardedMatrix, bits_to_float64, np_dtype, random_matrix, uint_type, upload_bits
 
 
 class GpuRunner(Protocol):
@@ -155,3 +156,24 @@ def _tile(case: Case, sm_count: int) -> tuple[int, int] | None:
         return None
     across, down = probe // grid[0], probe // grid[1]
     return (across, down) if case.storage.transposed("C") else (down, across)
+
+
+def which_misreading(
+    runner: Any, case: Case, data: CaseInputs, got: Any, stats: ErrorStats, bits: tuple[Any, Any, Any]
+) -> Misread | None:
+    """Which misreading a mostly wrong output (``got``, judged as ``stats``) matches
+    (:func:`~pytest_gemm.judge.misread.misreading`), from the data in hand (``bits``: A, B and the prior C as
+    uploaded; no launch). A diagnosis only: where the GPU's memory cannot hold its candidates, the output is judged
+    without it (None), never failed for it."""
+    if not may_be_misread(stats):
+        return None
+    cp, (dt, out), inputs = runner.cp, precision(case), get_dtype(case.dtype)
+    a_bits, b_bits, c0_bits = bits
+    try:
+        a64, b64 = bits_to_float64(cp, a_bits, inputs), bits_to_float64(cp, b_bits, inputs)
+        c064 = None if c0_bits is None else bits_to_float64(cp, c0_bits, out)
+        return misreading(cp, got, a64, b64, c064, case.ab.alpha, case.ab.beta, data.storage, dt, out)
+    except Exception as exc:
+        if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":  # CuPy's is not a MemoryError
+            return None
+        raise
