@@ -13,18 +13,7 @@ mkdir -p "$out"
 sum="$out/reach-gpu.txt"
 touch "$sum"
 want() { [[ ",$parts," == *",$1,"* ]]; }
-step() {  # name, seconds, grep pattern for the lines that matter, command...
-    local name=$1 limit=$2 pattern=$3; shift 3
-    local t0=$(date +%s%N)
-    timeout "$limit" "$@" >"$out/$name.log" 2>&1
-    local rc=$? ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-    {
-        echo "== $name: exit $rc in $((ms / 1000)).$(printf %03d $((ms % 1000))) s"
-        echo "   \$ $*"
-        grep -E "$pattern" "$out/$name.log" | head -n 60 | sed 's/^/   /'
-        echo "   $(tail -n 1 "$out/$name.log")"
-    } >>"$sum"
-}
+. "$(dirname "$0")/step.sh"
 p=(python3 -m pytest -p no:cacheprovider -p no:randomly -rfEs)
 sweep_pattern="sweep:|passed|failed|Error"
 # The correctness steps share the GPU: the sweep runs beside the others (none of them is timed); timing runs alone.

@@ -82,6 +82,23 @@ def naive_source() -> str:
     return NAIVE_HEADER + NAIVE_BODY
 
 
+def naive_project(pytester: pytest.Pytester, naive_source: str) -> pytest.Pytester:
+    """A project whose ini sets 64³ shapes, with the naive kernel in kernels/naive.cu."""
+    pytester.makeini("[pytest]\ngemm_shapes = 64\n")
+    (pytester.mkdir("kernels") / "naive.cu").write_text(naive_source)
+    return pytester
+
+
+def run_pytest_in(work: Path, *args: str, timeout: float = 600) -> str:
+    """What ``python -m pytest -p no:cacheprovider ARGS`` prints, run in ``work`` in a process of its own (for a
+    module's one GPU run: pytester's in-process runs are per test)."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
+    return subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=timeout).stdout
+
+
 RECORDED = Path(__file__).resolve().parent / "data" / "h100_outcomes.json"
 #: the timed cases of the recording, as ``file::case`` keys
 TIMED = (

@@ -13,7 +13,7 @@ import pytest
 from pytest_gemm.specs.spec import KernelFileError, parse_cu_source
 from pytest_gemm.worker.serve import DriverState, no_device_reason
 
-from conftest import NAIVE_HEADER, NO_DEVICE, with_keys
+from conftest import NAIVE_HEADER, NO_DEVICE, naive_project, with_keys
 
 NO_RECORDING = "no recording to replay (PYTEST_GEMM_REPLAY is not set)"
 
@@ -27,10 +27,7 @@ def no_device(replay, monkeypatch):
 
 @pytest.fixture
 def project(pytester, naive_source):
-    pytester.makeini("[pytest]\ngemm_shapes = 64\n")
-    kernels = pytester.mkdir("kernels")
-    (kernels / "naive.cu").write_text(naive_source)
-    return pytester
+    return naive_project(pytester, naive_source)
 
 
 # -- 1. no GPU is never silent ------------------------------------------------------------------

@@ -16,7 +16,7 @@ from pytest_gemm.specs.cases import AlphaBeta, Case, to_request
 from pytest_gemm.specs.spec import parse_cu_file
 from pytest_gemm.worker.serve import DEFAULT_BACKEND
 
-from conftest import BROKEN, FAULTS, KERNELS, ROOT, failure_reports, requires_gpu
+from conftest import BROKEN, FAULTS, KERNELS, ROOT, failure_reports, requires_gpu, run_pytest_in
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
@@ -24,33 +24,12 @@ pytestmark = [requires_gpu, pytest.mark.gpu]
 @pytest.fixture(scope="module")
 def broken_run(tmp_path_factory):
     """Run every broken kernel once (in-process pytester is per test, so run pytest in a subprocess here)."""
-    import subprocess
-    import sys
-
     work = tmp_path_factory.mktemp("broken")
     shutil.copy(BROKEN / "faults.cu", work / "faults.cu")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "--gemm-kernels",
-            "faults.cu",
-            "-m",
-            "gpu",
-            "--gemm-shapes",
-            "256,100x100x64,100x100x50",
-            "-rf",
-            "--benchmark-skip",
-        ],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    shapes = "256,100x100x64,100x100x50"
+    return run_pytest_in(
+        work, "--gemm-kernels", "faults.cu", "-m", "gpu", "--gemm-shapes", shapes, "-rf", "--benchmark-skip"
     )
-    return proc.stdout
 
 
 def _section(output: str, test: str) -> str:

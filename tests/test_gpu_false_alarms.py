@@ -150,8 +150,9 @@ def test_correct_gemms_never_fail_the_bound(runner):
             data = _inputs(cp, case, seed)
             with runner.stream:
                 c0 = None if data.c0 is None else upload_bits(cp, data.c0)
-                truth = runner.truth(case, upload_bits(cp, data.a), upload_bits(cp, data.b), c0)
-                results = {"cuBLAS": runner.peer(case, data, truth)}
+                bits = (upload_bits(cp, data.a), upload_bits(cp, data.b), c0)
+                truth = runner.truth(case, *bits)
+                results = {"cuBLAS": runner.peer(case, data, truth, bits)}
                 mine = _cupy_matmul(cp, case, data)
                 if mine is not None:
                     dt, out = precision(case)

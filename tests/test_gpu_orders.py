@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT, requires_gpu
+from conftest import ROOT, requires_gpu, run_pytest_in
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
@@ -25,30 +23,10 @@ def orders_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("orders")
     for name in ("orders.cu", "orders_py.py"):
         shutil.copy(ORDERS / name, work / name)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "--gemm-kernels",
-            "orders.cu",
-            "orders_py.py",
-            "-m",
-            "gpu",
-            "--gemm-shapes",
-            SHAPES,
-            "-rA",
-            "--benchmark-skip",
-            "-q",
-        ],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=580,
+    kernels = ("--gemm-kernels", "orders.cu", "orders_py.py")
+    return run_pytest_in(
+        work, *kernels, "-m", "gpu", "--gemm-shapes", SHAPES, "-rA", "--benchmark-skip", "-q", timeout=580
     )
-    return proc.stdout
 
 
 def _outcomes(output: str) -> dict[str, str]:

@@ -16,7 +16,7 @@ from pytest_gemm.specs import pyfile
 from pytest_gemm.specs.files import is_kernel_file, load_specs
 from pytest_gemm.specs.spec import DEFAULT_MAX_VARIANTS, KernelFileError, parse_cu_source
 
-from conftest import KERNELS, NAIVE_HEADER, requires_nvrtc, with_keys
+from conftest import KERNELS, NAIVE_HEADER, naive_project, requires_nvrtc, with_keys
 
 TESTS = Path(__file__).resolve().parent
 
@@ -45,10 +45,7 @@ def k(A, B, C, alpha, beta):
 
 @pytest.fixture
 def project(pytester, naive_source):
-    pytester.makeini("[pytest]\ngemm_shapes = 64\n")
-    kernels = pytester.mkdir("kernels")
-    (kernels / "naive.cu").write_text(naive_source)
-    return pytester
+    return naive_project(pytester, naive_source)
 
 
 def _bounded(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

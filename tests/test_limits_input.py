@@ -97,14 +97,16 @@ def _runner(cp, guards: bool = True):
     return runner
 
 
-def _host_peer(cp, case, data, truth):
-    """What GpuRunner.peer allocates (worker.cublas.peer_output: A and B copied as stored, C in its type, C's
-    result in fp64), with NumPy's matmul for cuBLAS's GEMM."""
+def _host_peer(cp, case, data, truth, bits):
+    """What GpuRunner.peer allocates (worker.cublas.peer_output: the operands as stored, from the truth's bits, and
+    C's result in fp64), with NumPy's matmul for cuBLAS's GEMM."""
     from pytest_gemm.specs.cases import precision
+    from pytest_gemm.worker.cublas import stored_operands
 
     dt, out = precision(case)
-    a, b = (cp.asarray(data.stored(x, name)) for name, x in (("A", data.a), ("B", data.b)))
-    c = cp.zeros(data.storage.stored_shape("C", case.shape), dtype=data.a.dtype if data.c0 is None else data.c0.dtype)
+    stored = stored_operands(cp, data, bits, case.shape, out)
+    a, b = (data.logical(stored[name], name).view(x.dtype) for name, x in (("A", data.a), ("B", data.b)))
+    c = data.logical(stored["C"], "C").view(data.a.dtype if data.c0 is None else data.c0.dtype)
     product = np.matmul(a, b, dtype=np.float32)
     product *= case.ab.alpha
     if data.c0 is not None:

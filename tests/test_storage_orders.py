@@ -263,3 +263,28 @@ def test_parameter_sizes_say_nothing_when_the_driver_cannot(monkeypatch):
     assert tma.parameter_sizes(1) is None
     monkeypatch.setattr(tma.ctypes, "CDLL", driver([1]))  # invalid value at index 0: no list, not "0 parameters"
     assert tma.parameter_sizes(1) is None
+
+
+@pytest.mark.parametrize("orders", list(itertools.product(*ORDERS.values())))
+@pytest.mark.parametrize("prior", [False, True], ids=["beta0", "prior"])
+def test_the_peer_gets_each_operand_as_stored_from_the_truths_bits(orders, prior):
+    """#34 item 1: the peer's operands come from the bits the truth already uploaded (no second upload): those in
+    their first order as they are, transposed ones transposed on the device, C in a buffer of its own (zeros when
+    beta = 0), each equal, bit for bit, to the operand as the kernel stores it."""
+    from pytest_gemm.records.dtypes import get_dtype
+    from pytest_gemm.worker.cublas import stored_operands
+
+    storage, shape = Storage(*orders), Shape(5, 7, 3)
+    rng = np.random.default_rng(1)
+    a, b, c0 = (rng.random(s).astype(np.float32) for s in ((5, 3), (3, 7), (5, 7)))
+    data = CaseInputs(a, b, c0 if prior else None, storage)
+    bits = (a.view(np.uint32), b.view(np.uint32), c0.view(np.uint32) if prior else None)
+    found = stored_operands(np, data, bits, shape, get_dtype("fp32"))
+    for name, x in (("A", a), ("B", b)):
+        assert found[name].flags.c_contiguous
+        assert np.array_equal(found[name], data.stored(x, name).view(np.uint32))
+        assert (found[name] is bits["AB".index(name)]) == (not storage.transposed(name))  # no copy where none is needed
+    assert found["C"].shape == storage.stored_shape("C", shape) and found["C"].flags.c_contiguous
+    assert found["C"] is not bits[2]  # cuBLAS writes it: never the truth's own
+    expected = data.stored(c0, "C").view(np.uint32) if prior else np.zeros(storage.stored_shape("C", shape), np.uint32)
+    assert np.array_equal(found["C"], expected)

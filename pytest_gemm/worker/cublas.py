@@ -18,9 +18,9 @@ import numpy as np
 from ..records.dtypes import DType
 from ..records.shapes import Shape
 from ..specs.storage import Storage
-from .buffers import CaseInputs, bits_to_float64, uint_type, upload_bits
+from .buffers import CaseInputs, bits_to_float64, uint_type
 
-__all__ = ["GemmCall", "compute_type", "gemm_call", "gemm_runner", "peer_output", "scalar_type"]
+__all__ = ["GemmCall", "compute_type", "gemm_call", "gemm_runner", "peer_output", "scalar_type", "stored_operands"]
 
 #: cudaDataType of each dtype's elements (tf32 is stored as fp32)
 _CUDA_TYPE = {"fp32": 0, "tf32": 0, "fp64": 1, "fp16": 2, "bf16": 14}
@@ -125,27 +125,32 @@ def gemm_runner(
     return bind
 
 
+def stored_operands(cp: Any, data: CaseInputs, bits: tuple[Any, Any, Any], shape: Shape, out: DType) -> dict:
+    """A, B and C as the kernel stores them, on the device, from ``bits``: the logical A, B and prior C (None when
+    beta = 0) already uploaded for the truth. An operand in its first order is its bits as they are (cuBLAS only
+    reads it); a transposed one is transposed on the device; C is always a buffer of its own (cuBLAS writes it),
+    zeros when beta = 0 (C is output-only then)."""
+    found = {}
+    for name, x in zip("AB", bits[:2]):
+        found[name] = cp.ascontiguousarray(x.T) if data.storage.transposed(name) else x
+    c0 = bits[2]
+    if c0 is None:
+        found["C"] = cp.zeros(data.storage.stored_shape("C", shape), dtype=uint_type(cp, out.itemsize))
+    else:
+        found["C"] = cp.ascontiguousarray(c0.T) if data.storage.transposed("C") else c0.copy()
+    return found
+
+
 def peer_output(
     cp: Any,
     bind: Callable[[dict[str, tuple[int, int]]], Callable[[], None]],
     data: CaseInputs,
+    bits: tuple[Any, Any, Any],
     shape: Shape,
     out: DType,
 ) -> Any:
     """cuBLAS's C for the case of ``data`` (logical order, float64): ``bind`` (from :func:`gemm_runner`) run on
-    plain copies of A and B as the kernel stores them and on C in its storage, holding the prior C (zeros when
-    beta = 0: C is output-only then)."""
-    operands: dict[str, tuple[int, int]] = {}
-    kept = []  # the copies, alive until cuBLAS is done
-    for name, x in (("A", data.a), ("B", data.b)):
-        stored = upload_bits(cp, data.stored(x, name))
-        kept.append(stored)
-        operands[name] = (stored.data.ptr, stored.shape[1])
-    rows, cols = data.storage.stored_shape("C", shape)
-    if data.c0 is None:
-        c = cp.zeros((rows, cols), dtype=uint_type(cp, out.itemsize))
-    else:
-        c = upload_bits(cp, data.stored(data.c0, "C"))
-    operands["C"] = (c.data.ptr, cols)
-    bind(operands)()
-    return data.logical(bits_to_float64(cp, c, out), "C")
+    :func:`stored_operands`."""
+    stored = stored_operands(cp, data, bits, shape, out)
+    bind({name: (x.data.ptr, x.shape[1]) for name, x in stored.items()})()
+    return data.logical(bits_to_float64(cp, stored["C"], out), "C")

@@ -261,7 +261,7 @@ class GpuRunner:
             del ratio, unwritten
             misread = which_misreading(self, case, data, got, kernel_stats, (a_bits, b_bits, c0_bits))
             del got  # M x N arrays, not needed while cuBLAS runs (specs.footprint counts on it)
-            peer = self.peer(case, data, truth)
+            peer = self.peer(case, data, truth, (a_bits, b_bits, c0_bits))
             self.stream.synchronize()
         return Verification(
             case_id=case.name,
@@ -369,10 +369,10 @@ class GpuRunner:
             self._tensor_maps.clear()
         return operand_map(self._tensor_maps, case, operand, g, dt)
 
-    def peer(self, case: Case, data: CaseInputs, truth: Truth) -> ErrorStats:
+    def peer(self, case: Case, data: CaseInputs, truth: Truth, bits: tuple[Any, Any, Any]) -> ErrorStats:
         """cuBLAS on the kernel's work (:func:`.cublas.peer_output`), judged by the same bound."""
         dt, out = precision(case)
-        result = peer_output(self.cp, self.cublas_gemm(case, dt, out), data, case.shape, out)
+        result = peer_output(self.cp, self.cublas_gemm(case, dt, out), data, bits, case.shape, out)
         return truth.judge(self.cp, result, case.shape.K, dt, out)
 
     def cublas_gemm(self, case: Case, dt: DType, out: DType) -> Callable[[dict[str, tuple[int, int]]], Callable]:
