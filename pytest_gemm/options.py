@@ -154,7 +154,8 @@ OPTIONS = (
     Option(
         "shapes",
         "quick",
-        "shape sets (quick, standard, edge, llm) and/or shapes such as 1024 or 4096x4096x1024, comma-separated",
+        "shape sets (quick, standard, edge, llm, batched) and/or shapes such as 1024, 4096x4096x1024 or 96x96x64b8 "
+        "(a batch of 8), comma-separated",
         _shapes,
         many=True,
     ),

@@ -3,12 +3,13 @@
 # false-alarm sweep, step 12's N x K variant and third-party kernels; each step's command, exit code, wall time and
 # the lines that matter go to OUTDIR/reach-gpu.txt, full logs beside it.
 # Usage: research/reach-gpu.sh OUTDIR [PARTS]   (from the repo root, after `pip install -e .`)
-#   PARTS (comma-separated, default all but thirdparty): orders, sweep, step12, step12-time, thirdparty
+#   PARTS (comma-separated, default all but thirdparty): orders, batched, sweep, step12, step12-time, thirdparty,
+#   batched-time (the strided-batched kernels timed against cuBLAS's strided-batched GEMM)
 #   GEMM_TIME_RUNS how many timed runs of step 12 (default 3: the median of 3 runs)
 #   GEMM_SWEEP_SEEDS seeds of the false-alarm sweep (default 20); GEMM_THIRDPARTY_DIR (default .thirdparty/issue34)
 set -uo pipefail
 out="$1"
-parts="${2:-orders,sweep,step12,step12-time}"
+parts="${2:-orders,batched,sweep,step12,step12-time}"
 mkdir -p "$out"
 sum="$out/reach-gpu.txt"
 touch "$sum"
@@ -22,12 +23,17 @@ if want sweep; then
 fi
 want orders && step orders 150 "passed|failed|Error|FAILED|matches|parameter" \
     "${p[@]}" tests/test_gpu_orders.py tests/test_misreadings.py -k "orders or cupy" -q
+want batched && step batched 200 "passed|failed|FAILED|Error|matches|gap" \
+    "${p[@]}" tests/test_gpu_batched.py -q
 want step12 && step step12 120 "passed|failed|FAILED|Error" \
     "${p[@]}" --gemm-kernels kernels/12_wgmma_ws.cu --gemm-shapes quick,100x640x72 --benchmark-skip -q -k nxk
 want thirdparty && step thirdparty 200 "passed|failed|FAILED|Error|skipped|  - " "${p[@]}" -q \
     --gemm-kernels "${GEMM_THIRDPARTY_DIR:-.thirdparty/issue34}" \
     --gemm-shapes quick,2048,256x256x32,256x256x64,100x120x64 --benchmark-skip
 wait
+want batched-time && step batched-time 150 "passed|failed|FAILED|Error|sgemm_batched|%" "${p[@]}" -q \
+    --gemm-kernels tests/kernels_batched/batched.cu --gemm-shapes 512x512x128b16,2048x2048x2048b4 \
+    -k "(sgemm_batched and BKxN-CMxN) or batched_long_strides"
 if want step12-time; then
     for i in $(seq 1 "${GEMM_TIME_RUNS:-3}"); do
         step "step12-time-$i" 150 "passed|failed|FAILED|Error" "${p[@]}" -q --gemm-kernels kernels/12_wgmma_ws.cu \

@@ -22,7 +22,7 @@
 #                     give the device tool carry: [".thirdparty"]) on quick,edge, verification only, 4 xdist workers
 #                     (GEMM_THIRDPARTY_DIRS: which folders, GEMM_THIRDPARTY_WORKERS: how many xdist workers,
 #                     GEMM_THIRDPARTY_SHAPES: which shape sets)
-#                     `reach` runs research/reach-gpu.sh (issue 34: storage orders, size types, declared
+#                     `reach` runs research/reach-gpu.sh (issue 34: storage orders, strided batches, size types, declared
 #                     accumulation, misreadings, the false-alarm sweep, step 12 in both orders of B, timed 3 times;
 #                     GEMM_SWEEP_SEEDS, GEMM_SWEEP_LARGE_SEEDS as there; GEMM_REACH_PARTS picks its parts)
 #                     `bad-input` runs research/bad-input-gpu.sh (issue 33's rows that need a GPU: a shape past
@@ -88,7 +88,7 @@ if [[ $parts == *,gpu,* ]]; then
     if [ -n "${GEMM_GPU_K:-}" ]; then run gpu-tests tests/ -m gpu -k "$GEMM_GPU_K"; else run gpu-tests tests/ -m gpu; fi
 fi
 if [[ $parts == *,reach,* ]] && enough reach; then
-    timeout "$(limit)" bash research/reach-gpu.sh "$out/reach" "${GEMM_REACH_PARTS:-orders,sweep,step12,step12-time}" \
+    timeout "$(limit)" bash research/reach-gpu.sh "$out/reach" "${GEMM_REACH_PARTS:-orders,batched,sweep,step12,step12-time}" \
         >/dev/null 2>&1
     echo "== reach: $(grep -c '^== ' "$out/reach/reach-gpu.txt" 2>/dev/null) steps (reach/reach-gpu.txt)"
 fi

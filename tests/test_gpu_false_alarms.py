@@ -1,9 +1,10 @@
 """#34 item 6 on the GPU: the accuracy rule never cries wolf on correct GEMMs, and has no blind spot at tiny outputs.
 
 The sweep judges cuBLAS (the peer, as the harness runs it) and CuPy's own matmul as kernels, with the harness's
-inputs, truth and bound, over every shape set x every dtype x each declared accumulation x 20 seeds (the seeds
-take the three pairs of scalars in turn), and requires no failure. Then an fp32 kernel that rounds its inputs to
-fp16 or TF32 must fail at 1 x 1 x 1000 and at 64 x 64 x 1 on every seed. Needs a CUDA device.
+inputs, truth and bound, over every shape set (the batched one too, #34 item 3) x every dtype x each declared
+accumulation x 20 seeds (the seeds take the three pairs of scalars in turn), and requires no failure. Then an fp32
+kernel that rounds its inputs to fp16 or TF32 must fail at 1 x 1 x 1000 and at 64 x 64 x 1 on every seed. Needs a
+CUDA device.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 
 import pytest
 
+from pytest_gemm.judge.accuracy import matmul
 from pytest_gemm.records.dtypes import get_dtype
 from pytest_gemm.records.shapes import SHAPE_SETS, Shape
 from pytest_gemm.specs.cases import AB_CASES, Case, precision
@@ -46,7 +48,8 @@ ORDER_SHAPES = [Shape(256, 256, 256), Shape(67, 45, 37), Shape(1, 1, 1000), Shap
 #: GEMM_SWEEP_DTYPES=fp16,bf16 sweeps only those dtypes (a look at one, where device time is short)
 DTYPES = os.environ.get("GEMM_SWEEP_DTYPES", "").split(",") if os.environ.get("GEMM_SWEEP_DTYPES") else None
 #: GEMM_SWEEP_ONLY="tf32,fp16 out fp32,K=1,orders" sweeps only those precisions (as the lines print them), the
-#: extra K = 1 shapes (K=1) and the storage orders (orders): a part of the sweep, where device time is short
+#: extra K = 1 shapes (K=1), the storage orders (orders) and the batched shapes (batched): a part of the sweep, where
+#: device time is short
 ONLY = set(os.environ["GEMM_SWEEP_ONLY"].split(",")) if os.environ.get("GEMM_SWEEP_ONLY") else None
 
 
@@ -60,6 +63,7 @@ def runner():
 def _case(dtype: str, accumulate: str | None, c_dtype: str | None, shape: Shape, seed: int, storage=None) -> Case:
     data = {"dtypes": [dtype]} | ({"accumulate": accumulate} if accumulate else {})
     data |= ({"c_dtype": c_dtype} if c_dtype else {}) | ({"storage": storage} if storage else {})
+    data |= {"batched": True} if shape.batch > 1 else {}
     spec = spec_from_mapping(data, path="sweep.py", kind="py", default_name="sweep")
     return Case(spec, Variant(), dtype, shape, AB_CASES[seed % len(AB_CASES)])
 
@@ -84,9 +88,10 @@ def _inputs(cp, case: Case, seed: int):
         x = state.uniform(-1.0, 1.0, shape, dtype=work)
         return x.get().astype(storage) if dtype == "bf16" else x.astype(storage).get()
 
-    m, n, k = case.shape.M, case.shape.N, case.shape.K
-    c0 = draw((m, n), case.spec.output_dtype(case.dtype)) if case.c_prior else None
-    return CaseInputs(np.asarray(draw((m, k), case.dtype)), np.asarray(draw((k, n), case.dtype)), c0, case.storage)
+    m, n, k, batch = case.shape.M, case.shape.N, case.shape.K, case.shape.batch  # a batch's stacked
+    c0 = draw((batch * m, n), case.spec.output_dtype(case.dtype)) if case.c_prior else None
+    a, b = np.asarray(draw((batch * m, k), case.dtype)), np.asarray(draw((batch * k, n), case.dtype))
+    return CaseInputs(a, b, c0, case.storage, batch)
 
 
 def _cupy_matmul(cp, case: Case, data):
@@ -100,21 +105,22 @@ def _cupy_matmul(cp, case: Case, data):
 
     if case.dtype in ("tf32", "fp64") or case.spec.accumulate:  # fp64: CuPy's matmul is the truth itself
         return None
+    batch = case.shape.batch  # CuPy's batched matmul on a batch (stacked: judge.accuracy.matmul)
     if case.spec.c_dtype == "fp32":  # a mixed-output kernel in CuPy: the inputs widened, fp32 arithmetic
         a, b = (cp.asarray(x.astype(np.float32)) for x in (data.a, data.b))
-        result = case.ab.alpha * (a @ b)
+        result = case.ab.alpha * matmul(a, b, batch)
         if data.c0 is not None:
             result = result + case.ab.beta * cp.asarray(data.c0)
         return result.astype(cp.float64)
     if case.dtype == "bf16":
         a, b = (cp.asarray(x.astype(np.float32)) for x in (data.a, data.b))
-        result = case.ab.alpha * (a @ b)
+        result = case.ab.alpha * matmul(a, b, batch)
         if data.c0 is not None:
             result += case.ab.beta * cp.asarray(data.c0.astype(np.float32))
         return cp.asarray(result.get().astype(data.a.dtype).astype(np.float64))
     storage = np_dtype(get_dtype(case.dtype))
     a, b = upload_bits(cp, data.a).view(storage), upload_bits(cp, data.b).view(storage)
-    result = case.ab.alpha * (a @ b)
+    result = case.ab.alpha * matmul(a, b, batch)
     if data.c0 is not None:
         result = result + case.ab.beta * upload_bits(cp, data.c0).view(storage)
     return result.astype(cp.float64)
@@ -127,7 +133,8 @@ def test_correct_gemms_never_fail_the_bound(runner):
     from pytest_gemm.worker.buffers import upload_bits
 
     cp = runner.cp
-    shapes = list(dict.fromkeys(s for name in ("quick", "standard", "edge", "llm") for s in SHAPE_SETS[name]))
+    sets = ("quick", "standard", "edge", "llm", "batched")
+    shapes = list(dict.fromkeys(s for name in sets for s in SHAPE_SETS[name]))
     shapes += EXTRA_SHAPES
     lines = [(p, shape, None) for p in PRECISIONS for shape in shapes]
     orders = [dict(zip("ABC", o)) for o in itertools.product(*ORDERS.values())]
@@ -139,7 +146,10 @@ def test_correct_gemms_never_fail_the_bound(runner):
             continue
         label = _label(dtype, accumulate, c_dtype)
         if ONLY is not None and not (
-            label in ONLY or ("K=1" in ONLY and shape in EXTRA_SHAPES) or ("orders" in ONLY and order)
+            label in ONLY
+            or ("K=1" in ONLY and shape in EXTRA_SHAPES)
+            or ("orders" in ONLY and order)
+            or ("batched" in ONLY and shape.batch > 1)
         ):
             continue
         if (label, bool(order)) != done:

@@ -120,7 +120,8 @@ def test_size_types_are_declared_and_bound_the_shapes():
     assert "past the kernel's unsigned arguments (at most 4294967295)" in int_args_problem(
         spec(size_type='"unsigned"'), beyond
     )
-    assert "expected the C type of M, N, K, lda, ldb and ldc: one of 'int', 'unsigned'" in error(size_type='"int64"')
+    said = error(size_type='"int64"')
+    assert "expected the C type of M, N, K, lda, ldb, ldc and batch: one of 'int', 'unsigned'" in said
 
 
 def test_accumulate_declares_fp16_for_fp16_only():

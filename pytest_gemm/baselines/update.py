@@ -20,7 +20,7 @@ from filelock import FileLock, Timeout
 
 from ..fileio import os_reason
 from ..records.case_record import CaseRecord
-from ..records.shapes import Shape
+from ..records.shapes import Shape, ShapeError
 from ..specs.cases import expand
 from ..specs.files import load_specs
 from ..specs.spec import KernelFileError, KernelSpec
@@ -203,9 +203,9 @@ class KernelCases:
         if specs is None:
             return "its kernel file is gone"
         try:
-            shape = Shape(*(int(v) for v in entry["shape"].split("x")))
-        except (ValueError, TypeError):
-            raise KernelFileError(file, f"baseline shape {entry['shape']!r} is not MxNxK") from None
+            shape = Shape.of(entry["shape"])
+        except ShapeError:
+            raise KernelFileError(file, f"baseline shape {entry['shape']!r} is not MxNxK (or MxNxKbB)") from None
         ids = {
             f"{file}::{spec.name}[{case.id}]"
             for spec in _variant_specs(specs, str(entry["kernel"]))

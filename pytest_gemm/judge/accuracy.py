@@ -52,6 +52,7 @@ __all__ = [
     "element_bound",
     "element_ratios",
     "error_stats",
+    "matmul",
     "norm_tolerance",
     "rounding_scale",
     "subnormal_floor",
@@ -71,11 +72,22 @@ WORST = 5
 MAX_TILES_LISTED = 8
 
 
-def rounding_scale(xp: Any, a64: Any, b64: Any, c064: Any | None, alpha: float, beta: float, product: Any) -> Any:
+def matmul(x: Any, y: Any, batch: int = 1) -> Any:
+    """``x @ y``; for a batch (#34 item 3), of each pair of stacked matrices: x is (batch m) x k, y (batch k) x n,
+    and the product (batch m) x n, each batch's rows after the other's."""
+    if batch == 1:
+        return x @ y
+    k = x.shape[1]
+    return (x.reshape(batch, -1, k) @ y.reshape(batch, k, -1)).reshape(-1, y.shape[1])
+
+
+def rounding_scale(
+    xp: Any, a64: Any, b64: Any, c064: Any | None, alpha: float, beta: float, product: Any, batch: int = 1
+) -> Any:
     """H, the scale of C's roundings: ``|alpha A B| + |beta C0| + R`` with ``R = sqrt(alpha^2 (A*A)(B*B) +
-    beta^2 C0*C0)`` (``product``: ``alpha A B``, already computed; ``c064`` None when beta = 0). One more GEMM, of
-    the squares."""
-    squares = (a64 * a64) @ (b64 * b64)
+    beta^2 C0*C0)`` (``product``: ``alpha A B``, already computed; ``c064`` None when beta = 0; ``batch``: the
+    matrices are stacked batches, :func:`matmul`). One more GEMM, of the squares."""
+    squares = matmul(a64 * a64, b64 * b64, batch)
     squares *= alpha * alpha
     hscale = xp.abs(product)
     if c064 is not None and beta != 0.0:
@@ -124,12 +136,15 @@ def subnormal_floor(out: DType, alpha: float, beta: float) -> float:
     return out.tiny * max(1.0, (abs(alpha) + 1.0 + (2.0 if beta != 0.0 else 0.0)) / 2.0)
 
 
-def sum_scale(xp: Any, a64: Any, b64: Any, c064: Any | None, alpha: float, beta: float) -> float:
+def sum_scale(xp: Any, a64: Any, b64: Any, c064: Any | None, alpha: float, beta: float, batch: int = 1) -> float:
     """``S``, the Frobenius norm of ``alpha A B + beta C0`` when no sum cancels by chance: the square root of the
-    sum over C of E[C*_ij^2] for zero-mean data, ``alpha^2 sum_k ||A[:,k]||^2 ||B[k,:]||^2 + beta^2 ||C0||_F^2``.
-    O(MK + KN): no product of A and B. ``c064`` is None when C0 plays no part (beta = 0)."""
-    cols = (a64 * a64).T @ xp.ones(a64.shape[0])  # ||A[:,k]||^2, k = 0..K-1
-    rows = (b64 * b64) @ xp.ones(b64.shape[1])  # ||B[k,:]||^2
+    sum over C of E[C*_ij^2] for zero-mean data, ``alpha^2 sum_k ||A[:,k]||^2 ||B[k,:]||^2 + beta^2 ||C0||_F^2``,
+    summed over a batch's matrices (stacked, :func:`matmul`). O(MK + KN): no product of A and B. ``c064`` is None
+    when C0 plays no part (beta = 0)."""
+    k = a64.shape[1]
+    squares = (a64 * a64).reshape(batch, -1, k)
+    cols = (xp.ones(squares.shape[1]) @ squares).reshape(-1)  # ||A_b[:,k]||^2, batch by batch
+    rows = (b64 * b64) @ xp.ones(b64.shape[1])  # ||B_b[k,:]||^2, the same order
     total = alpha * alpha * float(cols @ rows)
     if c064 is not None and beta != 0.0:
         flat = c064.ravel()
@@ -168,8 +183,10 @@ def error_stats(
     hscale: Any | None = None,
     subnormal: float | None = None,
     ratio: Any | None = None,
+    batch: int = 1,
 ) -> ErrorStats:
-    """Judge ``got`` (M x N, float64) against ``truth``; ``unchanged`` marks elements C still holds from before.
+    """Judge ``got`` (M x N, float64; a batch's stacked, (batch M) x N) against ``truth``; ``unchanged`` marks
+    elements C still holds from before.
 
     ``scale_norm`` is :func:`sum_scale` of the case's inputs, the normwise test's floor under ``||C*||_F``;
     ``hscale`` is H and ``subnormal`` the subnormal floor (:func:`element_bound`).
@@ -206,7 +223,7 @@ def error_stats(
         (int(i) // n_cols, int(i) % n_cols, float(got.ravel()[i]), float(truth.ravel()[i]), float(flat[i]))
         for i in to_host(order)
     )
-    tiles, n_bad_tiles, n_tiles = tile_summary(xp, bad_mask)
+    tiles, n_bad_tiles, n_tiles = tile_summary(xp, bad_mask, batch=batch)
     return ErrorStats(
         max_ratio=float(flat.max()),
         median_ratio=_median(xp, flat),
@@ -224,17 +241,22 @@ def error_stats(
     )
 
 
-def tile_summary(xp: Any, bad_mask: Any, tile: int = TILE) -> tuple[tuple[tuple[int, int], ...], int, int]:
-    """Which ``tile`` x ``tile`` blocks of C hold errors: (first few, how many, of how many)."""
-    m, n = bad_mask.shape
+def tile_summary(
+    xp: Any, bad_mask: Any, tile: int = TILE, batch: int = 1
+) -> tuple[tuple[tuple[int, int], ...], int, int]:
+    """Which ``tile`` x ``tile`` blocks of C hold errors: (first few, how many, of how many). A batch's C (stacked)
+    is tiled matrix by matrix, its tile rows stacked: row r of tiles is row r % ceil(M / tile) of batch
+    r // ceil(M / tile)."""
+    rows, n = bad_mask.shape
+    m = rows // batch
     tm, tn = -(-m // tile), -(-n // tile)
-    padded = xp.zeros((tm * tile, tn * tile), dtype=bool)
-    padded[:m, :n] = bad_mask
+    padded = xp.zeros((batch, tm * tile, tn * tile), dtype=bool)
+    padded[:, :m, :n] = bad_mask.reshape(batch, m, n)
     # one flag a tile (1/1024 of C) goes to the host, where NumPy lists and counts them: on the GPU that was five
     # more kernels for CuPy to JIT-compile on a fresh machine (scans, a count; docs/measurements.md)
-    per_tile = to_host(padded.reshape(tm, tile, tn, tile).any(axis=(1, 3)))
+    per_tile = to_host(padded.reshape(batch * tm, tile, tn, tile).any(axis=(1, 3)))
     where = np.argwhere(per_tile)[:MAX_TILES_LISTED]
-    return tuple((int(r), int(c)) for r, c in where), int(np.count_nonzero(per_tile)), tm * tn
+    return tuple((int(r), int(c)) for r, c in where), int(np.count_nonzero(per_tile)), batch * tm * tn
 
 
 def count_changed(xp: Any, before: Any, after: Any) -> int:
@@ -268,6 +290,22 @@ class Truth:
     hscale: Any | None  # H, :func:`rounding_scale`
     spread: float  # S, :func:`sum_scale`
     subnormal: float | None = None  # :func:`subnormal_floor` of the case's scalars
+    batch: int = 1  # the matrices are a batch's, stacked (:func:`matmul`)
+
+    @classmethod
+    def of(
+        cls, xp: Any, a64: Any, b64: Any, c064: Any | None, alpha: float, beta: float, out: DType, batch: int = 1
+    ) -> Truth:
+        """The truth of ``alpha A B + beta C0`` from the inputs in float64 (``c064`` None when C held no prior data;
+        ``batch``: stacked batches, :func:`matmul`) and C's type ``out``."""
+        value = alpha * matmul(a64, b64, batch)
+        hscale = rounding_scale(xp, a64, b64, c064, alpha, beta, value, batch)
+        gscale = abs(alpha) * matmul(xp.abs(a64), xp.abs(b64), batch)
+        if c064 is not None:
+            value += beta * c064
+            gscale += abs(beta) * xp.abs(c064)
+        floor = subnormal_floor(out, alpha, beta if c064 is not None else 0.0)
+        return cls(value, gscale, hscale, sum_scale(xp, a64, b64, c064, alpha, beta, batch), floor, batch)
 
     def ratios(self, xp: Any, got: Any, k: int, dtype: DType, out: DType) -> Any:
         """:func:`element_ratios` of ``got`` against this truth."""
@@ -279,5 +317,5 @@ class Truth:
         """:func:`error_stats` of ``got`` against this truth."""
         return error_stats(
             xp, got, self.value, self.gscale, k, dtype, out, unchanged, scale_norm=self.spread, hscale=self.hscale,
-            subnormal=self.subnormal, ratio=ratio,
+            subnormal=self.subnormal, ratio=ratio, batch=self.batch,
         )  # fmt: skip

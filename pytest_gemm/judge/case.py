@@ -41,7 +41,8 @@ def findings(result: Verification) -> tuple[Finding, ...]:
     checks, the traced sources of its wrong elements (or, untraced, its unwritten and non-finite ones), the normwise
     test, the wrong values."""
     k = result.kernel
-    found = [Finding(result.misread.kind, result.misread.matched)] if result.misread is not None else []
+    read = result.misread
+    found = [Finding(read.kind, read.matched, batches=read.batches, batch_count=read.batch_count)] if read else []
     found += [Finding(Check(fault.kind), fault.count, region=fault.where) for fault in result.faults]
     for source in result.sources:  # traced by the worker, one per source
         found.append(Finding(ErrorCause(source.cause), source.count, source.rows, source.cols, source.n_tiles,

@@ -10,7 +10,13 @@ matches one when at least :data:`MATCH` of its elements lie within that bound:
   declared stored shape (element counts equal: M = N);
 * C written transposed: C' stored in C's other order and read back in the declared one (the alpha A B part only,
   as a kernel that reads and writes C at the same wrong address does, or the whole of it);
-* alpha ignored (alpha != 1), beta taken as 0 or as 1, both scalars ignored.
+* alpha ignored (alpha != 1), beta taken as 0 or as 1, both scalars ignored;
+* a strided batch's matrices mixed up (#34 item 3), batch by batch where the readings above do not explain the
+  whole: batch j's C holding batch i's result (a write into another batch's C), or computed from batch i's A or B.
+  The batches tried for each are the usual slips' (the first, the neighbours, the last, the mirror): a stride
+  ignored reads batch 0, an index off by one a neighbour.
+
+A batch's matrices are stacked (``worker.buffers.CaseInputs``); each reading is made matrix by matrix.
 
 Each candidate is built only where the shapes allow it and where it changes something (a vector reads the same in
 either order). Together they cost up to ten GEMMs in float64, so the worker asks only when most elements are wrong
@@ -32,18 +38,24 @@ from ..records.dtypes import DType
 from ..records.outcome import ErrorStats, Misread
 from ..records.verdicts import Misreading
 from ..specs.storage import LOGICAL, Storage
-from .accuracy import element_ratios
+from .accuracy import Truth, element_ratios
 
-__all__ = ["MATCH", "may_be_misread", "misreading"]
+__all__ = ["BATCHES_LISTED", "MATCH", "may_be_misread", "misreading"]
 
 #: the share of C's elements a misreading's output must match (within that reading's bound) to be named
 MATCH = 0.99
+#: pairs of batches a batch's mix-up lists (the count says how many matched in all)
+BATCHES_LISTED = 8
+#: wrong batches of a batch tried for a mix-up; it is given up when none of the first few match
+_BATCHES_TRIED, _FIRST_TRIED = 64, 4
 
 
-def may_be_misread(stats: ErrorStats) -> bool:
+def may_be_misread(stats: ErrorStats, batch: int = 1) -> bool:
     """Whether the worker asks :func:`misreading` about an output: more than half of its elements are wrong, and
-    few enough are NaN or Inf that a reading could still match (an output left unwritten is not worth the GEMMs)."""
-    return 2 * stats.bad > stats.total and stats.nonfinite <= stats.total - _needed(stats.total)
+    few enough are NaN or Inf that a reading could still match (an output left unwritten is not worth the GEMMs);
+    for a batch, also when as many elements are wrong as one of its matrices has (one batch mixed up)."""
+    whole = 2 * stats.bad > stats.total and stats.nonfinite <= stats.total - _needed(stats.total)
+    return whole or (batch > 1 and stats.bad >= _needed(stats.total // batch))
 
 
 def _needed(total: int) -> int:
@@ -62,41 +74,124 @@ def misreading(
     storage: Storage,
     dtype: DType,
     out: DType,
+    truth: Truth | None = None,
 ) -> Misread | None:
     """The misreading ``got`` matches, or None.
 
     ``got`` (M x N), ``a`` (M x K), ``b`` (K x N) and ``c0`` (M x N, None when C held no prior data) are the
-    logical matrices in float64 (C's output already read in its declared order); ``storage`` the declared orders;
-    ``dtype`` and ``out`` the input and output types, as the output was judged. Of several matching readings, the
-    one matching most elements (the first of equals, in :class:`Misreading`'s order).
+    logical matrices in float64 (C's output already read in its declared order), a batch's stacked; ``storage`` the
+    declared orders; ``dtype`` and ``out`` the input and output types, as the output was judged, against ``truth``
+    (needed for a batch's mix-ups only). Of several matching readings, the one matching most elements (the first of
+    equals, in :class:`Misreading`'s order).
     """
+    batch = 1 if truth is None else truth.batch
     need = _needed(got.size)
     found: Misread | None = None
     k = a.shape[1]
-    for kind, expected, scale in _candidates(xp, a, b, c0, alpha, beta, storage):
-        ratio = element_ratios(xp, got, expected, scale, k, dtype, out)
+    got3, a3, b3 = (x.reshape(batch, -1, x.shape[1]) for x in (got, a, b))
+    c3 = None if c0 is None else c0.reshape(got3.shape)
+    for kind, expected, scale in _candidates(xp, a3, b3, c3, alpha, beta, storage):
+        ratio = element_ratios(xp, got3, expected, scale, k, dtype, out)
         matched = got.size - int((ratio > 1.0).sum())  # as error_stats counts (no other kernel for CuPy to compile)
         del ratio, expected, scale
         if matched >= need and (found is None or matched > found.matched):
             found = Misread(kind, matched)
+    if found is None and truth is not None and batch > 1:
+        found = _mixed_batches(xp, got3, a3, b3, c3, alpha, beta, dtype, out, truth)
     return found
 
 
+def _tried(j: int, batch: int) -> list[int]:
+    """The batches whose data batch ``j`` may hold by the usual slips: the first, its neighbours, the last, its
+    mirror."""
+    return [i for i in dict.fromkeys((0, j - 1, j + 1, batch - 1, batch - 1 - j)) if 0 <= i < batch and i != j]
+
+
+def _mixed_batches(
+    xp: Any, got: Any, a: Any, b: Any, c0: Any | None, alpha: float, beta: float, dtype: DType, out: DType, truth: Truth
+) -> Misread | None:
+    """The mix-up of a batch's matrices its wrong batches match, batch by batch (``got``, ``a``, ``b``, ``c0``:
+    batch x rows x cols): the kind most of them match, and which batch's data each holds."""
+    batch, k = got.shape[0], a.shape[2]
+    shape = got.shape
+    value, gscale = truth.value.reshape(shape), truth.gscale.reshape(shape)
+    hscale = None if truth.hscale is None else truth.hscale.reshape(shape)
+    own = element_ratios(xp, got, value, gscale, k, dtype, out, hscale, truth.subnormal) > 1.0
+    wrong = [j for j, n in enumerate(own.reshape(batch, -1).sum(axis=1).tolist()) if n >= _needed(got[0].size)]
+    del own
+    need = _needed(got[0].size)
+    pairs: dict[Misreading, list[tuple[int, int, int]]] = {}
+    for tried, j in enumerate(wrong[:_BATCHES_TRIED]):
+        if tried >= _FIRST_TRIED and not pairs:
+            break
+        for i in _tried(j, batch):
+            match = _batch_match(xp, got, a, b, c0, alpha, beta, dtype, out, truth, (value, gscale, hscale), i, j)
+            if match is not None and match[1] >= need:
+                pairs.setdefault(match[0], []).append((j, i, match[1]))
+                break
+    if not pairs:
+        return None
+    kind, found = max(pairs.items(), key=lambda item: len(item[1]))
+    listed = tuple((j, i) for j, i, _ in found[:BATCHES_LISTED])
+    return Misread(kind, sum(n for _, _, n in found), listed, len(found))
+
+
+def _batch_match(
+    xp: Any,
+    got: Any,
+    a: Any,
+    b: Any,
+    c0: Any | None,
+    alpha: float,
+    beta: float,
+    dtype: DType,
+    out: DType,
+    truth: Truth,
+    scales: tuple[Any, Any, Any | None],
+    i: int,
+    j: int,
+) -> tuple[Misreading, int] | None:
+    """Which mix-up of batch ``i``'s data batch ``j``'s output matches (the first that does), and how many of its
+    elements; None when none does."""
+    value, gscale, hscale = scales
+    k, need = a.shape[2], _needed(got[j].size)
+
+    def matched(expected: Any, scale: Any, h: Any | None) -> int:
+        ratio = element_ratios(xp, got[j], expected, scale, k, dtype, out, h, truth.subnormal)
+        return got[j].size - int((ratio > 1.0).sum())
+
+    n = matched(value[i], gscale[i], None if hscale is None else hscale[i])
+    if n >= need:
+        return Misreading.OTHER_BATCH_C, n
+    prior = c0 is not None and beta != 0.0
+    for kind, x, y in ((Misreading.OTHER_BATCH_A, a[i], b[j]), (Misreading.OTHER_BATCH_B, a[j], b[i])):
+        expected, scale = alpha * (x @ y), abs(alpha) * (xp.abs(x) @ xp.abs(y))
+        if prior:
+            expected, scale = expected + beta * c0[j], scale + abs(beta) * xp.abs(c0[j])
+        n = matched(expected, scale, None)
+        if n >= need:
+            return kind, n
+    return None
+
+
 def _reread(x: Any, transposed: bool, operand: str, as_transposed: bool, dims: dict[str, int]) -> Any:
-    """The logical ``operand`` a kernel sees when it reads the stored elements of ``x`` (a logical matrix stored
-    transposed or not) as ``operand`` stored in the order ``as_transposed`` says."""
-    flat = (x.T if transposed else x).reshape(-1)  # the stored elements, in memory order
+    """The logical ``operand`` a kernel sees when it reads the stored elements of ``x`` (logical matrices, batch x
+    rows x cols, stored transposed or not) as ``operand`` stored in the order ``as_transposed`` says, matrix by
+    matrix."""
+    batch = x.shape[0]
+    flat = (x.swapaxes(1, 2) if transposed else x).reshape(batch, -1)  # each one's stored elements, in memory order
     rows, cols = (dims[d] for d in LOGICAL[operand])
-    stored = flat.reshape((cols, rows) if as_transposed else (rows, cols))
-    return stored.T if as_transposed else stored
+    stored = flat.reshape((batch, cols, rows) if as_transposed else (batch, rows, cols))
+    return stored.swapaxes(1, 2) if as_transposed else stored
 
 
 def _candidates(
     xp: Any, a: Any, b: Any, c0: Any | None, alpha: float, beta: float, storage: Storage
 ) -> Iterator[tuple[Misreading, Any, Any]]:
-    """Each misreading that applies: (its word, the C it gives, the scale G of its bound), one at a time."""
-    m, k = a.shape
-    n = b.shape[1]
+    """Each misreading that applies: (its word, the C it gives, the scale G of its bound), one at a time (each a
+    batch x rows x cols array, as ``a``, ``b`` and ``c0`` are)."""
+    _, m, k = a.shape
+    n = b.shape[2]
     dims = {"M": m, "N": n, "K": k}
     ta, tb, tc = (storage.transposed(op) for op in "ABC")
     prior = c0 is not None

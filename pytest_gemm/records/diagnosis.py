@@ -25,7 +25,8 @@ class Finding:
     ``count`` is how many elements it concerns (of C, or changed, for a bitwise check; for a ``Misreading``, how
     many match it); ``rows`` and ``cols`` the first and last row and column of C holding them and ``tiles`` how
     many 32x32 tiles of C do (None: not traced to elements); ``region`` names the guard region a read went past
-    ("the guard after A"), or where a bitwise check found a change.
+    ("the guard after A"), or where a bitwise check found a change; ``batches`` (a batch's mix-up, #34 item 3):
+    each batch that matched and the batch whose data it holds, the first few of ``batch_count``.
     """
 
     kind: ErrorCause | Check | Misreading
@@ -34,6 +35,8 @@ class Finding:
     cols: tuple[int, int] | None = None
     tiles: int | None = None
     region: str = ""
+    batches: tuple[tuple[int, int], ...] = ()
+    batch_count: int = 0
 
 
 @dataclass(frozen=True)

@@ -291,10 +291,13 @@ class Fault:
 @dataclass(frozen=True)
 class Misread:
     """The misreading a wrong output matches (#34 item 7): ``matched`` of its elements lie within that reading's
-    bound (``judge.misread``)."""
+    bound (``judge.misread``). For a batch's mix-up (#34 item 3), ``batches`` pairs each batch that matched with the
+    batch whose data it holds (the first few; ``batch_count`` of them in all)."""
 
     kind: Misreading
     matched: int
+    batches: tuple[tuple[int, int], ...] = ()
+    batch_count: int = 0
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,17 @@ class ShapeError(ValueError):
 
 @dataclass(frozen=True, order=True)
 class Shape:
-    """A GEMM problem's sizes: C (M x N) = A (M x K) times B (K x N). Written ``MxNxK`` in ids, files and text."""
+    """A GEMM problem's sizes: C (M x N) = A (M x K) times B (K x N). Written ``MxNxK`` in ids, files and text;
+    a strided batch of ``batch`` such GEMMs (#34 item 3) is written with a ``b`` suffix, ``MxNxKb8``."""
 
     M: int
     N: int
     K: int
+    batch: int = 1
 
     @property
     def id(self) -> str:
-        return f"{self.M}x{self.N}x{self.K}"
+        return f"{self.M}x{self.N}x{self.K}" + (f"b{self.batch}" if self.batch != 1 else "")
 
     def __str__(self) -> str:
         return self.id
@@ -32,17 +34,23 @@ class Shape:
 
     @property
     def flops(self) -> int:
-        return 2 * self.M * self.N * self.K
+        return 2 * self.M * self.N * self.K * self.batch
+
+    @property
+    def one(self) -> Shape:
+        """One GEMM of the batch: this shape with batch 1."""
+        return Shape(self.M, self.N, self.K)
 
     @classmethod
     def of(cls, text: str) -> Shape:
-        """A shape from its id (``MxNxK``); :class:`ShapeError` for anything else."""
+        """A shape from its id (``MxNxK``, ``MxNxKbB``); :class:`ShapeError` for anything else."""
         match = _ID.fullmatch(text.strip()) if isinstance(text, str) else None
         if match is None:
-            raise ShapeError(f"expected a shape MxNxK such as 4096x4096x1024, got {text!r}")
-        shape = cls(*(int(g) for g in match.groups()))
-        if min(shape.M, shape.N, shape.K) < 1:
-            raise ShapeError(f"shape {text!r}: every dimension must be at least 1")
+            raise ShapeError(f"expected a shape MxNxK such as 4096x4096x1024, got {text!r} (a batch of 8: MxNxKb8)")
+        m, n, k, b = match.groups()
+        shape = cls(int(m), int(n), int(k), int(b or 1))
+        if min(shape.M, shape.N, shape.K, shape.batch) < 1:
+            raise ShapeError(f"shape {text!r}: every dimension, and the batch, must be at least 1")
         return shape
 
     def to_plain_value(self) -> str:
@@ -85,10 +93,20 @@ SHAPE_SETS: dict[str, list[Shape]] = {
         Shape(2048, 4096, 11008),
         Shape(4096, 14336, 4096),
     ],
+    # Strided batches (#34 item 3): attention-sized heads, a batch of odd sizes, a long batch of small GEMMs, and
+    # a few large ones; run by kernels that take a batch, skipped by the others.
+    "batched": [
+        Shape(256, 256, 256, 4),
+        Shape(67, 45, 37, 3),
+        Shape(128, 128, 64, 64),
+        Shape(512, 512, 128, 16),
+        Shape(1, 1, 1000, 5),
+        Shape(2048, 2048, 2048, 4),
+    ],
 }
 
-_ONE = re.compile(r"^(\d+)(?:x(\d+)x(\d+))?$")
-_ID = re.compile(r"(\d+)x(\d+)x(\d+)")
+_ONE = re.compile(r"^(\d+)(?:x(\d+)x(\d+))?(?:b(\d+))?$")
+_ID = re.compile(r"(\d+)x(\d+)x(\d+)(?:b(\d+))?")
 
 
 def parse_shapes(text: str) -> list[Shape]:
@@ -104,12 +122,14 @@ def parse_shapes(text: str) -> list[Shape]:
         if not match:
             raise ShapeError(
                 f"cannot read shape {item!r}: expected a set name ({', '.join(SHAPE_SETS)}), "
-                "a size like 1024 (for 1024x1024x1024) or MxNxK like 4096x4096x1024"
+                "a size like 1024 (for 1024x1024x1024) or MxNxK like 4096x4096x1024, with bB after it for a batch "
+                "of B (4096x4096x1024b8)"
             )
         m, n, k = (int(g) for g in (match.group(1), match.group(2) or match.group(1), match.group(3) or match.group(1)))
-        if min(m, n, k) < 1:
-            raise ShapeError(f"shape {item!r}: every dimension must be at least 1")
-        shapes.append(Shape(m, n, k))
+        batch = int(match.group(4) or 1)
+        if min(m, n, k, batch) < 1:
+            raise ShapeError(f"shape {item!r}: every dimension, and the batch, must be at least 1")
+        shapes.append(Shape(m, n, k, batch))
     if not shapes:
         raise ShapeError("no shapes given")
     return list(dict.fromkeys(shapes))

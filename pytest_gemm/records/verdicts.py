@@ -123,6 +123,10 @@ class Misreading(_Word):
     BETA_IGNORED = "beta ignored"  # C = alpha A B: beta taken as 0
     BETA_AS_ONE = "beta taken as 1"  # C = alpha A B + C
     ALPHA_BETA_IGNORED = "alpha and beta ignored"  # C = A B
+    # a strided batch's matrices mixed up (#34 item 3), batch by batch: Misread.batches says which with which
+    OTHER_BATCH_A = "another batch's A read"  # batch j's C is alpha A_i B_j + beta C0_j
+    OTHER_BATCH_B = "another batch's B read"  # batch j's C is alpha A_j B_i + beta C0_j
+    OTHER_BATCH_C = "another batch's result written"  # batch j's C holds batch i's result: a write into another C
 
 
 class TimingProblem(_Word):

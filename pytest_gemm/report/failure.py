@@ -44,29 +44,34 @@ def stats_line(stats: ErrorStats) -> str:
     return f"max {_x(stats.max_ratio)}, median {_x(stats.median_ratio)} of the per-element bound; {normwise}"
 
 
-def _where(f: Finding) -> str:
+def _where(f: Finding, d: Diagnosis) -> str:
     if f.rows is None or f.cols is None:
         return ""
     (r0, r1), (c0, c1) = f.rows, f.cols
-    return f" (rows {r0}-{r1}, columns {c0}-{c1}, {f.tiles} 32x32 tile{'s' if f.tiles != 1 else ''})"
+    rows = f"rows {r0}-{r1}"
+    if d.shape is not None and d.shape.batch > 1:  # a batch's C is stacked, one batch's rows after the other's
+        m = d.shape.M
+        rows = f"batch {r0 // m} row {r0 % m} to batch {r1 // m} row {r1 % m}"
+    return f" ({rows}, columns {c0}-{c1}, {f.tiles} 32x32 tile{'s' if f.tiles != 1 else ''})"
 
 
 def _read_past(f: Finding, d: Diagnosis) -> str:
     operand = f.region.split()[-1] if f.region else str(f.kind).split()[-1]
-    side = next((word for word in ("before", "after", "padding") if word in f.region), "")
+    side = next((word for word in ("before", "after", "padding", "gaps") if word in f.region), "")
     what = {
+        "gaps": f"reads between the matrices of {operand}'s batch (past one, before the next)",
         "before": f"reads before the start of {operand}",
         "after": f"reads past the end of {operand}",
         "padding": f"reads the row padding of {operand} (between the row's end and ld{operand.lower()})",
         "": f"reads past {operand}",
     }[side]
-    return f"{what}: {f.count} element(s) of C are NaN from {f.region or 'its guard'}, which holds NaN{_where(f)}"
+    return f"{what}: {f.count} element(s) of C are NaN from {f.region or 'its guard'}, which holds NaN{_where(f, d)}"
 
 
 def _read_c(f: Finding, d: Diagnosis) -> str:
     return (
         f"reads C although beta = 0 (BLAS: C is output-only when beta = 0): {f.count} element(s) are NaN while C "
-        f"holds NaN, and right once C holds finite data{_where(f)}; a kernel meant to read C whatever beta is "
+        f"holds NaN, and right once C holds finite data{_where(f, d)}; a kernel meant to read C whatever beta is "
         "declares always_reads_c = true in its header"
     )
 
@@ -74,7 +79,7 @@ def _read_c(f: Finding, d: Diagnosis) -> str:
 def _unwritten(f: Finding, d: Diagnosis) -> str:
     if f.rows is not None:  # traced: the worker told unwritten elements from C read
         held = "the NaN poison" if d.poisoned else "their prior value"
-        return f"unwritten output: {f.count} element(s) of C still hold {held}: never written{_where(f)}"
+        return f"unwritten output: {f.count} element(s) of C still hold {held}: never written{_where(f, d)}"
     if d.poisoned:
         return (
             f"unwritten output: {f.count} element(s) of C still hold the NaN poison "
@@ -86,7 +91,7 @@ def _unwritten(f: Finding, d: Diagnosis) -> str:
 def _arithmetic(f: Finding, d: Diagnosis) -> str:
     return (
         f"NaN or Inf from arithmetic: {f.count} element(s) that stay non-finite with finite data in C and every guard "
-        f"region of A, B and C zeroed{_where(f)}"
+        f"region of A, B and C zeroed{_where(f, d)}"
     )
 
 
@@ -94,7 +99,7 @@ def _wrong_values(f: Finding, d: Diagnosis) -> str:
     total = d.kernel.total if d.kernel else 0
     worst = f", worst {_x(d.kernel.max_ratio)} of it" if d.kernel else ""
     share = f" ({100.0 * f.count / total:.3g}%)" if total else ""
-    return f"wrong values: {f.count} of {total} elements{share} exceed the per-element bound{worst}{_where(f)}"
+    return f"wrong values: {f.count} of {total} elements{share} exceed the per-element bound{worst}{_where(f, d)}"
 
 
 def _nonfinite(f: Finding, d: Diagnosis) -> str:
@@ -226,7 +231,8 @@ def kernel_declarations(spec: KernelSpec) -> list[str]:
 
 
 def _scalars(shape: Shape, alpha: float, beta: float) -> str:
-    return f"M={shape.M}, N={shape.N}, K={shape.K}, alpha={alpha:g}, beta={beta:g}"
+    batch = f", batch={shape.batch}" if shape.batch != 1 else ""
+    return f"M={shape.M}, N={shape.N}, K={shape.K}{batch}, alpha={alpha:g}, beta={beta:g}"
 
 
 def _wrong_output(name: str, d: Diagnosis, replay: str) -> list[str]:
@@ -238,8 +244,11 @@ def _wrong_output(name: str, d: Diagnosis, replay: str) -> list[str]:
         out.append(f"  kernel: {stats_line(k)}")
         out += _tiles(k, d.shape)
         if k.bad:
-            out.append("  worst elements (row, col): got, expected, error/bound")
-            out += [f"    ({r}, {c}): {g!r}, {e!r}, {_x(ratio)}" for r, c, g, e, ratio in k.worst]
+            batch, m = d.shape.batch, d.shape.M
+            where = "(batch, row, col)" if batch > 1 else "(row, col)"
+            out.append(f"  worst elements {where}: got, expected, error/bound")
+            at = (lambda r, c: f"{r // m}, {r % m}, {c}") if batch > 1 else (lambda r, c: f"{r}, {c}")
+            out += [f"    ({at(r, c)}): {g!r}, {e!r}, {_x(ratio)}" for r, c, g, e, ratio in k.worst]
     if d.peer is not None:
         out.append(f"  cuBLAS {d.dtype} (peer): {stats_line(d.peer)}")
     out.append(f"  seed {d.seed} (this case's data); replay: {replay}")
@@ -252,9 +261,14 @@ def _tiles(k: ErrorStats, shape: Shape) -> list[str]:
     t, m, n = k.tile, shape.M, shape.N
     if k.n_bad_tiles == k.n_tiles:
         return [f"  errors in all {k.n_tiles} {t}x{t} tiles of C"]
-    listed = ", ".join(
-        f"rows {r * t}-{min((r + 1) * t, m) - 1} x cols {c * t}-{min((c + 1) * t, n) - 1}" for r, c in k.bad_tiles
-    )
+    tm = -(-m // t)  # a batch's tile rows are stacked (judge.accuracy.tile_summary)
+
+    def tile(r: int, c: int) -> str:
+        batch = f"batch {r // tm} " if shape.batch > 1 else ""
+        r %= tm
+        return f"{batch}rows {r * t}-{min((r + 1) * t, m) - 1} x cols {c * t}-{min((c + 1) * t, n) - 1}"
+
+    listed = ", ".join(tile(r, c) for r, c in k.bad_tiles)
     more = "" if k.n_bad_tiles <= len(k.bad_tiles) else ", ..."
     return [f"  errors in {k.n_bad_tiles} of {k.n_tiles} {t}x{t} tiles of C: {listed}{more}"]
 

@@ -41,8 +41,24 @@ def _reading(kind: Misreading, d: Diagnosis) -> str:
     }[kind]  # fmt: skip
 
 
+#: how a batch's mix-up reads for one pair: batch j and batch i
+_MIXED = {
+    Misreading.OTHER_BATCH_A: "batch {j} read batch {i}'s A",
+    Misreading.OTHER_BATCH_B: "batch {j} read batch {i}'s B",
+    Misreading.OTHER_BATCH_C: "batch {j}'s C holds batch {i}'s result",
+}
+
+
+def _mixed(f: Finding, d: Diagnosis) -> str:
+    """A batch's mix-up (#34 item 3): which batch holds which batch's data."""
+    listed = ", ".join(_MIXED[f.kind].format(j=j, i=i) for j, i in f.batches)
+    more = ", ..." if f.batch_count > len(f.batches) else ""
+    return f"{f.kind} ({listed}{more}; {f.batch_count} of {d.shape.batch} batches)"
+
+
 def misread_text(f: Finding, d: Diagnosis) -> str:
     """The finding of a :class:`Misreading`: what the output matches, and how much of it does."""
     assert isinstance(f.kind, Misreading)
     total = d.kernel.total if d.kernel else 0
-    return f"matches {_reading(f.kind, d)}: {f.count} of {total} elements lie within that reading's bound"
+    reading = _mixed(f, d) if f.kind in _MIXED else _reading(f.kind, d)
+    return f"matches {reading}: {f.count} of {total} elements lie within that reading's bound"

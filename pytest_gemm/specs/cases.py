@@ -129,14 +129,22 @@ def expand(spec: KernelSpec, shapes: list[Shape], dtypes: list[str] | None = Non
         past_ints = {shape: int_args_problem(spec, shape, storage) for shape in shapes}
         for dtype in selected:
             for shape in shapes:
-                reason = past_ints[shape] or _broken_rule(spec, variant, shape)
+                reason = _unbatched(spec, shape) or past_ints[shape] or _broken_rule(spec, variant, shape)
                 cases += [Case(spec, variant, dtype, shape, ab, reason) for ab in abs_]
     return cases
 
 
+def _unbatched(spec: KernelSpec, shape: Shape) -> str | None:
+    """Why a kernel that runs one GEMM at a time skips a batched shape (#34 item 3)."""
+    if shape.batch == 1 or spec.batched:
+        return None
+    how = "batched=True" if spec.kind == "py" else "batch (and stride_a, stride_b, stride_c) in args"
+    return f"{shape.id} is a batch of {shape.batch}; the kernel takes one GEMM at a time (a batched one declares {how})"
+
+
 def _names(spec: KernelSpec, shape: Shape, variant: Variant) -> dict[str, int]:
-    """The values expressions see: M, N, K, the storage flags and the variant's params."""
-    return {"M": shape.M, "N": shape.N, "K": shape.K, **spec.names_for(variant)}
+    """The values expressions see: M, N, K, batch, the storage flags and the variant's params."""
+    return {"M": shape.M, "N": shape.N, "K": shape.K, "batch": shape.batch, **spec.names_for(variant)}
 
 
 def _broken_rule(spec: KernelSpec, variant: Variant, shape: Shape) -> str | None:
@@ -167,8 +175,10 @@ _AXES = "xyz"
 
 
 def _values(env: dict[str, int]) -> str:
-    """The values as messages say them, without the storage flags (a swept order shows in the case's id)."""
-    return ", ".join(f"{name}={value}" for name, value in env.items() if name not in ORDER_FLAGS)
+    """The values as messages say them, without the storage flags (a swept order shows in the case's id), or a batch
+    of 1."""
+    shown = (name for name in env if name not in ORDER_FLAGS and not (name == "batch" and env[name] == 1))
+    return ", ".join(f"{name}={env[name]}" for name in shown)
 
 
 def _launch_value(spec: KernelSpec, key: str, axis: int, expr: Expression, env: dict[str, int], high: int) -> int:

@@ -19,6 +19,7 @@ from .spec import KernelSpec
 from .storage import SIZE_TYPES, Storage
 
 __all__ = [
+    "BATCH_GAP_ROWS",
     "GUARD_BYTES",
     "GUARD_ROWS",
     "LD_PAD",
@@ -31,11 +32,16 @@ __all__ = [
     "input_copies",
     "int_args_problem",
     "memory_problem",
+    "operand_layout",
 ]
 
 GUARD_BYTES = 64 * 1024  # guard before each buffer, and at least this much after it
 GUARD_ROWS = 256  # the guard after a buffer also covers this many extra rows (tiles up to 256)
 LD_PAD = 16  # extra elements per row when the kernel takes lda/ldb/ldc; the padding is guarded too
+#: rows (of ld) left between two matrices of a batch when the kernel takes that operand's batch stride (stride_a,
+#: stride_b, stride_c): guarded like the rest, so a kernel that ignores the stride it is given reads NaN or writes
+#: where it is seen (#34 item 3); a kernel that takes no stride gets its batch packed
+BATCH_GAP_ROWS = 16
 MAX_COPIES = 32  # input sets rotated through when one set fits in L2
 F64 = 8  # bytes of a float64: the truth, the bound and the checks work in double precision
 GB = 1e9
@@ -43,34 +49,57 @@ GB = 1e9
 
 @dataclass(frozen=True)
 class GuardLayout:
-    """A guarded buffer, in elements: ``before`` guard elements, then ``rows`` rows of ``ld``, then ``after``."""
+    """A guarded buffer, in elements: ``before`` guard elements, then ``batch`` matrices of ``rows`` rows of ``ld``,
+    one every ``stride`` elements (the rows past a matrix's own, up to the next, guarded too), then ``after``."""
 
     before: int
     ld: int
     after: int
+    stride: int = 0  # elements from one matrix of a batch to the next (the batch stride)
+    batch: int = 1
 
     def elements(self, rows: int) -> int:
-        return self.before + rows * self.ld + self.after
+        return self.before + (self.batch - 1) * self.stride + rows * self.ld + self.after
 
 
-def guard_layout(cols: int, itemsize: int, padded: bool, guards: bool = True) -> GuardLayout:
+def guard_layout(
+    cols: int, itemsize: int, padded: bool, guards: bool = True, *, rows: int = 0, batch: int = 1, gap: bool = False
+) -> GuardLayout:
     """The layout of a guarded buffer of ``cols``-wide rows: ``padded`` when the kernel takes its leading
-    dimension (the rows are then :data:`LD_PAD` elements longer); without ``guards`` the matrix alone."""
+    dimension (the rows are then :data:`LD_PAD` elements longer); without ``guards`` the matrix alone. A batch of
+    ``batch`` matrices of ``rows`` rows follow each other, :data:`BATCH_GAP_ROWS` rows apart when ``gap`` (the kernel
+    takes their stride), packed otherwise."""
     ld = cols + (LD_PAD if padded else 0)
     before = GUARD_BYTES // itemsize if guards else 0
     after = max(before, GUARD_ROWS * ld) if guards else 0
-    return GuardLayout(before, ld, after)
+    return GuardLayout(before, ld, after, (rows + (BATCH_GAP_ROWS if gap else 0)) * ld, batch)
+
+
+def operand_layout(
+    spec: KernelSpec, operand: str, shape: Shape, storage: Storage, itemsize: int, guards: bool = True
+) -> GuardLayout:
+    """The guarded layout of ``operand`` ("A", "B" or "C") of a case: its stored shape, its ld padding when the
+    kernel takes its ld, and its batch, gapped when the kernel takes its batch stride."""
+    rows, cols = storage.stored_shape(operand, shape)
+    low = operand.lower()
+    return guard_layout(
+        cols, itemsize, f"ld{low}" in spec.args, guards, rows=rows, batch=shape.batch, gap=f"stride_{low}" in spec.args
+    )
 
 
 def harness_ints(spec: KernelSpec, shape: Shape, storage: Storage | None = None) -> dict[str, tuple[int, str]]:
-    """The integer arguments the worker passes this ``.cu`` kernel (those of M, N, K, lda, ldb and ldc it takes):
-    each one's value and, for a leading dimension, how it follows from the shape (``storage``: the variant's
-    storage orders, the header's when None)."""
+    """The integer arguments the worker passes this ``.cu`` kernel (those of M, N, K, lda, ldb, ldc, batch and the
+    batch strides it takes): each one's value and, for a leading dimension or a stride, how it follows from the shape
+    (``storage``: the variant's storage orders, the header's when None)."""
     storage = storage or spec.storage
     found: dict[str, tuple[int, str]] = {"M": (shape.M, ""), "N": (shape.N, ""), "K": (shape.K, "")}
+    found["batch"] = (shape.batch, "")
     for operand in "ABC":
-        cols = storage.stored_dims(operand)[1]
+        rows, cols = storage.stored_dims(operand)
         found[f"ld{operand.lower()}"] = (getattr(shape, cols) + LD_PAD, f"{cols} + {LD_PAD} elements of row padding")
+        layout = operand_layout(spec, operand, shape, storage, 1)
+        row = f"ld{operand.lower()}" if layout.ld != getattr(shape, cols) else cols
+        found[f"stride_{operand.lower()}"] = (layout.stride, f"{rows} + {BATCH_GAP_ROWS} rows of {row}")
     return {name: value for name, value in found.items() if name in spec.args}
 
 
@@ -83,8 +112,8 @@ def int_args_problem(spec: KernelSpec, shape: Shape, storage: Storage | None = N
     Only what the harness passes counts. A kernel that computes an index such as ``row * K + k`` in an int
     overflows at a smaller shape: that is the kernel's own bug, which verification is there to catch."""
     if spec.kind == "cu":
-        size_type = SIZE_TYPES[spec.size_type]
         for name, (value, how) in harness_ints(spec, shape, storage).items():
+            size_type = SIZE_TYPES[spec.stride_type or spec.size_type if name.startswith("stride_") else spec.size_type]
             if value > size_type.max:
                 said = f"{name} = {value}" + (f" ({how})" if how else "")
                 return f"{said} is past the kernel's {size_type.name} arguments (at most {size_type.max})"
@@ -148,12 +177,11 @@ def case_memory(
       cuBLAS; A, B and C's start uploaded once; the flush buffer; and the last launches' check, as above.
     """
     dt, out = get_dtype(dtype), get_dtype(spec.output_dtype(dtype))
-    a, b, c = shape.M * shape.K, shape.K * shape.N, shape.M * shape.N
-    guarded = 0
+    a, b, c = (shape.batch * x for x in (shape.M * shape.K, shape.K * shape.N, shape.M * shape.N))
+    guarded, storage = 0, storage or spec.storage
     for operand, t in (("A", dt), ("B", dt), ("C", out)):
-        rows, cols = (storage or spec.storage).stored_shape(operand, shape)
-        layout = guard_layout(cols, t.itemsize, f"ld{operand.lower()}" in spec.args, guards)
-        guarded += layout.elements(rows) * t.itemsize
+        rows = storage.stored_shape(operand, shape)[0]
+        guarded += operand_layout(spec, operand, shape, storage, t.itemsize, guards).elements(rows) * t.itemsize
     bits = (a + b) * dt.itemsize + (c * out.itemsize if c_prior else 0)
     prior = c if c_prior else 0
     scale = F64 * (2 * (a + b) + 3 * c + prior)

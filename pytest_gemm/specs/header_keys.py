@@ -18,10 +18,12 @@ from .expr import Expression, ExpressionError
 from .storage import ORDER_FLAGS, ORDERS, SIZE_TYPES, Storage
 from .tensor_maps import MAP_ARGS, SWIZZLES, TensorMapSpec
 
-__all__ = ["ARG_NAMES", "DEVICE_NAMES", "ENTRY", "SHAPE_NAMES", "HeaderChecker"]
+__all__ = ["ARG_NAMES", "BATCH_ARGS", "DEVICE_NAMES", "ENTRY", "SHAPE_NAMES", "HeaderChecker"]
 
-ARG_NAMES = ("M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc", *MAP_ARGS)
-SHAPE_NAMES = frozenset({"M", "N", "K"})
+#: a strided batch's arguments (#34 item 3): the batch count and each operand's batch stride, in elements
+BATCH_ARGS = ("batch", "stride_a", "stride_b", "stride_c")
+ARG_NAMES = ("M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc", *MAP_ARGS, *BATCH_ARGS)
+SHAPE_NAMES = frozenset({"M", "N", "K", "batch"})
 DEVICE_NAMES = frozenset({"SM_COUNT"})  # the GPU's, known only in the worker: allowed in ``grid`` (persistent grids)
 ENTRY = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<.*>)?\s*$", re.DOTALL)
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
@@ -66,6 +68,16 @@ class HeaderChecker:
                 self.fail("args", f"the kernel must take {needed} (or its tensor map {needed}_map)")
         if ("alpha" in value) != ("beta" in value):
             self.fail("args", "a kernel takes both alpha and beta, or neither")
+        strides = [arg for arg in value if arg in BATCH_ARGS[1:]]
+        if strides and "batch" not in value:
+            self.fail("args", f"{strides[0]} is a batch stride: a kernel that takes one takes the batch count, batch")
+        maps = [arg for arg in value if arg in MAP_ARGS]
+        if maps and "batch" in value:
+            self.fail(
+                "args",
+                f"a batched kernel with tensor maps ({', '.join(maps)}): pytest-gemm makes 2-D maps of one matrix, "
+                "not yet the 3-D maps of a batch",
+            )
         return tuple(value)
 
     def dtypes(self, value: Any) -> tuple[str, ...]:
@@ -226,13 +238,11 @@ class HeaderChecker:
             orders[operand] = order
         return Storage(**orders)
 
-    def size_type(self, value: Any) -> str:
+    def size_type(self, value: Any, key: str = "size_type") -> str:
+        """``size_type`` (the C type of M, N, K, lda, ldb, ldc and batch) or ``stride_type`` (the batch strides')."""
         if value not in SIZE_TYPES:
-            self.fail(
-                "size_type",
-                f"expected the C type of M, N, K, lda, ldb and ldc: one of {', '.join(map(repr, SIZE_TYPES))}; "
-                f"got {value!r}",
-            )
+            what = "M, N, K, lda, ldb, ldc and batch" if key == "size_type" else "stride_a, stride_b and stride_c"
+            self.fail(key, f"expected the C type of {what}: one of {', '.join(map(repr, SIZE_TYPES))}; got {value!r}")
         return value
 
     def accumulate(self, value: Any, dtypes: tuple[str, ...], c_dtype: Any) -> str | None:

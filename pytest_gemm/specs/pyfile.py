@@ -36,6 +36,7 @@ def header_from_arguments(
     layout: str = "row",
     storage: dict[str, str] | None = None,
     accumulate: str | None = None,
+    batched: bool = False,
     params: dict[str, list[int]] | None = None,
     c_dtype: str | None = None,
     name: str | None = None,
@@ -57,6 +58,8 @@ def header_from_arguments(
         data["storage"] = storage
     if accumulate is not None:
         data["accumulate"] = accumulate
+    if batched:
+        data["batched"] = batched
     if name is not None:
         data["name"] = name
     return data

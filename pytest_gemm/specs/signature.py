@@ -15,7 +15,8 @@ __all__ = ["POINTER_BYTES", "TENSOR_MAP_BYTES", "declared_sizes", "signature_pro
 
 POINTER_BYTES = 8
 TENSOR_MAP_BYTES = 128  # a CUtensorMap, passed by value
-_SIZES = ("M", "N", "K", "lda", "ldb", "ldc")
+_SIZES = ("M", "N", "K", "lda", "ldb", "ldc", "batch")
+_STRIDES = ("stride_a", "stride_b", "stride_c")
 
 
 def declared_sizes(spec: KernelSpec, dtype: str) -> list[tuple[str, int, str]]:
@@ -26,6 +27,9 @@ def declared_sizes(spec: KernelSpec, dtype: str) -> list[tuple[str, int, str]]:
     for arg in spec.args:
         if arg in _SIZES:
             found.append((arg, size_type.bytes, f"size_type {size_type.name!r}"))
+        elif arg in _STRIDES:
+            stride_type = SIZE_TYPES[spec.stride_type or spec.size_type]
+            found.append((arg, stride_type.bytes, f"stride_type {stride_type.name!r}"))
         elif arg in ("alpha", "beta"):
             found.append(
                 (
@@ -54,9 +58,10 @@ def signature_problems(spec: KernelSpec, dtype: str, compiled: list[int]) -> lis
     for i, ((name, size, why), actual) in enumerate(zip(declared, compiled), start=1):
         if size != actual:
             hint = ""
-            if name in _SIZES:
+            if name in _SIZES or name in _STRIDES:
+                key = "size_type" if name in _SIZES else "stride_type"
                 fits = [t.name for t in SIZE_TYPES.values() if t.bytes == actual]
-                hint = f"; declare size_type = {' or '.join(repr(f) for f in fits)}" if fits else ""
+                hint = f"; declare {key} = {' or '.join(repr(f) for f in fits)}" if fits else ""
             problems.append(
                 f"parameter {i} ({name}) takes {actual} bytes in the compiled kernel, but the harness passes "
                 f"{size} ({why}){hint}"

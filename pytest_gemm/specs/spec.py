@@ -66,7 +66,9 @@ OPTIONAL = (
     "nondeterministic",
     "storage",
     "size_type",
+    "stride_type",
     "accumulate",
+    "batched",
 )
 
 
@@ -109,7 +111,9 @@ class KernelSpec:
     requires: tuple[Expression, ...] = ()
     layout: str = "row"
     storage: Storage = field(default_factory=Storage)  # the orders the header fixes (swept ones: storage_for)
-    size_type: str = DEFAULT_SIZE_TYPE  # the C type of M, N, K, lda, ldb and ldc (a key of storage.SIZE_TYPES)
+    size_type: str = DEFAULT_SIZE_TYPE  # the C type of M, N, K, lda, ldb, ldc and batch (a key of storage.SIZE_TYPES)
+    stride_type: str | None = None  # the C type of the batch strides; None: the size_type
+    batched: bool = False  # runs strided batches (#34 item 3): a .cu kernel takes batch, a .py one says batched
     accumulate: str | None = None  # a declared accumulation ("fp16"); None: fp32, or fp64 for fp64
     options: tuple[str, ...] = ()
     params: tuple[tuple[str, tuple[int, ...]], ...] = ()
@@ -260,8 +264,18 @@ def spec_from_mapping(
         )
     args = check.args(data["args"]) if kind == "cu" else ()
     layout = check.choice("layout", data.get("layout", "row"), ("row", "col"))
-    if kind == "py" and "size_type" in data:
-        check.fail("size_type", "a Python kernel takes Python ints; size_type is for .cu kernels")
+    for key in ("size_type", "stride_type"):
+        if kind == "py" and key in data:
+            check.fail(key, f"a Python kernel takes Python ints; {key} is for .cu kernels")
+    batched = "batch" in args
+    if "batched" in data:
+        if kind == "cu":
+            check.fail("batched", "a .cu kernel runs strided batches by taking batch (and its strides) in args")
+        batched = data["batched"]
+        if not isinstance(batched, bool):
+            check.fail("batched", f"expected true or false, got {batched!r}")
+    if "stride_type" in data and not {"stride_a", "stride_b", "stride_c"} & set(args):
+        check.fail("stride_type", "the kernel takes no batch stride (stride_a, stride_b, stride_c in args)")
     param_names = frozenset(name for name, _ in params)
     tensor_maps = check.tensor_maps(data.get("tensor_maps", {}), param_names, args)
     arch = check.arch(data["arch"]) if "arch" in data else None
@@ -286,6 +300,8 @@ def spec_from_mapping(
         layout=layout,
         storage=check.storage(data.get("storage", {}), layout, params),
         size_type=check.size_type(data["size_type"]) if "size_type" in data else DEFAULT_SIZE_TYPE,
+        stride_type=check.size_type(data["stride_type"], "stride_type") if "stride_type" in data else None,
+        batched=batched,
         accumulate=check.accumulate(data["accumulate"], dtypes, c_dtype) if "accumulate" in data else None,
         options=check.options(data.get("options", [])),
         params=params,

@@ -10,6 +10,7 @@ import numpy as np
 from ..judge.accuracy import to_host
 from ..records.dtypes import DType, get_dtype
 from ..records.outcome import Fault
+from ..records.shapes import Shape
 from ..records.verdicts import Check
 from ..specs.cases import Case
 from ..specs.footprint import guard_layout
@@ -31,7 +32,8 @@ __all__ = [
 
 @dataclass
 class GuardedMatrix:
-    """A matrix stored at the centre of a larger buffer whose rest holds a NaN bit pattern."""
+    """A matrix stored at the centre of a larger buffer whose rest holds a NaN bit pattern; or a strided batch of
+    ``batch`` matrices, one every ``stride`` elements (#34 item 3), the rows between them guarded too."""
 
     flat: Any  # unsigned-integer view of the whole buffer
     start: int
@@ -39,9 +41,31 @@ class GuardedMatrix:
     cols: int
     ld: int
     guard_bits: int
+    batch: int = 1
+    stride: int = 0  # elements from one matrix of the batch to the next (a multiple of ld); 0: rows * ld
+
+    @property
+    def batch_stride(self) -> int:
+        """The stride the kernel is given: elements from one matrix of the batch to the next."""
+        return self.stride or self.rows * self.ld
+
+    @property
+    def end(self) -> int:
+        """Where the last matrix of the batch ends (its last row's ld included)."""
+        return self.start + (self.batch - 1) * self.batch_stride + self.rows * self.ld
+
+    def _batched(self, storage: Any) -> Any:
+        """The batch as (batch, rows of the stride, ld): each matrix, then the guarded rows up to the next."""
+        step = self.batch_stride // self.ld
+        return (
+            self.flat[self.start : self.start + self.batch * self.batch_stride].view(storage).reshape(-1, step, self.ld)
+        )
 
     def matrix(self, storage: Any) -> Any:
-        """The rows x cols matrix (a strided view when ld > cols), in its element type."""
+        """The rows x cols matrix (a strided view when ld > cols), in its element type; for a batch, the batch x rows x
+        cols view of its matrices."""
+        if self.batch > 1:
+            return self._batched(storage)[:, : self.rows, : self.cols]
         region = self.flat[self.start : self.start + self.rows * self.ld].view(storage)
         return region.reshape(self.rows, self.ld)[:, : self.cols]
 
@@ -54,26 +78,33 @@ class GuardedMatrix:
 
     def regions(self, name: str) -> dict[str, Any]:
         """The guarded memory around the matrix, by region name ("the guard after A"); views into ``flat``."""
-        end = self.start + self.rows * self.ld
-        found = {f"the guard before {name}": self.flat[: self.start], f"the guard after {name}": self.flat[end:]}
+        found = {f"the guard before {name}": self.flat[: self.start], f"the guard after {name}": self.flat[self.end :]}
         if self.ld > self.cols:
-            padding = self.flat[self.start : end].reshape(self.rows, self.ld)[:, self.cols :]
-            found[f"the row padding of {name}"] = padding
+            found[f"the row padding of {name}"] = self._rows()[..., self.cols :]
+        if self.batch > 1 and self.batch_stride > self.rows * self.ld:
+            found[f"the gaps between the batches of {name}"] = self._batched(self.flat.dtype)[:-1, self.rows :]
         return found
+
+    def _rows(self) -> Any:
+        """The matrix's rows with their padding, rows x ld in the buffer's element type; a batch's, batch x rows x
+        ld."""
+        if self.batch > 1:
+            return self._batched(self.flat.dtype)[:, : self.rows]
+        return self.flat[self.start : self.end].reshape(self.rows, self.ld)
 
     def stray_writes(self, xp: Any) -> np.ndarray:
         """Where the guard around the matrix was written: (row, column) in storage order, as if its rows and
-        ld went on past its ends (rows < 0 before it, >= ``rows`` after it, columns >= ``cols`` in the row
-        padding). Only the guard is looked at, not the matrix, and on the host (see :meth:`guard_faults`). An
-        (n, 2) host array of int64."""
-        end = self.start + self.rows * self.ld
+        ld went on past its ends (rows < 0 before the first matrix, >= ``rows`` after the last, columns >= ``cols``
+        in the row padding of any). Only the guard is looked at, not the matrix, and on the host (see
+        :meth:`guard_faults`). An (n, 2) host array of int64."""
+        last = self.end - self.rows * self.ld  # the last matrix's start
         found = []
-        for offset, region in ((-self.start, self.flat[: self.start]), (end - self.start, self.flat[end:])):
+        for offset, region in ((-self.start, self.flat[: self.start]), (self.end - last, self.flat[self.end :])):
             p = np.nonzero(to_host(region) != self.guard_bits)[0].astype(np.int64) + offset
             found.append(np.stack([p // self.ld, p % self.ld], axis=1))
         if self.ld > self.cols:
-            padding = self.flat[self.start : end].reshape(self.rows, self.ld)[:, self.cols :]
-            row, col = np.nonzero(to_host(padding) != self.guard_bits)
+            padding = to_host(self._rows()[..., self.cols :]).reshape(-1, self.rows, self.ld - self.cols)
+            _, row, col = np.nonzero(padding != self.guard_bits)
             found.append(np.stack([row.astype(np.int64), col.astype(np.int64) + self.cols], axis=1))
         return np.concatenate(found)
 
@@ -81,15 +112,25 @@ class GuardedMatrix:
         """The writes into the guard, per region. Each region is compared on the host, where it costs no CuPy
         kernel (on the GPU a comparison and a count per width and shape of region, each JIT-compiled on a fresh
         machine). The guards are 64 KiB before the matrix, 16 elements a row, and after it 64 KiB or its next
-        256 rows if more: 8 MB for an 8192-wide fp32 matrix (docs/measurements.md#the-guards)."""
+        256 rows if more: 8 MB for an 8192-wide fp32 matrix (docs/measurements.md#the-guards); a batch's gaps
+        are :data:`~pytest_gemm.specs.footprint.BATCH_GAP_ROWS` rows."""
         faults = []
         for where, region in self.regions(name).items():
-            changed = int(np.count_nonzero(to_host(region) != self.guard_bits)) if region.size else 0
+            changed_at = to_host(region) != self.guard_bits
+            changed = int(np.count_nonzero(changed_at)) if region.size else 0
             if changed:
                 if where.startswith("the row padding"):
                     where += " (between the row's end and ld)"
+                if where.startswith("the gaps"):
+                    where = _gaps_written(np.nonzero(changed_at.reshape(len(changed_at), -1).any(axis=1))[0], name)
                 faults.append(Fault(Check.OUT_OF_BOUNDS, where, changed))
         return faults
+
+
+def _gaps_written(batches: np.ndarray, name: str) -> str:
+    """Which gaps between a batch's matrices were written: "the gap after batch 0 of C" (and how many more)."""
+    more = f", and after {len(batches) - 1} more of its batches" if len(batches) > 1 else ""
+    return f"the gap after batch {int(batches[0])} of {name} (between its rows and the next batch's){more}"
 
 
 def where_landed(faults: list[Fault], strays: np.ndarray, rows: int, cols: int, col: bool) -> list[Fault]:
@@ -102,6 +143,8 @@ def where_landed(faults: list[Fault], strays: np.ndarray, rows: int, cols: int, 
 def _landed(strays: np.ndarray, where: str, rows: int, cols: int, col: bool) -> str:
     """Where the writes into one guard region landed, in logical rows and columns of the matrix."""
     row, column = strays[:, 0], strays[:, 1]
+    if where.startswith("the gap"):  # between a batch's matrices: the batch it follows says where
+        return ""
     if "before" in where:
         mine = strays[row < 0]
     elif "after" in where:
@@ -118,37 +161,61 @@ def _landed(strays: np.ndarray, where: str, rows: int, cols: int, col: bool) -> 
 
 
 def guarded(
-    xp: Any, dt: DType, padded: bool, shape: tuple[int, int], fill: np.ndarray | None, *, guards: bool = True
+    xp: Any,
+    dt: DType,
+    padded: bool,
+    shape: tuple[int, int],
+    fill: np.ndarray | None,
+    *,
+    guards: bool = True,
+    batch: int = 1,
+    gap: bool = False,
 ) -> GuardedMatrix:
-    """A guarded rows x cols buffer (storage order) holding ``fill``, or the NaN poison when it is None.
+    """A guarded rows x cols buffer (storage order) holding ``fill``, or the NaN poison when it is None; for a
+    ``batch``, that many, ``fill`` their rows one batch after the other, and ``gap``: guarded rows between them.
 
     Without ``guards`` the buffer is the matrix alone (with its ld padding), so that under compute-sanitizer
     an access past it reaches memory that is not allocated."""
     rows, cols = shape
-    layout = guard_layout(cols, dt.itemsize, padded, guards)
-    flat = xp.full(layout.elements(rows), dt.guard_bits, dtype=uint_type(xp, dt.itemsize))
-    g = GuardedMatrix(flat, layout.before, rows, cols, layout.ld, dt.guard_bits)
-    g.matrix(flat.dtype)[...] = dt.poison_bits if fill is None else upload_bits(xp, fill)
+    layout = guard_layout(cols, dt.itemsize, padded, guards, rows=rows, batch=batch, gap=gap)
+    # the last matrix's gap too, so that the batch is one (batch, stride) view (no guard after it: the sanitizer's)
+    size = max(layout.elements(rows), layout.before + batch * layout.stride)
+    flat = xp.full(size, dt.guard_bits, dtype=uint_type(xp, dt.itemsize))
+    g = GuardedMatrix(flat, layout.before, rows, cols, layout.ld, dt.guard_bits, batch, layout.stride)
+    view = g.matrix(flat.dtype)
+    view[...] = dt.poison_bits if fill is None else upload_bits(xp, fill).reshape(view.shape)
     return g
 
 
 @dataclass(frozen=True)
 class CaseInputs:
-    """A case's host data (logical A, B and prior C) and each operand's storage order."""
+    """A case's host data (logical A, B and prior C) and each operand's storage order. A batch's matrices are
+    stacked, one batch's rows after the other's: A is (batch M) x K, B (batch K) x N, C (batch M) x N."""
 
     a: np.ndarray
     b: np.ndarray
     c0: np.ndarray | None
     storage: Storage
+    batch: int = 1
 
     def stored(self, x: np.ndarray, operand: str) -> np.ndarray:
-        """``x``, logical operand ``operand``, in the kernel's storage order (an operand stored transposed is
-        stored as the transpose)."""
-        return np.ascontiguousarray(x.T) if self.storage.transposed(operand) else x
+        """``x``, logical operand ``operand`` (stacked), in the kernel's storage order (an operand stored transposed
+        is stored as the transpose, each matrix of a batch its own), stacked."""
+        if not self.storage.transposed(operand):
+            return x
+        if self.batch == 1:
+            return np.ascontiguousarray(x.T)
+        rows = x.shape[0] // self.batch
+        return np.ascontiguousarray(x.reshape(self.batch, rows, -1).swapaxes(1, 2)).reshape(-1, rows)
 
     def logical(self, x: Any, operand: str) -> Any:
-        """A stored array of operand ``operand`` seen in logical order (a view)."""
-        return x.T if self.storage.transposed(operand) else x
+        """A stored array of operand ``operand`` seen in logical order: a view for one matrix; a batch (stacked, or
+        batch x rows x cols) stacked in logical order."""
+        if x.ndim == 2 and self.batch > 1:
+            x = x.reshape(self.batch, -1, x.shape[-1])
+        if self.storage.transposed(operand):
+            x = x.swapaxes(-1, -2)
+        return x.reshape(-1, x.shape[-1]) if x.ndim == 3 else x
 
 
 def case_inputs(case: Case, seed: int) -> CaseInputs:
@@ -158,7 +225,7 @@ def case_inputs(case: Case, seed: int) -> CaseInputs:
     its timing rather than drawn again (what drawing them twice cost: docs/measurements.md#drawing-the-inputs).
     """
     out = case.spec.output_dtype(case.dtype)
-    key = (case.dtype, out, case.shape.M, case.shape.N, case.shape.K, case.c_prior, case.storage, seed)
+    key = (case.dtype, out, case.shape, case.c_prior, case.storage, seed)
     data = _INPUTS.pop(key, None) or _draw(*key)
     _INPUTS[key] = data  # the most recently used last
     while len(_INPUTS) > _INPUTS_KEPT or (len(_INPUTS) > 1 and sum(map(_nbytes, _INPUTS.values())) > _INPUTS_BYTES):
@@ -175,16 +242,17 @@ def _nbytes(data: CaseInputs) -> int:
     return data.a.nbytes + data.b.nbytes + (0 if data.c0 is None else data.c0.nbytes)
 
 
-def _draw(dtype: str, out: str, m: int, n: int, k: int, c_prior: bool, storage: Storage, seed: int) -> CaseInputs:
+def _draw(dtype: str, out: str, shape: Shape, c_prior: bool, storage: Storage, seed: int) -> CaseInputs:
     dt, odt = get_dtype(dtype), get_dtype(out)
     rng = np.random.default_rng(seed)
-    a = random_matrix(rng, (m, k), np_dtype(dt))
-    b = random_matrix(rng, (k, n), np_dtype(dt))
-    c0 = random_matrix(rng, (m, n), np_dtype(odt)) if c_prior else None
+    m, n, k, batch = shape.M, shape.N, shape.K, shape.batch
+    a = random_matrix(rng, (batch * m, k), np_dtype(dt))
+    b = random_matrix(rng, (batch * k, n), np_dtype(dt))
+    c0 = random_matrix(rng, (batch * m, n), np_dtype(odt)) if c_prior else None
     for x in (a, b, c0):
         if x is not None:
             x.flags.writeable = False
-    return CaseInputs(a, b, c0, storage)
+    return CaseInputs(a, b, c0, storage, batch)
 
 
 def np_dtype(dt: DType) -> np.dtype:

@@ -3,7 +3,8 @@
 cuBLAS is column-major. A row-major C (stored M x N) is the column-major N x M matrix C^T = B^T A^T, so cuBLAS
 is asked for that (the usual operand swap); a column-major C (stored N x M) is A B as it stands. Each operand is
 then passed as it is stored, with ``transa``/``transb`` saying whether cuBLAS must transpose it, and its own
-leading dimension. Its dtypes are the kernel's: the inputs' type, C's type (fp16 in, fp32 out is ``Ctype`` fp32),
+leading dimension; a batch (#34 item 3) is cuBLAS's strided-batched GEMM on the same bytes, each operand with its
+own batch stride. Its dtypes are the kernel's: the inputs' type, C's type (fp16 in, fp32 out is ``Ctype`` fp32),
 and the compute type the kernel declares (CUBLAS_COMPUTE_16F for ``accumulate = "fp16"``).
 """
 
@@ -20,7 +21,17 @@ from ..records.shapes import Shape
 from ..specs.storage import Storage
 from .buffers import CaseInputs, bits_to_float64, uint_type
 
-__all__ = ["GemmCall", "compute_type", "gemm_call", "gemm_runner", "peer_output", "scalar_type", "stored_operands"]
+__all__ = [
+    "GemmCall",
+    "compute_type",
+    "gemm_call",
+    "gemm_runner",
+    "packed",
+    "peer_output",
+    "scalar_type",
+    "stacked_layout",
+    "stored_operands",
+]
 
 #: cudaDataType of each dtype's elements (tf32 is stored as fp32)
 _CUDA_TYPE = {"fp32": 0, "tf32": 0, "fp64": 1, "fp16": 2, "bf16": 14}
@@ -82,43 +93,30 @@ def gemm_runner(
     accumulate: str | None,
     alpha: float,
     beta: float,
-) -> Callable[[dict[str, tuple[int, int]]], Callable[[], None]]:
-    """A function that, given each operand's (device address, leading dimension in elements) by name, returns a
-    function queueing cuBLAS's GEMM on them on the handle's stream. The host scalars cuBLAS reads live as long
-    as the returned functions."""
+) -> Callable[[dict[str, tuple[int, int, int]]], Callable[[], None]]:
+    """A function that, given each operand's (device address, leading dimension, batch stride; both in elements) by
+    name, returns a function queueing cuBLAS's GEMM on them on the handle's stream (its strided-batched GEMM for a
+    batch of ``shape.batch``). The host scalars cuBLAS reads live as long as the returned functions."""
     call = gemm_call(storage, shape)
     scalar = scalar_type(dt.name, accumulate)
     scalars = np.array([alpha, beta], dtype=scalar)
     in_type, c_type, compute = _CUDA_TYPE[dt.name], _CUDA_TYPE[out.name], compute_type(dt.name, accumulate)
     alpha_ptr, beta_ptr = scalars.ctypes.data, scalars.ctypes.data + scalars.itemsize
 
-    def bind(operands: dict[str, tuple[int, int]]) -> Callable[[], None]:
-        (p1, ld1), (p2, ld2), (pc, ldc) = operands[call.first], operands[call.second], operands["C"]
-        args = (
-            handle,
-            _OP_T if call.trans_first else _OP_N,
-            _OP_T if call.trans_second else _OP_N,
-            call.m,
-            call.n,
-            call.k,
-            alpha_ptr,
-            p1,
-            in_type,
-            ld1,
-            p2,
-            in_type,
-            ld2,
-            beta_ptr,
-            pc,
-            c_type,
-            ldc,
-            compute,
-            _GEMM_DEFAULT,
-        )
+    def bind(operands: dict[str, tuple[int, int, int]]) -> Callable[[], None]:
+        (p1, ld1, s1), (p2, ld2, s2), (pc, ldc, sc) = operands[call.first], operands[call.second], operands["C"]
+        ops = (_OP_T if call.trans_first else _OP_N, _OP_T if call.trans_second else _OP_N, call.m, call.n, call.k)
+        if shape.batch == 1:
+            run = cublas.gemmEx
+            operands_args = (p1, in_type, ld1, p2, in_type, ld2, beta_ptr, pc, c_type, ldc)
+        else:
+            run = cublas.gemmStridedBatchedEx
+            operands_args = (p1, in_type, ld1, s1, p2, in_type, ld2, s2, beta_ptr, pc, c_type, ldc, sc, shape.batch)
+        args = (handle, *ops, alpha_ptr, *operands_args, compute, _GEMM_DEFAULT)
 
         def gemm() -> None:
             _ = scalars  # keep the host scalars alive while cuBLAS may read them
-            cublas.gemmEx(*args)
+            run(*args)
 
         return gemm
 
@@ -127,23 +125,37 @@ def gemm_runner(
 
 def stored_operands(cp: Any, data: CaseInputs, bits: tuple[Any, Any, Any], shape: Shape, out: DType) -> dict:
     """A, B and C as the kernel stores them, on the device, from ``bits``: the logical A, B and prior C (None when
-    beta = 0) already uploaded for the truth. An operand in its first order is its bits as they are (cuBLAS only
-    reads it); a transposed one is transposed on the device; C is always a buffer of its own (cuBLAS writes it),
-    zeros when beta = 0 (C is output-only then)."""
+    beta = 0; a batch's stacked) already uploaded for the truth. An operand in its first order is its bits as they
+    are (cuBLAS only reads it); a transposed one is transposed on the device, each matrix of a batch its own; C is
+    always a buffer of its own (cuBLAS writes it), zeros when beta = 0 (C is output-only then). Each stacked: a
+    batch's matrices one after the other, packed."""
     found = {}
-    for name, x in zip("AB", bits[:2]):
-        found[name] = cp.ascontiguousarray(x.T) if data.storage.transposed(name) else x
-    c0 = bits[2]
-    if c0 is None:
-        found["C"] = cp.zeros(data.storage.stored_shape("C", shape), dtype=uint_type(cp, out.itemsize))
-    else:
-        found["C"] = cp.ascontiguousarray(c0.T) if data.storage.transposed("C") else c0.copy()
+    for name, x in (*zip("AB", bits[:2]), ("C", bits[2])):
+        if x is None:
+            rows, cols = data.storage.stored_shape("C", shape)
+            found["C"] = cp.zeros((shape.batch * rows, cols), dtype=uint_type(cp, out.itemsize))
+        elif data.storage.transposed(name):
+            rows = x.shape[0] // shape.batch
+            found[name] = cp.ascontiguousarray(x.reshape(shape.batch, rows, -1).swapaxes(1, 2)).reshape(-1, rows)
+        else:
+            found[name] = x.copy() if name == "C" else x
     return found
+
+
+def packed(x: Any, batch: int) -> tuple[int, int, int]:
+    """A stacked operand's (address, leading dimension, batch stride), as :func:`gemm_runner`'s functions take it."""
+    return (x.data.ptr, *stacked_layout(x, batch))
+
+
+def stacked_layout(x: Any, batch: int) -> tuple[int, int]:
+    """The leading dimension and batch stride of a stacked, packed operand (a batch's matrices one after the
+    other)."""
+    return x.shape[1], x.size // batch
 
 
 def peer_output(
     cp: Any,
-    bind: Callable[[dict[str, tuple[int, int]]], Callable[[], None]],
+    bind: Callable[[dict[str, tuple[int, int, int]]], Callable[[], None]],
     data: CaseInputs,
     bits: tuple[Any, Any, Any],
     shape: Shape,
@@ -152,5 +164,5 @@ def peer_output(
     """cuBLAS's C for the case of ``data`` (logical order, float64): ``bind`` (from :func:`gemm_runner`) run on
     :func:`stored_operands`."""
     stored = stored_operands(cp, data, bits, shape, out)
-    bind({name: (x.data.ptr, x.shape[1]) for name, x in stored.items()})()
+    bind({name: packed(x, shape.batch) for name, x in stored.items()})()
     return data.logical(bits_to_float64(cp, stored["C"], out), "C")

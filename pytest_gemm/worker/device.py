@@ -15,7 +15,7 @@ import numpy as np
 
 from ..compiler.cache import CubinCache
 from ..compiler.nvrtc import compile_kernel
-from ..judge.accuracy import Truth, count_changed, rounding_scale, subnormal_floor, sum_scale
+from ..judge.accuracy import Truth, count_changed
 from ..judge.causes import outside_cells
 from ..records.dtypes import DType, get_dtype
 from ..records.outcome import ErrorStats, Fault, Verification, cuda_version
@@ -204,16 +204,17 @@ class GpuRunner:
     # -- buffers ---------------------------------------------------------------------------------
     def guarded_input(self, case: Case, name: str, data: CaseInputs) -> GuardedMatrix:
         """Operand ``name`` ("A" or "B") of the case in a fresh guarded buffer."""
-        x = data.stored(data.a if name == "A" else data.b, name)
-        return guarded(
-            self.cp, get_dtype(case.dtype), f"ld{name.lower()}" in case.spec.args, x.shape, x, guards=self.guards
-        )
+        return self._guarded(case, name, get_dtype(case.dtype), data.stored(data.a if name == "A" else data.b, name))
 
     def guarded_output(self, case: Case, data: CaseInputs, fill: np.ndarray | None) -> GuardedMatrix:
         """C in a fresh guarded buffer, holding ``fill`` (storage order) or the NaN poison when it is None."""
-        out = get_dtype(case.spec.output_dtype(case.dtype))
-        shape = data.storage.stored_shape("C", case.shape)
-        return guarded(self.cp, out, "ldc" in case.spec.args, shape, fill, guards=self.guards)
+        return self._guarded(case, "C", get_dtype(case.spec.output_dtype(case.dtype)), fill)
+
+    def _guarded(self, case: Case, name: str, dt: DType, fill: np.ndarray | None) -> GuardedMatrix:
+        """Operand ``name`` in a guarded buffer of its stored shape, ld padding and batch (its stride's gaps)."""
+        low, shape = name.lower(), case.storage.stored_shape(name, case.shape)
+        padded, gap = f"ld{low}" in case.spec.args, f"stride_{low}" in case.spec.args
+        return guarded(self.cp, dt, padded, shape, fill, guards=self.guards, batch=case.shape.batch, gap=gap)
 
     # -- one case --------------------------------------------------------------------------------
     def verify(self, case: Case, seed: int) -> Verification:
@@ -259,7 +260,7 @@ class GpuRunner:
                     logical = strays[:, ::-1] if c_transposed else strays
                     error_map = replace(error_map, outside=outside_cells(logical, error_map.cell))
             del ratio, unwritten
-            misread = which_misreading(self, case, data, got, kernel_stats, (a_bits, b_bits, c0_bits))
+            misread = which_misreading(self, case, data, got, kernel_stats, (a_bits, b_bits, c0_bits), truth)
             del got  # M x N arrays, not needed while cuBLAS runs (specs.footprint counts on it)
             peer = self.peer(case, data, truth, (a_bits, b_bits, c0_bits))
             self.stream.synchronize()
@@ -282,17 +283,9 @@ class GpuRunner:
         inputs' bits."""
         cp = self.cp
         dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
-        alpha, beta = case.ab.alpha, case.ab.beta
         a64, b64 = bits_to_float64(cp, a_bits, dt), bits_to_float64(cp, b_bits, dt)
         c064 = None if c0_bits is None else bits_to_float64(cp, c0_bits, out)
-        truth = alpha * (a64 @ b64)
-        hscale = rounding_scale(cp, a64, b64, c064, alpha, beta, truth)
-        gscale = abs(alpha) * (cp.abs(a64) @ cp.abs(b64))
-        if c064 is not None:
-            truth += beta * c064
-            gscale += abs(beta) * cp.abs(c064)
-        floor = subnormal_floor(out, alpha, beta if c064 is not None else 0.0)
-        return Truth(truth, gscale, hscale, sum_scale(cp, a64, b64, c064, alpha, beta), floor)
+        return Truth.of(cp, a64, b64, c064, case.ab.alpha, case.ab.beta, out, case.shape.batch)
 
     def output(self, case: Case, gc: GuardedMatrix, data: CaseInputs, c0_bits: Any) -> tuple[Any, Any]:
         """C (logical order, float64), and where it still holds, bit for bit, what it started as."""
@@ -330,7 +323,9 @@ class GpuRunner:
         if spec.kind == "py":
             storage, out_storage = np_dtype(dt), np_dtype(out)
             operands = (("A", ga, storage), ("B", gb, storage), ("C", gc, out_storage))
-            views = [g.matrix(s).T if case.storage.transposed(op) else g.matrix(s) for op, g, s in operands]
+            views = [
+                g.matrix(s).swapaxes(-1, -2) if case.storage.transposed(op) else g.matrix(s) for op, g, s in operands
+            ]
             if self._python is None or self._python[0] is not case:
                 raise RuntimeError(f"{spec.name}: the Python kernel was not loaded for this case (load() first)")
             _, fn, path = self._python
@@ -343,7 +338,12 @@ class GpuRunner:
             cp.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SMEM_ATTR, geom.shared_mem)
         scalar = np.dtype(dt.scalar).type
         size = np.dtype(SIZE_TYPES[spec.size_type].numpy).type  # a shape past it is skipped at collection
+        stride = np.dtype(SIZE_TYPES[spec.stride_type or spec.size_type].numpy).type
         values = {
+            "batch": size(case.shape.batch),
+            "stride_a": stride(ga.batch_stride),
+            "stride_b": stride(gb.batch_stride),
+            "stride_c": stride(gc.batch_stride),
             "M": size(case.shape.M),
             "N": size(case.shape.N),
             "K": size(case.shape.K),
@@ -375,7 +375,7 @@ class GpuRunner:
         result = peer_output(self.cp, self.cublas_gemm(case, dt, out), data, bits, case.shape, out)
         return truth.judge(self.cp, result, case.shape.K, dt, out)
 
-    def cublas_gemm(self, case: Case, dt: DType, out: DType) -> Callable[[dict[str, tuple[int, int]]], Callable]:
+    def cublas_gemm(self, case: Case, dt: DType, out: DType) -> Callable[[dict[str, tuple[int, int, int]]], Callable]:
         """cuBLAS's GEMM of this case (:func:`.cublas.gemm_runner`), on this runner's stream."""
         from cupy_backends.cuda.libs import cublas
 

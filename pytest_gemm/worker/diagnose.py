@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..judge.accuracy import Truth
 from ..judge.causes import Evidence, causes_of, error_map, error_sources, some
 from ..judge.misread import may_be_misread, misreading
 from ..records.dtypes import get_dtype
@@ -52,6 +53,7 @@ def determinism_fault(runner: GpuRunner, case: Case, gc: GuardedMatrix, start: A
     cp = runner.cp
     out = get_dtype(case.spec.output_dtype(case.dtype))
     view = gc.matrix(uint_type(cp, out.itemsize))
+    start = start.reshape(view.shape) if hasattr(start, "reshape") else start  # a batch's: batch x rows x cols
     first = view.copy()
     for n in range(2, LAUNCHES + 1):
         view[...] = start
@@ -116,7 +118,7 @@ def _finite_prior(case: Case) -> np.ndarray:
     """Finite data for C where the case has none (beta = 0), from a seed stream of its own."""
     out = get_dtype(case.spec.output_dtype(case.dtype))
     rng = np.random.default_rng([case.shape.M, case.shape.N, 0xC0])
-    return random_matrix(rng, (case.shape.M, case.shape.N), np_dtype(out))
+    return random_matrix(rng, (case.shape.batch * case.shape.M, case.shape.N), np_dtype(out))
 
 
 def _rerun(
@@ -159,20 +161,20 @@ def _tile(case: Case, sm_count: int) -> tuple[int, int] | None:
 
 
 def which_misreading(
-    runner: Any, case: Case, data: CaseInputs, got: Any, stats: ErrorStats, bits: tuple[Any, Any, Any]
+    runner: Any, case: Case, data: CaseInputs, got: Any, stats: ErrorStats, bits: tuple[Any, Any, Any], truth: Truth
 ) -> Misread | None:
-    """Which misreading a mostly wrong output (``got``, judged as ``stats``) matches
+    """Which misreading a mostly wrong output (``got``, judged as ``stats`` against ``truth``) matches
     (:func:`~pytest_gemm.judge.misread.misreading`), from the data in hand (``bits``: A, B and the prior C as
     uploaded; no launch). A diagnosis only: where the GPU's memory cannot hold its candidates, the output is judged
     without it (None), never failed for it."""
-    if not may_be_misread(stats):
+    if not may_be_misread(stats, case.shape.batch):
         return None
     cp, (dt, out), inputs = runner.cp, precision(case), get_dtype(case.dtype)
     a_bits, b_bits, c0_bits = bits
     try:
         a64, b64 = bits_to_float64(cp, a_bits, inputs), bits_to_float64(cp, b_bits, inputs)
         c064 = None if c0_bits is None else bits_to_float64(cp, c0_bits, out)
-        return misreading(cp, got, a64, b64, c064, case.ab.alpha, case.ab.beta, data.storage, dt, out)
+        return misreading(cp, got, a64, b64, c064, case.ab.alpha, case.ab.beta, data.storage, dt, out, truth)
     except Exception as exc:
         if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":  # CuPy's is not a MemoryError
             return None

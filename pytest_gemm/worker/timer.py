@@ -61,30 +61,28 @@ __all__ = ["Timer", "input_copies"]
 
 
 class _Operands:
-    """One set of A, B and C in storage order, for the kernel or for cuBLAS."""
+    """One set of A, B and C in storage order, for the kernel or for cuBLAS (a batch's packed)."""
 
-    def __init__(self, cp: Any, uploaded: list[Any], c_shape: tuple[int, int], dt: DType, out: DType) -> None:
+    def __init__(
+        self, cp: Any, uploaded: list[Any], c_shape: tuple[int, int], dt: DType, out: DType, batch: int
+    ) -> None:
         a, b = uploaded  # A and B in storage order, as their bits on the device; each set has its own copy
-        self.a = _plain(a.copy(), dt)
-        self.b = _plain(b.copy(), dt)
-        self.c = GuardedMatrix(
-            cp.empty(c_shape[0] * c_shape[1], dtype=uint_type(cp, out.itemsize)),
-            0,
-            *c_shape,
-            c_shape[1],
-            out.guard_bits,
-        )
+        self.a = _plain(a.copy(), dt, batch)
+        self.b = _plain(b.copy(), dt, batch)
+        self.c = _plain(cp.empty((batch * c_shape[0], c_shape[1]), dtype=uint_type(cp, out.itemsize)), out, batch)
         self.launch: Callable[[], None] | None = None  # the kernel on this set, worked out once (GpuRunner.launcher)
         self.cublas: Callable[[], None] | None = None  # cuBLAS's GEMM on this set, worked out on its first call
 
-    def operands(self) -> dict[str, tuple[int, int]]:
-        """Each operand's address and leading dimension, as cuBLAS takes them."""
-        return {name: (g.flat.data.ptr, g.ld) for name, g in (("A", self.a), ("B", self.b), ("C", self.c))}
+    def operands(self) -> dict[str, tuple[int, int, int]]:
+        """Each operand's address, leading dimension and batch stride, as cuBLAS takes them."""
+        found = (("A", self.a), ("B", self.b), ("C", self.c))
+        return {name: (g.flat.data.ptr, g.ld, g.batch_stride) for name, g in found}
 
 
-def _plain(bits: Any, dt: DType) -> GuardedMatrix:
+def _plain(bits: Any, dt: DType, batch: int) -> GuardedMatrix:
+    """A stacked operand (a batch's matrices one after the other) as a batch of packed matrices, unguarded."""
     rows, cols = bits.shape
-    return GuardedMatrix(bits.reshape(-1), 0, rows, cols, cols, dt.guard_bits)
+    return GuardedMatrix(bits.reshape(-1), 0, rows // batch, cols, cols, dt.guard_bits, batch)
 
 
 class Timer:
@@ -136,19 +134,19 @@ class Timer:
     def _time(self, case: Case, seed: int, settings: TimingSettings, progress: Callable[[], None]) -> TimingRun:
         cp, runner = self.cp, self.runner
         dt, out = precision(case)
-        m, n = case.shape.M, case.shape.N
+        m, n, batch = case.shape.M, case.shape.N, case.shape.batch
         data = case_inputs(case, seed)
         stored = [data.stored(data.a, "A"), data.stored(data.b, "B")]
         c_shape = data.storage.stored_shape("C", case.shape)
         if data.c0 is None:
-            c_init = cp.full(m * n, out.poison_bits, dtype=uint_type(cp, out.itemsize))
+            c_init = cp.full(batch * m * n, out.poison_bits, dtype=uint_type(cp, out.itemsize))
         else:
             c_init = upload_bits(cp, data.stored(data.c0, "C")).reshape(-1)
 
         copies = input_copies(sum(x.nbytes for x in stored) + c_init.nbytes, runner.l2_bytes, settings.cold_cache)
         uploaded = [cp.asarray(np.ascontiguousarray(x).view(f"u{dt.itemsize}")) for x in stored]
-        kernel_sets = [_Operands(cp, uploaded, c_shape, dt, out) for _ in range(copies)]
-        cublas_sets = [_Operands(cp, uploaded, c_shape, dt, out) for _ in range(copies)]
+        kernel_sets = [_Operands(cp, uploaded, c_shape, dt, out, batch) for _ in range(copies)]
+        cublas_sets = [_Operands(cp, uploaded, c_shape, dt, out, batch) for _ in range(copies)]
         bind = runner.cublas_gemm(case, dt, out)  # cuBLAS's GEMM of this case, given a set's operands
 
         def reference(ops: _Operands) -> None:
