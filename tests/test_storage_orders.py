@@ -266,6 +266,40 @@ def test_parameter_sizes_say_nothing_when_the_driver_cannot(monkeypatch):
     assert tma.parameter_sizes(1) is None
 
 
+def test_parameter_sizes_never_ask_past_the_last_where_the_driver_counts_them(monkeypatch):
+    """Under compute-sanitizer every failed driver call is reported as an error of the kernel's: where the driver
+    counts the parameters (cuFuncGetParamCount, CUDA 13), none is asked for past the last (found on an H100: memcheck
+    failed every clean kernel with 'CUDA_ERROR_INVALID_VALUE ... on CUDA API call to cuFuncGetParamInfo')."""
+    import ctypes
+
+    from pytest_gemm.worker import tma
+
+    asked = []
+
+    class Function:  # a ctypes function: called, and given a restype
+        def __init__(self, body):
+            self.body, self.restype = body, None
+
+        def __call__(self, *args):
+            return self.body(*args)
+
+    def count(fn, found):
+        ctypes.cast(found, ctypes.POINTER(ctypes.c_size_t))[0] = 2
+        return 0
+
+    def info(fn, index, offset, size):
+        asked.append(index.value)
+        ctypes.cast(size, ctypes.POINTER(ctypes.c_size_t))[0] = 4 if index.value else 8
+        return 0 if index.value < 2 else 1
+
+    class Lib:
+        def __init__(self, name):
+            self.cuFuncGetParamCount, self.cuFuncGetParamInfo = Function(count), Function(info)
+
+    monkeypatch.setattr(tma.ctypes, "CDLL", Lib)
+    assert tma.parameter_sizes(1) == [8, 4] and asked == [0, 1]
+
+
 @pytest.mark.parametrize("orders", list(itertools.product(*ORDERS.values())))
 @pytest.mark.parametrize("prior", [False, True], ids=["beta0", "prior"])
 def test_the_peer_gets_each_operand_as_stored_from_the_truths_bits(orders, prior):

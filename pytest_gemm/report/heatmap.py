@@ -160,13 +160,17 @@ def heatmap(test: str, case: Diagnosis, gpu_name: str, day: str, out: Path) -> P
     ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))  # few labels: a report draws hundreds of these
     ax.yaxis.set_major_locator(MaxNLocator(6, integer=True))
     ax.set_xlabel(f"column of C (N = {emap.cols})")
-    ax.set_ylabel(f"row of C (M = {emap.rows})")
+    batch = case.shape.batch  # a batch's matrices are stacked, one below the other
+    ax.set_ylabel(
+        f"row of C ({batch} matrices of M = {case.shape.M}, stacked)" if batch > 1 else f"row of C (M = {emap.rows})"
+    )
     over = int(((ranks == ErrorCause.OVER_BOUND.rank) & plain).sum())
     handles.append(Patch(facecolor=cmap(0.95), label=f"over the bound (colour scale): {over} cell(s)"))
     fig.legend(handles=handles, loc="lower center", ncols=2, frameon=False, fontsize=8.5)
     shape = case.shape
     detail = (
-        f"{case.dtype}, M={shape.M} N={shape.N} K={shape.K}, alpha={case.alpha:g}, beta={case.beta:g}\none cell = "
+        f"{case.dtype}, M={shape.M} N={shape.N} K={shape.K}{f' batch={shape.batch}' if shape.batch > 1 else ''}, "
+        f"alpha={case.alpha:g}, beta={case.beta:g}\none cell = "
         f"{cell[0]}×{cell[1]} elements ({ratio.shape[0]}×{ratio.shape[1]} cells); {tiles}"
     )
     what = f"Where {test.split('::')[-1]} is wrong"

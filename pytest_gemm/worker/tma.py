@@ -78,19 +78,34 @@ def operand_map(kept: dict[tuple, np.ndarray], case: Case, operand: str, g: Any,
 
 def parameter_sizes(function: int) -> list[int] | None:
     """The compiled kernel's parameter sizes in bytes, in order, from the driver (``cuFuncGetParamInfo``, CUDA 12.4
-    and later); None where the driver cannot say."""
+    and later); None where the driver cannot say. Where the driver counts them (``cuFuncGetParamCount``), no call
+    asks past the last one: compute-sanitizer reports such a call's error as the kernel's."""
     try:
-        info = ctypes.CDLL("libcuda.so.1").cuFuncGetParamInfo
+        driver = ctypes.CDLL("libcuda.so.1")
+        info = driver.cuFuncGetParamInfo
     except (OSError, AttributeError):
         return None
     info.restype = ctypes.c_int
+    count = _parameter_count(driver, function)
     sizes: list[int] = []
     offset, size = ctypes.c_size_t(), ctypes.c_size_t()
-    while len(sizes) < 4096:
+    while len(sizes) < (4096 if count is None else count):
         rc = info(ctypes.c_void_p(function), ctypes.c_size_t(len(sizes)), ctypes.byref(offset), ctypes.byref(size))
-        if rc == _CUDA_ERROR_INVALID_VALUE and sizes:  # past the last parameter
+        if rc == _CUDA_ERROR_INVALID_VALUE and sizes and count is None:  # past the last parameter
             break
         if rc != 0:  # the driver cannot say (or a kernel without parameters, which no GEMM is)
             return None
         sizes.append(int(size.value))
     return sizes
+
+
+def _parameter_count(driver: ctypes.CDLL, function: int) -> int | None:
+    """How many parameters the kernel takes (``cuFuncGetParamCount``, CUDA 13), or None where the driver cannot
+    say."""
+    try:
+        count_of = driver.cuFuncGetParamCount
+    except AttributeError:
+        return None
+    count_of.restype = ctypes.c_int
+    count = ctypes.c_size_t()
+    return int(count.value) if count_of(ctypes.c_void_p(function), ctypes.byref(count)) == 0 else None
