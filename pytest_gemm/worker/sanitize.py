@@ -40,7 +40,9 @@ def main() -> int:
         runner.guards = False
         case = files.case(request)
         runner.load(case, request.path)
-        runner.prepare(case)
+        # The arguments were checked against the kernel by its verification; asking the driver again would show
+        # here: with a driver that does not count them, the probe past the last one is a failed call (CUDA 13.0)
+        runner.prepare(case, signature=False)
         data = case_inputs(case, request.seed)
         with runner.stream:
             ga, gb = runner.guarded_input(case, "A", data), runner.guarded_input(case, "B", data)

@@ -79,7 +79,8 @@ def operand_map(kept: dict[tuple, np.ndarray], case: Case, operand: str, g: Any,
 def parameter_sizes(function: int) -> list[int] | None:
     """The compiled kernel's parameter sizes in bytes, in order, from the driver (``cuFuncGetParamInfo``, CUDA 12.4
     and later); None where the driver cannot say. Where the driver counts them (``cuFuncGetParamCount``), no call
-    asks past the last one: compute-sanitizer reports such a call's error as the kernel's."""
+    asks past the last one; else the call past the last fails, which compute-sanitizer reports as the kernel's error
+    (``worker.sanitize`` does not ask: the H100's driver 580, CUDA 13.0, cannot count them)."""
     try:
         driver = ctypes.CDLL("libcuda.so.1")
         info = driver.cuFuncGetParamInfo
