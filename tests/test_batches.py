@@ -28,7 +28,7 @@ from pytest_gemm.specs.footprint import BATCH_GAP_ROWS, LD_PAD, case_memory, har
 from pytest_gemm.specs.signature import signature_problems
 from pytest_gemm.specs.spec import KernelFileError, spec_from_mapping
 from pytest_gemm.specs.storage import ORDERS, Storage
-from pytest_gemm.worker.buffers import CaseInputs, case_inputs, guarded
+from pytest_gemm.worker.buffers import CaseInputs, case_inputs, guarded, where_landed
 from pytest_gemm.worker.cublas import gemm_call, stacked_layout, stored_operands
 
 FP32 = get_dtype("fp32")
@@ -161,6 +161,10 @@ def _kernel(case: Case, g: dict, bug: str | None = None) -> None:
         c[at] = value
         if bug == "gap write":
             c[i * g["C"].batch_stride + g["C"].rows * g["C"].ld] = 1.0
+        if bug == "reads the gap" and i < batch - 1:  # the element after this batch's A, times 0: NaN from the gap
+            c[ci * g["C"].batch_stride + _address(s, "C", m - 1, col, g["C"].ld)] += (
+                np.float32(0) * a[ai * g["A"].batch_stride + g["A"].rows * g["A"].ld]
+            )
 
 
 def _run(case: Case, bug: str | None = None, seed: int = 1):
@@ -218,8 +222,7 @@ def test_a_kernel_that_takes_no_strides_gets_its_batch_packed():
 @pytest.mark.parametrize("storage", [Storage(), Storage("KxM", "NxK", "NxM")], ids=["row", "transposed"])
 @pytest.mark.parametrize("ab", [AlphaBeta(1.0, 0.0), AlphaBeta(0.7, 1.3)], ids=["beta0", "prior"])
 def test_a_batch_mixed_up_is_named_batch_by_batch(bug, kind, pairs, storage, ab):
-    if bug == "C reversed" and ab.prior:
-        pytest.skip("a kernel that writes another batch's C reads that C0 too: not one of the readings")
+    """With beta != 0 a kernel that writes another batch's C reads that batch's C0 too: still named."""
     stats, read, faults, _ = _run(_case(Shape(24, 20, 12, 4), ab, storage=storage), bug)
     assert not stats.passed and faults == []
     assert read == Misread(kind, len(pairs) * 24 * 20, pairs, len(pairs))
@@ -327,3 +330,128 @@ def test_the_peer_runs_cublas_strided_batched_gemm_on_the_bytes_as_stored(storag
     got = data.logical(stored["C"], "C")
     np.testing.assert_allclose(got, Truth.of(np, a.astype(float), b.astype(float), c0.astype(float), 0.5, 2.0, FP32,
                                              batch).value, rtol=1e-6)  # fmt: skip
+
+
+def test_only_a_batch_wrong_and_finite_is_worth_the_misreadings():
+    from pytest_gemm.judge.misread import may_be_misread
+    from pytest_gemm.records.outcome import ErrorStats
+
+    def stats(bad: int, nonfinite: int) -> ErrorStats:
+        return ErrorStats(1e3, 1e3, bad, 400, nonfinite, 0, 1.0, 1e-6, (), (), 1, 4, 32)
+
+    assert may_be_misread(stats(100, 0), batch=4)  # one matrix of four wrong: worth comparing batches
+    assert not may_be_misread(stats(100, 0))  # as one matrix, a quarter wrong is not a misreading
+    assert not may_be_misread(stats(400, 400), batch=4)  # all NaN (unwritten): nothing to match
+
+
+def test_without_guards_a_batch_allocates_its_matrices_and_gaps_alone():
+    """Under compute-sanitizer (no guards) nothing is allocated past the last matrix, so memcheck sees a read or
+    write past it; the gaps between matrices stay (they are the stride)."""
+    one = guarded(np, FP32, True, (10, 8), None, guards=False, batch=1, gap=True)
+    assert one.flat.size == 10 * 24 and one.matrix(np.uint32).shape == (10, 8)
+    three = guarded(np, FP32, True, (10, 8), None, guards=False, batch=3, gap=True)
+    assert three.flat.size == 2 * (10 + BATCH_GAP_ROWS) * 24 + 10 * 24 and three.matrix(np.uint32).shape == (3, 10, 8)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_writes_outside_a_batch_are_mapped_onto_the_stacked_matrices(transposed):
+    rows, cols = (20, 24) if transposed else (24, 20)  # C stored N x M when transposed (M = 24, N = 20)
+    g = guarded(np, FP32, True, (rows, cols), None, batch=3, gap=True)
+    after = g.pointer()[2 * g.batch_stride + rows * g.ld :]
+    after[1] = 0  # row `rows` of the last matrix (as if it went on), column 1
+    g.pointer()[rows * g.ld + 2] = 0  # the gap after batch 0
+    g.pointer()[g.batch_stride + 3 * g.ld + cols] = 0  # batch 1, row 3, its padding's first element
+    strays = g.stray_writes(np)
+    assert sorted(map(tuple, strays.tolist())) == [(0, rows, 2), (1, 3, cols), (2, rows, 1)]
+    outside = sorted(map(tuple, g.outside(strays, transposed).tolist()))
+    if transposed:  # logical row = stored column, in the stacked M = cols rows of each batch
+        assert outside == [(1 * cols + cols, 3), (2 * cols + 1, rows)]
+    else:
+        assert outside == [(1 * rows + 3, cols), (2 * rows + rows, 1)]  # the gap's write is left out
+    faults = g.guard_faults(np, "C")
+    landed = [f.where for f in where_landed(faults, strays, rows, cols, transposed)]
+    assert landed[0].startswith("the guard after C; as if the matrix went on, at rows")
+    assert any(w.startswith("the gap after batch 0 of C") and "as if" not in w for w in landed)
+
+
+def test_the_strided_batched_call_passes_each_operand_its_own_stride():
+    """gemm_runner's call to cuBLAS's strided-batched GEMM, recorded, is the one the emulated cuBLAS computes right
+    (each operand's address, ld and stride where cuBLAS takes them)."""
+    from pytest_gemm.worker.cublas import gemm_runner
+
+    calls = []
+
+    class Cublas:
+        def gemmStridedBatchedEx(self, *args):
+            calls.append(args)
+
+        def gemmEx(self, *args):
+            raise AssertionError("a batch is one strided-batched call")
+
+    storage, shape = Storage("KxM", "NxK", "MxN"), Shape(5, 7, 3, 4)
+    bind = gemm_runner(Cublas(), 1, storage, shape, FP32, FP32, None, 0.5, 2.0)
+    bind({"A": (100, 5, 1000), "B": (200, 3, 2000), "C": (300, 7, 3000)})()
+    (args,) = calls
+    call = gemm_call(storage, shape)
+    assert args[1:6] == (int(call.trans_first), int(call.trans_second), call.m, call.n, call.k)
+    first, second = ("A", "B") if call.first == "A" else ("B", "A")
+    expected = {"A": (100, 5, 1000), "B": (200, 3, 2000)}
+    assert (args[7], args[9], args[10]) == expected[first]
+    assert (args[11], args[13], args[14]) == expected[second]
+    assert (args[16], args[18], args[19], args[20]) == (300, 7, 3000, 4)
+
+
+class BatchRunner:
+    """Runs a NumPy batched 'kernel' on the worker's guarded buffers, as GpuRunner runs a CUDA one (for the
+    diagnosis re-runs, which launch again)."""
+
+    cp = np
+    sm_count = 132
+
+    def __init__(self, bug: str | None = None):
+        self.bug = bug
+
+    def _guarded(self, case, op, fill):
+        low = op.lower()
+        shape = case.storage.stored_shape(op, case.shape)
+        padded, gap = f"ld{low}" in case.spec.args, f"stride_{low}" in case.spec.args
+        return guarded(np, FP32, padded, shape, fill, batch=case.shape.batch, gap=gap)
+
+    def guarded_input(self, case, name, data):
+        return self._guarded(case, name, data.stored(data.a if name == "A" else data.b, name))
+
+    def guarded_output(self, case, data, fill):
+        return self._guarded(case, "C", fill)
+
+    def launch(self, case, ga, gb, gc):
+        with np.errstate(invalid="ignore"):
+            _kernel(case, {"A": ga, "B": gb, "C": gc}, self.bug)
+
+
+def test_a_read_across_the_gap_between_batches_is_traced_to_it():
+    from pytest_gemm.judge.accuracy import element_ratios
+    from pytest_gemm.worker.diagnose import determinism_fault, trace
+
+    case = _case(Shape(24, 20, 12, 3))
+    runner = BatchRunner("reads the gap")
+    data = case_inputs(case, 1)
+    g = {"A": runner.guarded_input(case, "A", data), "B": runner.guarded_input(case, "B", data)}
+    g["C"] = runner.guarded_output(case, data, None)
+    runner.launch(case, g["A"], g["B"], g["C"])
+    a64, b64 = data.a.astype(np.float64), data.b.astype(np.float64)
+    truth = Truth.of(np, a64, b64, None, 1.0, 0.0, FP32, 3)
+    got = data.logical(g["C"].as_float64(np, FP32), "C")
+    ratio = element_ratios(np, got, truth.value, truth.gscale, 12, FP32, FP32, truth.hscale, truth.subnormal)
+    unwritten = data.logical(g["C"].matrix(np.uint32), "C") == FP32.poison_bits
+    sources, _ = trace(runner, case, data, ratio, unwritten)
+    (source,) = sources
+    assert source.region == "the gaps between the batches of A" and source.count == 2 * 20
+    assert source.rows == (23, 24 + 23) and source.n_tiles == 2  # the last row of batches 0 and 1
+    result = Verification(case.name, 1, case.shape, 1.0, 0.0, truth.judge(np, got, 12, FP32, FP32), None,
+                          sources=sources)  # fmt: skip
+    line = diagnosis_lines(wrong_output(result, "fp32"))[0]
+    assert line.startswith("reads between the matrices of A's batch (past one, before the next): 40 element(s)")
+    assert "(batch 0 row 23 to batch 1 row 23, columns 0-19, 2 32x32 tiles)" in line
+    right = BatchRunner()
+    right.launch(case, g["A"], g["B"], g["C"])
+    assert determinism_fault(right, case, g["C"], FP32.poison_bits, lambda: right.launch(case, *g.values())) is None

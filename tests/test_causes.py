@@ -311,7 +311,7 @@ def test_writes_past_the_end_of_c_are_located_and_mapped(ldc):
     ga, gb = runner.guarded_input(case, "A", data), runner.guarded_input(case, "B", data)
     gc = runner.guarded_output(case, data, None)
     runner.launch(case, ga, gb, gc)
-    assert gc.stray_writes(np).shape == (0, 2) and gc.guard_faults(np, "C") == []  # C alone written
+    assert gc.stray_writes(np).shape == (0, 3) and gc.guard_faults(np, "C") == []  # C alone written
     after = gc.regions("C")["the guard after C"][: 3 * gc.ld].reshape(3, gc.ld)
     after[:, :N] = np.float32(1.0).view(np.uint32)  # rows M to M + 2, every column of C
     if ldc:
@@ -327,7 +327,7 @@ def test_writes_past_the_end_of_c_are_located_and_mapped(ldc):
     # the same storage, read as a column-major matrix: its rows are C's columns
     (flipped, *_) = where_landed(gc.guard_faults(np, "C"), gc.stray_writes(np), gc.rows, gc.cols, col=True)
     assert flipped.where.endswith(f"; as if the matrix went on, at rows 0 to {N - 1}, columns {M} to {M + 2}")
-    strays = gc.stray_writes(np)
+    strays = gc.outside(gc.stray_writes(np), transposed=False)
     assert len(strays) == 3 * N + (2 if ldc else 0)
     rects = causes.outside_cells(strays, (1, 1))
     assert sum(n for *_, n in rects) == len(strays)

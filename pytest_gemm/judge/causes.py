@@ -70,8 +70,9 @@ def causes_of(xp: Any, ratio: Any, unwritten: Any | None, evidence: Evidence) ->
     return codes
 
 
-def error_sources(xp: Any, codes: Any, evidence: Evidence) -> tuple[ErrorSource, ...]:
-    """The causes present, most telling first; a guard cause is listed per region it came from."""
+def error_sources(xp: Any, codes: Any, evidence: Evidence, batch: int = 1) -> tuple[ErrorSource, ...]:
+    """The causes present, most telling first; a guard cause is listed per region it came from (``batch``: C is a
+    batch's matrices, stacked, whose tiles are counted matrix by matrix)."""
     sources = []
     for cause in ErrorCause:
         mask = codes == _CODES[cause]
@@ -81,17 +82,17 @@ def error_sources(xp: Any, codes: Any, evidence: Evidence) -> tuple[ErrorSource,
             for region, region_mask in evidence.guard.items():
                 mine = mask & region_mask
                 if guard_cause(region) is cause and some(mine):
-                    sources.append(_source(xp, mine, cause, region))
+                    sources.append(_source(xp, mine, cause, region, batch))
                     mask = mask & ~region_mask  # an element is counted under its first region only
         else:
-            sources.append(_source(xp, mask, cause, ""))
+            sources.append(_source(xp, mask, cause, "", batch))
     return tuple(sources)
 
 
-def _source(xp: Any, mask: Any, cause: ErrorCause, region: str) -> ErrorSource:
+def _source(xp: Any, mask: Any, cause: ErrorCause, region: str, batch: int = 1) -> ErrorSource:
     rows = to_host(xp.nonzero(mask.any(axis=1))[0])
     cols = to_host(xp.nonzero(mask.any(axis=0))[0])
-    _, n_tiles, _ = tile_summary(xp, mask, TILE)
+    _, n_tiles, _ = tile_summary(xp, mask, TILE, batch)
     return ErrorSource(
         cause=cause,
         count=int(mask.sum()),

@@ -20,7 +20,9 @@ A batch's matrices are stacked (``worker.buffers.CaseInputs``); each reading is 
 
 Each candidate is built only where the shapes allow it and where it changes something (a vector reads the same in
 either order). Together they cost up to ten GEMMs in float64, so the worker asks only when most elements are wrong
-(:func:`may_be_misread`). Pure: ``xp`` is NumPy or CuPy; it uses the array operations judging uses, no others.
+(:func:`may_be_misread`). A batch's mix-ups cost up to five matrix GEMMs for each of the batches tried (five
+batches for each of at most 64 wrong matrices, given up after the first four match none): at most about twenty
+GEMMs of the whole batch more. Pure: ``xp`` is NumPy or CuPy; it uses the array operations judging uses, no others.
 
 Why 99%: a misread kernel may be wrong in a few more places (an edge tile, a NaN from elsewhere), and a match by
 chance is no risk: an element lies within another product's bound (a few units in the last place of its magnitude)
@@ -55,7 +57,8 @@ def may_be_misread(stats: ErrorStats, batch: int = 1) -> bool:
     few enough are NaN or Inf that a reading could still match (an output left unwritten is not worth the GEMMs);
     for a batch, also when as many elements are wrong as one of its matrices has (one batch mixed up)."""
     whole = 2 * stats.bad > stats.total and stats.nonfinite <= stats.total - _needed(stats.total)
-    return whole or (batch > 1 and stats.bad >= _needed(stats.total // batch))
+    one = _needed(stats.total // batch)  # a matrix of the batch
+    return whole or (batch > 1 and stats.bad >= one and stats.nonfinite <= stats.total - one)
 
 
 def _needed(total: int) -> int:
@@ -164,6 +167,11 @@ def _batch_match(
     if n >= need:
         return Misreading.OTHER_BATCH_C, n
     prior = c0 is not None and beta != 0.0
+    if prior:  # batch i's product, with the C0 it found where it wrote (a wrong C pointer reads there too)
+        product, scale = alpha * (a[i] @ b[i]), abs(alpha) * (xp.abs(a[i]) @ xp.abs(b[i]))
+        n = matched(product + beta * c0[j], scale + abs(beta) * xp.abs(c0[j]), None)
+        if n >= need:
+            return Misreading.OTHER_BATCH_C, n
     for kind, x, y in ((Misreading.OTHER_BATCH_A, a[i], b[j]), (Misreading.OTHER_BATCH_B, a[j], b[i])):
         expected, scale = alpha * (x @ y), abs(alpha) * (xp.abs(x) @ xp.abs(y))
         if prior:

@@ -298,7 +298,7 @@ class GemmSanitizeItem(_TextFailure, pytest.Item):
         request = to_request(case, str(self.path), session.settings.seed, None)
         kernel = self.spec.entry.split("<")[0].strip()
         shape = case.shape.id
-        what = f"{case.name} (M={case.shape.M}, N={case.shape.N}, K={case.shape.K})"  # sanitized at a batch of 1
+        what = f"{case.name} (M={case.shape.M}, N={case.shape.N}, K={case.shape.K})"
         try:
             run = run_tool(sanitizer, self.tool, request, kernel, timeout, pin)
         except subprocess.TimeoutExpired:

@@ -19,6 +19,7 @@ from .tensor_maps import TensorMapSpec
 
 __all__ = [
     "AB_CASES",
+    "SANITIZE_BATCH",
     "SANITIZE_SHAPES",
     "AlphaBeta",
     "Case",
@@ -310,10 +311,16 @@ SANITIZE_SHAPES = (
 )
 
 
+#: the batch a batched kernel runs under compute-sanitizer (#34 item 3)
+SANITIZE_BATCH = 3
+
+
 def sanitize_case(spec: KernelSpec, dtypes: list[str] | None = None) -> Case | None:
     """The one case compute-sanitizer runs for a kernel: its first variant and dtype, alpha = 1, beta = 0, at the
-    first of SANITIZE_SHAPES its rules allow (None when none is allowed, or no dtype is selected)."""
-    for shape in SANITIZE_SHAPES:
+    first of SANITIZE_SHAPES its rules allow (None when none is allowed, or no dtype is selected); a batched kernel's
+    at a batch of :data:`SANITIZE_BATCH` first, so that its batch strides are exercised too."""
+    batched = [Shape(s.M, s.N, s.K, SANITIZE_BATCH) for s in SANITIZE_SHAPES] if spec.batched else []
+    for shape in (*batched, *SANITIZE_SHAPES):
         for case in expand(spec, [shape], dtypes):
             if case.skip_reason is None and case.ab == AB_CASES[0]:
                 return case

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,18 +55,21 @@ class GuardedMatrix:
         """Where the last matrix of the batch ends (its last row's ld included)."""
         return self.start + (self.batch - 1) * self.batch_stride + self.rows * self.ld
 
-    def _batched(self, storage: Any) -> Any:
-        """The batch as (batch, rows of the stride, ld): each matrix, then the guarded rows up to the next."""
-        step = self.batch_stride // self.ld
-        return (
-            self.flat[self.start : self.start + self.batch * self.batch_stride].view(storage).reshape(-1, step, self.ld)
-        )
+    def _batched(self, storage: Any, rows: int | None = None) -> Any:
+        """The batch as batch x ``rows`` x ld from each matrix's start (a view): its rows (by default), or up to
+        the stride's (the matrix, then the guarded rows up to the next), which only the matrices before the last
+        have: nothing is allocated past the last matrix's guard (none, under compute-sanitizer)."""
+        region = self.flat[self.start :].view(storage)
+        size = region.itemsize
+        strides = (self.batch_stride * size, self.ld * size, size)
+        shape = (self.batch, self.rows if rows is None else rows, self.ld)
+        return _module(region).lib.stride_tricks.as_strided(region, shape, strides)
 
     def matrix(self, storage: Any) -> Any:
         """The rows x cols matrix (a strided view when ld > cols), in its element type; for a batch, the batch x rows x
         cols view of its matrices."""
         if self.batch > 1:
-            return self._batched(storage)[:, : self.rows, : self.cols]
+            return self._batched(storage)[:, :, : self.cols]
         region = self.flat[self.start : self.start + self.rows * self.ld].view(storage)
         return region.reshape(self.rows, self.ld)[:, : self.cols]
 
@@ -81,32 +85,58 @@ class GuardedMatrix:
         found = {f"the guard before {name}": self.flat[: self.start], f"the guard after {name}": self.flat[self.end :]}
         if self.ld > self.cols:
             found[f"the row padding of {name}"] = self._rows()[..., self.cols :]
-        if self.batch > 1 and self.batch_stride > self.rows * self.ld:
-            found[f"the gaps between the batches of {name}"] = self._batched(self.flat.dtype)[:-1, self.rows :]
+        if self._gaps:
+            found[f"the gaps between the batches of {name}"] = self._gap_rows()
         return found
+
+    @property
+    def _gaps(self) -> bool:
+        """Whether guarded rows lie between the matrices of the batch."""
+        return self.batch > 1 and self.batch_stride > self.rows * self.ld
+
+    def _gap_rows(self) -> Any:
+        """The guarded rows after each matrix but the last: (batch - 1) x gap rows x ld, in the buffer's type."""
+        return self._batched(self.flat.dtype, self.batch_stride // self.ld)[:-1, self.rows :]
 
     def _rows(self) -> Any:
         """The matrix's rows with their padding, rows x ld in the buffer's element type; a batch's, batch x rows x
         ld."""
         if self.batch > 1:
-            return self._batched(self.flat.dtype)[:, : self.rows]
+            return self._batched(self.flat.dtype)
         return self.flat[self.start : self.end].reshape(self.rows, self.ld)
 
     def stray_writes(self, xp: Any) -> np.ndarray:
-        """Where the guard around the matrix was written: (row, column) in storage order, as if its rows and
-        ld went on past its ends (rows < 0 before the first matrix, >= ``rows`` after the last, columns >= ``cols``
-        in the row padding of any). Only the guard is looked at, not the matrix, and on the host (see
-        :meth:`guard_faults`). An (n, 2) host array of int64."""
-        last = self.end - self.rows * self.ld  # the last matrix's start
+        """Where the guard around the matrix was written: (batch, row, column) in storage order, as if each matrix's
+        rows and ld went on past its ends (rows < 0 before the first matrix, >= ``rows`` after the last and in the
+        gap after each of the others, columns >= ``cols`` in the row padding of any). Only the guard is looked at,
+        not the matrix, and on the host (see :meth:`guard_faults`). An (n, 3) host array of int64."""
+        last = self.batch - 1
         found = []
-        for offset, region in ((-self.start, self.flat[: self.start]), (self.end - last, self.flat[self.end :])):
+        for batch, offset, region in (
+            (0, -self.start, self.flat[: self.start]),
+            (last, self.rows * self.ld, self.flat[self.end :]),
+        ):
             p = np.nonzero(to_host(region) != self.guard_bits)[0].astype(np.int64) + offset
-            found.append(np.stack([p // self.ld, p % self.ld], axis=1))
+            found.append(np.stack([np.full_like(p, batch), p // self.ld, p % self.ld], axis=1))
         if self.ld > self.cols:
             padding = to_host(self._rows()[..., self.cols :]).reshape(-1, self.rows, self.ld - self.cols)
-            _, row, col = np.nonzero(padding != self.guard_bits)
-            found.append(np.stack([row.astype(np.int64), col.astype(np.int64) + self.cols], axis=1))
+            batch, row, col = (x.astype(np.int64) for x in np.nonzero(padding != self.guard_bits))
+            found.append(np.stack([batch, row, col + self.cols], axis=1))
+        if self._gaps:
+            batch, row, col = (x.astype(np.int64) for x in np.nonzero(to_host(self._gap_rows()) != self.guard_bits))
+            found.append(np.stack([batch, row + self.rows, col], axis=1))
         return np.concatenate(found)
+
+    def outside(self, strays: np.ndarray, transposed: bool) -> np.ndarray:
+        """:meth:`stray_writes` in logical rows and columns of the stacked C (a batch's matrices one below the other;
+        ``transposed``: stored in its second order), for the error map: (n, 2). Writes into the gaps between matrices
+        are left out: stacked, they would fall on the next matrix (the fault names them)."""
+        batch, row, col = strays[:, 0], strays[:, 1], strays[:, 2]
+        keep = ~((batch < self.batch - 1) & (row >= self.rows))
+        batch, row, col = batch[keep], row[keep], col[keep]
+        if transposed:
+            row, col = col, row
+        return np.stack([batch * (self.cols if transposed else self.rows) + row, col], axis=1)
 
     def guard_faults(self, xp: Any, name: str) -> list[Fault]:
         """The writes into the guard, per region. Each region is compared on the host, where it costs no CuPy
@@ -127,6 +157,11 @@ class GuardedMatrix:
         return faults
 
 
+def _module(array: Any) -> Any:
+    """The array module of ``array`` (NumPy or CuPy), for what the arrays themselves lack (``as_strided``)."""
+    return importlib.import_module(type(array).__module__.split(".")[0])
+
+
 def _gaps_written(batches: np.ndarray, name: str) -> str:
     """Which gaps between a batch's matrices were written: "the gap after batch 0 of C" (and how many more)."""
     more = f", and after {len(batches) - 1} more of its batches" if len(batches) > 1 else ""
@@ -135,22 +170,23 @@ def _gaps_written(batches: np.ndarray, name: str) -> str:
 
 def where_landed(faults: list[Fault], strays: np.ndarray, rows: int, cols: int, col: bool) -> list[Fault]:
     """``faults`` of one matrix's guard, each saying where its writes landed in logical rows and columns, as if
-    the matrix went on; ``strays`` is :meth:`GuardedMatrix.stray_writes` (storage order), ``col`` whether the
-    matrix is stored column-major."""
+    the matrix went on; ``strays`` is :meth:`GuardedMatrix.stray_writes` (batch, row, column in storage order),
+    ``col`` whether the matrix is stored column-major."""
     return [Fault(f.kind, f.where + _landed(strays, f.where, rows, cols, col), f.count) for f in faults]
 
 
 def _landed(strays: np.ndarray, where: str, rows: int, cols: int, col: bool) -> str:
     """Where the writes into one guard region landed, in logical rows and columns of the matrix."""
-    row, column = strays[:, 0], strays[:, 1]
+    batch, row, column = strays[:, 0], strays[:, 1], strays[:, 2]
     if where.startswith("the gap"):  # between a batch's matrices: the batch it follows says where
         return ""
     if "before" in where:
         mine = strays[row < 0]
-    elif "after" in where:
-        mine = strays[row >= rows]
+    elif "after" in where:  # past the last matrix (the gaps after the others are theirs)
+        mine = strays[(row >= rows) & (batch == batch.max())]
     else:
         mine = strays[(row >= 0) & (row < rows) & (column >= cols)]
+    mine = mine[:, 1:]
     if not len(mine):
         return ""
     if col:
@@ -178,9 +214,7 @@ def guarded(
     an access past it reaches memory that is not allocated."""
     rows, cols = shape
     layout = guard_layout(cols, dt.itemsize, padded, guards, rows=rows, batch=batch, gap=gap)
-    # the last matrix's gap too, so that the batch is one (batch, stride) view (no guard after it: the sanitizer's)
-    size = max(layout.elements(rows), layout.before + batch * layout.stride)
-    flat = xp.full(size, dt.guard_bits, dtype=uint_type(xp, dt.itemsize))
+    flat = xp.full(layout.elements(rows), dt.guard_bits, dtype=uint_type(xp, dt.itemsize))
     g = GuardedMatrix(flat, layout.before, rows, cols, layout.ld, dt.guard_bits, batch, layout.stride)
     view = g.matrix(flat.dtype)
     view[...] = dt.poison_bits if fill is None else upload_bits(xp, fill).reshape(view.shape)

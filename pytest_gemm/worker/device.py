@@ -258,8 +258,8 @@ class GpuRunner:
             if not kernel_stats.passed or faults:
                 sources, error_map = trace(self, case, data, ratio, unwritten)
                 if strays is not None:
-                    logical = strays[:, ::-1] if c_transposed else strays
-                    error_map = replace(error_map, outside=outside_cells(logical, error_map.cell))
+                    outside = outside_cells(gc.outside(strays, c_transposed), error_map.cell)
+                    error_map = replace(error_map, outside=outside)
             del ratio, unwritten
             misread = which_misreading(self, case, data, got, kernel_stats, (a_bits, b_bits, c0_bits), truth)
             del got  # M x N arrays, not needed while cuBLAS runs (specs.footprint counts on it)

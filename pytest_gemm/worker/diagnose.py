@@ -111,7 +111,8 @@ def trace(
                 rerun, _, _ = _rerun(runner, case, data, finite_c, nan_regions=(region,))
                 evidence.guard[region] = unexplained & cp.isfinite(clean) & ~cp.isfinite(rerun)
     codes = causes_of(cp, ratio, unwritten, evidence)
-    return error_sources(cp, codes, evidence), error_map(cp, ratio, codes, _tile(case, runner.sm_count))
+    sources = error_sources(cp, codes, evidence, case.shape.batch)
+    return sources, error_map(cp, ratio, codes, _tile(case, runner.sm_count))
 
 
 def _finite_prior(case: Case) -> np.ndarray:
