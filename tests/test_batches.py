@@ -349,8 +349,10 @@ def test_without_guards_a_batch_allocates_its_matrices_and_gaps_alone():
     write past it; the gaps between matrices stay (they are the stride)."""
     one = guarded(np, FP32, True, (10, 8), None, guards=False, batch=1, gap=True)
     assert one.flat.size == 10 * 24 and one.matrix(np.uint32).shape == (10, 8)
-    three = guarded(np, FP32, True, (10, 8), None, guards=False, batch=3, gap=True)
-    assert three.flat.size == 2 * (10 + BATCH_GAP_ROWS) * 24 + 10 * 24 and three.matrix(np.uint32).shape == (3, 10, 8)
+    fill = np.random.default_rng(0).random((3 * 10, 8), dtype=np.float32)
+    three = guarded(np, FP32, True, (10, 8), fill, guards=False, batch=3, gap=True)
+    assert three.flat.size == 2 * (10 + BATCH_GAP_ROWS) * 24 + 10 * 24
+    assert np.array_equal(three.matrix(np.float32), fill.reshape(3, 10, 8))  # built on the host, then copied
 
 
 @pytest.mark.parametrize("transposed", [False, True])

@@ -214,10 +214,21 @@ def guarded(
     an access past it reaches memory that is not allocated."""
     rows, cols = shape
     layout = guard_layout(cols, dt.itemsize, padded, guards, rows=rows, batch=batch, gap=gap)
-    flat = xp.full(layout.elements(rows), dt.guard_bits, dtype=uint_type(xp, dt.itemsize))
+    # Under compute-sanitizer (no guards) the buffer is built on the host and copied over once: its kernel filter
+    # leaves CuPy's own fill and copy kernels uninstrumented, so initcheck would take what they wrote for unwritten
+    # (every read of a padded matrix was "uninitialized"); a copy from the host it sees.
+    build = xp if guards else np
+    flat = build.full(layout.elements(rows), dt.guard_bits, dtype=uint_type(build, dt.itemsize))
     g = GuardedMatrix(flat, layout.before, rows, cols, layout.ld, dt.guard_bits, batch, layout.stride)
     view = g.matrix(flat.dtype)
-    view[...] = dt.poison_bits if fill is None else upload_bits(xp, fill).reshape(view.shape)
+    if fill is None:
+        view[...] = dt.poison_bits
+    elif guards:
+        view[...] = upload_bits(xp, fill).reshape(view.shape)
+    else:
+        view[...] = np.ascontiguousarray(fill).view(flat.dtype).reshape(view.shape)
+    if not guards:
+        g.flat = xp.asarray(flat)
     return g
 
 
