@@ -21,6 +21,7 @@ def gemm_kernel(
     storage: dict[str, str] | None = None,
     accumulate: str | None = None,
     batched: bool = False,
+    arrays: str = "cupy",
     params: dict[str, list[int]] | None = None,
     c_dtype: str | None = None,
     name: str | None = None,
@@ -33,7 +34,8 @@ def gemm_kernel(
     The harness calls ``fn(A, B, C, alpha, beta, **params)`` in a GPU worker with CuPy device
     arrays (A is M x K, B is K x N, C is M x N, each a view of its storage: transposed for an operand
     stored transposed, ``storage={"B": "NxK"}`` or ``layout="col"``; with ``batched=True``, a batched shape's
-    operands are 3-D views, the batch first), and the
+    operands are 3-D views, the batch first; with ``arrays="torch"``, torch tensors on the same memory, called with
+    torch's current stream the harness's), and the
     function must write ``alpha * A @ B + beta * C`` into ``C`` in place. The keywords state the
     same facts as a ``.cu`` header and must be literals: the pytest process reads them from the
     file's syntax tree without running it.

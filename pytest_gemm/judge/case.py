@@ -203,7 +203,9 @@ def judge_outcome(
     if record.verdict == Sanity.WRONG:
         problems.append(TimingProblem.WRONG_WHEN_TIMED)
         kernel = run.last_output
-    problems += record.suspicious
+    if run.other_streams:  # its times are not its own: no speed is claimed for it (the suspicions neither)
+        problems.append(TimingProblem.OTHER_STREAM)
+    problems += record.suspicious if not run.other_streams else []
     if not problems:
         return CaseResult("passed", kind="case", margin=margin, timing=record)
     if problems == [TimingProblem.REFERENCE_WRONG]:  # the standing rule (#34 item 6) on the timed launches too

@@ -337,6 +337,7 @@ class TimingRun:
     timer: str = "events"  # what kernel_s and reference_s were measured with: a key of TIMERS
     timer_note: str = ""  # why CUPTI was asked for and not used
     events_median_s: tuple[float, float] | None = None  # the events' medians (kernel, cuBLAS), as a cross-check
+    other_streams: tuple[int, ...] = ()  # CUPTI's ids of streams besides the harness's that the kernel launched on
 
 
 @dataclass(frozen=True)

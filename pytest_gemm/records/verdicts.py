@@ -136,6 +136,7 @@ class TimingProblem(_Word):
     FASTER_THAN_CUBLAS = "far faster than cuBLAS"  # judge.metrics.FASTER_THAN_CUBLAS times, where cuBLAS is not tiny
     WRONG_WHEN_TIMED = "wrong output when timed"  # the last timed launch's output is wrong: state between launches?
     REFERENCE_WRONG = "cuBLAS wrong when timed"  # cuBLAS's timed launches fail the bound: a calibration error
+    OTHER_STREAM = "launched on another stream"  # GPU work outside the harness's stream (#35): neither waited nor timed
 
 
 class Verdict(_Word):

@@ -311,6 +311,13 @@ def _problem(problem: TimingProblem, d: Diagnosis, record: CaseRecord | None) ->
             "the output of the last timed launch is wrong (the first launch was right: does the kernel "
             f"keep state between launches?): {stats}"
         )
+    if problem == TimingProblem.OTHER_STREAM:
+        streams = ", ".join(map(str, record.other_streams)) if record is not None else "?"
+        return (
+            f"launched GPU work on CUDA stream(s) {streams} (CUPTI's ids), not on the harness's stream, where it is "
+            "waited for and timed: launch on the current stream (torch's, which the harness sets, or CuPy's); its "
+            "times here are not the kernel's"
+        )
     if record is None:
         return f"suspicious timing: {problem}"
     if problem == TimingProblem.ABOVE_PEAK:

@@ -37,6 +37,7 @@ def header_from_arguments(
     storage: dict[str, str] | None = None,
     accumulate: str | None = None,
     batched: bool = False,
+    arrays: str = "cupy",
     params: dict[str, list[int]] | None = None,
     c_dtype: str | None = None,
     name: str | None = None,
@@ -60,6 +61,8 @@ def header_from_arguments(
         data["accumulate"] = accumulate
     if batched:
         data["batched"] = batched
+    if arrays != "cupy":
+        data["arrays"] = arrays
     if name is not None:
         data["name"] = name
     return data

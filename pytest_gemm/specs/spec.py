@@ -31,6 +31,7 @@ else:  # pragma: no cover
 
 __all__ = [
     "ARG_NAMES",
+    "ARRAYS",
     "DEFAULT_MAX_VARIANTS",
     "KernelFileError",
     "KernelSpec",
@@ -40,6 +41,10 @@ __all__ = [
     "parse_cu_source",
     "spec_from_mapping",
 ]
+
+#: what a Python kernel may be given (the decorator's ``arrays``): CuPy arrays, or torch tensors (#35) on the same
+#: memory, and what each needs installed in the worker
+ARRAYS = {"cupy": "cupy", "torch": "torch"}
 
 _TOML_WHERE = re.compile(r"\s*\(at line (\d+), column (\d+)\)")
 
@@ -69,6 +74,7 @@ OPTIONAL = (
     "stride_type",
     "accumulate",
     "batched",
+    "arrays",
 )
 
 
@@ -114,6 +120,7 @@ class KernelSpec:
     size_type: str = DEFAULT_SIZE_TYPE  # the C type of M, N, K, lda, ldb, ldc and batch (a key of storage.SIZE_TYPES)
     stride_type: str | None = None  # the C type of the batch strides; None: the size_type
     batched: bool = False  # runs strided batches (#34 item 3): a .cu kernel takes batch, a .py one says batched
+    arrays: str = "cupy"  # what a Python kernel is given: a key of ARRAYS (#35: "torch" tensors)
     accumulate: str | None = None  # a declared accumulation ("fp16"); None: fp32, or fp64 for fp64
     options: tuple[str, ...] = ()
     params: tuple[tuple[str, tuple[int, ...]], ...] = ()
@@ -274,6 +281,11 @@ def spec_from_mapping(
         batched = data["batched"]
         if not isinstance(batched, bool):
             check.fail("batched", f"expected true or false, got {batched!r}")
+    arrays = data.get("arrays", "cupy")
+    if arrays != "cupy" and kind == "cu":
+        check.fail("arrays", "a .cu kernel takes pointers; arrays is for Python kernels (torch tensors or CuPy arrays)")
+    if arrays not in ARRAYS:
+        check.fail("arrays", f"expected one of {', '.join(map(repr, ARRAYS))}, got {arrays!r}")
     if "stride_type" in data and not {"stride_a", "stride_b", "stride_c"} & set(args):
         check.fail("stride_type", "the kernel takes no batch stride (stride_a, stride_b, stride_c in args)")
     param_names = frozenset(name for name, _ in params)
@@ -302,6 +314,7 @@ def spec_from_mapping(
         size_type=check.size_type(data["size_type"]) if "size_type" in data else DEFAULT_SIZE_TYPE,
         stride_type=check.size_type(data["stride_type"], "stride_type") if "stride_type" in data else None,
         batched=batched,
+        arrays=arrays,
         accumulate=check.accumulate(data["accumulate"], dtypes, c_dtype) if "accumulate" in data else None,
         options=check.options(data.get("options", [])),
         params=params,

@@ -113,6 +113,17 @@ class CuptiClock:
         self._buffers.raise_error()
         return build_spans(self._work)
 
+    def other_streams(self) -> tuple[int, ...]:
+        """:func:`other_streams` of the records :meth:`spans` read."""
+        return other_streams(self._work)
+
+
+def other_streams(work: list[tuple[int, int, int, int]]) -> tuple[int, ...]:
+    """The streams (CUPTI's ids) other than the prepare kernels' on which a batch's records show launched work: a
+    kernel that launches there is neither synchronised nor timed by the harness (#35)."""
+    opened = {w[0] for w in work if w[3] == 1}
+    return tuple(sorted({w[0] for w in work if w[3] == 0 and w[0] not in opened})) if opened else ()
+
 
 def role_of(kernel: str) -> int:
     """A kernel record's role in a batch: 1 the prepare kernel (opens a launch's span), 2 another of the

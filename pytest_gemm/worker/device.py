@@ -33,7 +33,6 @@ from .buffers import (
     bits_to_float64,
     case_inputs,
     guarded,
-    np_dtype,
     uint_type,
     upload_bits,
     where_landed,
@@ -41,7 +40,8 @@ from .buffers import (
 from .cublas import gemm_runner, peer_output
 from .diagnose import determinism_fault, trace, which_misreading
 from .environment import cupy_environment
-from .errors import DeviceUnavailable, LaunchRefused, guarded_call
+from .errors import DeviceUnavailable, LaunchRefused
+from .python_calls import python_launcher
 from .tma import operand_map, parameter_sizes
 
 __all__ = ["GpuRunner", "device_name", "open_device"]
@@ -304,9 +304,13 @@ class GpuRunner:
         return truth.judge(self.cp, got, case.shape.K, dt, out, unchanged)
 
     def launch(self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix) -> None:
-        """Run the kernel once and wait for it (CUDA errors propagate to the worker, which classifies them)."""
+        """Run the kernel once and wait for it (CUDA errors propagate to the worker, which classifies them): for a
+        Python kernel, for the whole device, so that what it queued on a stream of its own (which its timing names
+        as a fault) is finished before its output is read."""
         self.enqueue(case, ga, gb, gc, get_dtype(case.dtype))
         self.stream.synchronize()
+        if case.spec.kind == "py":
+            self.cp.cuda.runtime.deviceSynchronize()
 
     def enqueue(self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix, dt: DType) -> None:
         """Launch the kernel on the current stream without waiting for it."""
@@ -322,17 +326,10 @@ class GpuRunner:
         out = get_dtype(spec.output_dtype(case.dtype))
         alpha, beta = case.ab.alpha, case.ab.beta
         if spec.kind == "py":
-            storage, out_storage = np_dtype(dt), np_dtype(out)
-            operands = (("A", ga, storage), ("B", gb, storage), ("C", gc, out_storage))
-            views = [
-                g.matrix(s).swapaxes(-1, -2) if case.storage.transposed(op) else g.matrix(s) for op, g, s in operands
-            ]
             if self._python is None or self._python[0] is not case:
                 raise RuntimeError(f"{spec.name}: the Python kernel was not loaded for this case (load() first)")
             _, fn, path = self._python
-            cuda_errors = (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)
-            params = case.variant.as_dict()
-            return lambda: guarded_call(lambda: fn(*views, alpha, beta, **params), path, spec.path, cuda_errors)
+            return python_launcher(cp, case, (ga, gb, gc), dt, fn, path, (self.stream.ptr, self.index))
         fn = self._function(case)
         geom = launch_geometry(spec, case.variant, case.shape, sm_count=self.sm_count)
         if geom.shared_mem > 48 * 1024:

@@ -124,6 +124,7 @@ class Batch:
     kernel_s: list[float] = field(default_factory=list)
     reference_s: list[float] = field(default_factory=list)
     problem: str = ""
+    other_streams: tuple[int, ...] = ()  # CUPTI's ids of streams besides the harness's that the launches used
 
 
 @dataclass
@@ -137,6 +138,7 @@ class Measured:
     rounds: int = 0
     reason: str = ""
     problem: str = ""
+    other_streams: tuple[int, ...] = ()
 
 
 def disagree(cupti_s: list[float], events_s: list[float]) -> str:

@@ -184,6 +184,7 @@ class Timer:
             note = measured.problem or disagree(measured.kernel_s, measured.events_k)
             note = note or disagree(measured.reference_s, measured.events_r)
         rounds = measured.rounds if measured is not None else 0
+        other = measured.other_streams if measured is not None else ()  # the case fails for it (judge.case)
         if measured is None or note:  # the events alone, timed again as they are without CUPTI
             measured = self._measure(None, run, cost, settings, progress, start, rounds)
             rounds += measured.rounds
@@ -211,6 +212,7 @@ class Timer:
             timer=timer,
             timer_note=note,
             events_median_s=(float(np.median(events_k)), float(np.median(events_r))),
+            other_streams=other,
         )
 
     def prepare(self, c_init: Any, c: Any, flush: bool) -> None:
@@ -254,6 +256,7 @@ class Timer:
             out.events_r += done.events_r
             if done.problem:
                 out.problem = out.reason = done.problem
+                out.other_streams = done.other_streams
                 break
             out.kernel_s += done.kernel_s if clock is not None else done.events_k
             out.reference_s += done.reference_s if clock is not None else done.events_r
@@ -317,4 +320,8 @@ class Timer:
                 done.problem = f"CUPTI failed: {type(exc).__name__}: {exc}"
                 return done
             read_spans(done, seen, rounds)
+            done.other_streams = clock.other_streams()
+            if done.other_streams:  # the launches' work is not where the harness times it: no clock can time it
+                ids = ", ".join(map(str, done.other_streams))
+                done.problem = f"GPU work launched on stream(s) {ids} (CUPTI's ids), besides the harness's stream"
         return done
