@@ -14,6 +14,7 @@ from .verdicts import Check, ErrorCause, FailureKind, Misreading
 __all__ = [
     "CAUSE_LETTERS",
     "PHASES",
+    "STREAMS_KEPT",
     "ErrorMap",
     "ErrorSource",
     "ErrorStats",
@@ -319,6 +320,10 @@ class Verification:
     @property
     def passed(self) -> bool:
         return self.kernel.passed and not self.faults
+
+
+#: the other streams a timed case keeps (a kernel that makes a stream for each call shows one a launch): the first few
+STREAMS_KEPT = 8
 
 
 @dataclass(frozen=True)

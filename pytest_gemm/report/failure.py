@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from ..records.case_record import CaseRecord
 from ..records.diagnosis import Diagnosis, Finding
-from ..records.outcome import PHASES, ErrorStats, Failure
+from ..records.outcome import PHASES, STREAMS_KEPT, ErrorStats, Failure
 from ..records.result import CaseResult
 from ..records.shapes import Shape
 from ..records.verdicts import Check, ErrorCause, FailureKind, Misreading, TimingProblem, Verdict
@@ -313,6 +313,7 @@ def _problem(problem: TimingProblem, d: Diagnosis, record: CaseRecord | None) ->
         )
     if problem == TimingProblem.OTHER_STREAM:
         streams = ", ".join(map(str, record.other_streams)) if record is not None else "?"
+        streams += ", ..." if record is not None and len(record.other_streams) >= STREAMS_KEPT else ""
         return (
             f"launched GPU work on CUDA stream(s) {streams} (CUPTI's ids), not on the harness's stream, where it is "
             "waited for and timed: launch on the current stream (torch's, which the harness sets, or CuPy's); its "

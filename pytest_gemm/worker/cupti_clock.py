@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..records.outcome import STREAMS_KEPT
 from .cupti_buffers import CONCURRENT_KERNEL, MEMCPY, MEMSET, Row, activity_buffers
 
 __all__ = [
@@ -119,10 +120,10 @@ class CuptiClock:
 
 
 def other_streams(work: list[tuple[int, int, int, int]]) -> tuple[int, ...]:
-    """The streams (CUPTI's ids) other than the prepare kernels' on which a batch's records show launched work: a
-    kernel that launches there is neither synchronised nor timed by the harness (#35)."""
+    """The streams (CUPTI's ids) other than the prepare kernels' on which a batch's records show launched work, the
+    first :data:`STREAMS_KEPT`: a kernel that launches there is neither synchronised nor timed by the harness (#35)."""
     opened = {w[0] for w in work if w[3] == 1}
-    return tuple(sorted({w[0] for w in work if w[3] == 0 and w[0] not in opened})) if opened else ()
+    return tuple(sorted({w[0] for w in work if w[3] == 0 and w[0] not in opened}))[:STREAMS_KEPT] if opened else ()
 
 
 def role_of(kernel: str) -> int:

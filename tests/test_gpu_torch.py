@@ -1,0 +1,97 @@
+"""#35 on the GPU: Triton and torch kernels given torch tensors on the harness's stream pass and are timed on the
+device (CUPTI's records of every kernel they launch), and broken Triton kernels get their exact diagnoses: a mask
+one past A, a launch on a stream of its own, tl.dot in TF32 on fp32 inputs, beta ignored. Needs a device, torch and
+Triton."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from conftest import ROOT, requires_gpu, run_pytest_in
+
+pytestmark = [requires_gpu, pytest.mark.gpu]
+
+KERNELS = ROOT / "tests" / "kernels_torch"
+SHAPES = "256,100x120x72"
+
+
+@pytest.fixture(scope="module")
+def torch_run(tmp_path_factory):
+    """Both files once, verified and timed (a launch on another stream shows in the timing), on a square shape and
+    an odd one; torch.compile and load_inline build on the first call, inside a longer time limit."""
+    pytest.importorskip("torch", reason="the torch kernels need torch")
+    pytest.importorskip("triton", reason="the Triton kernels need Triton")
+    work = tmp_path_factory.mktemp("torch")
+    for name in ("triton_matmul.py", "torch_kernels.py"):
+        shutil.copy(KERNELS / name, work / name)
+    files = ("--gemm-kernels", "triton_matmul.py", "torch_kernels.py")
+    return run_pytest_in(work, *files, "-m", "gpu", "--gemm-shapes", SHAPES, "--gemm-timeout", "240", "-rA",
+                         "-q", timeout=580)  # fmt: skip
+
+
+def _outcomes(output: str) -> dict[str, str]:
+    found = {}
+    for line in output.splitlines():
+        match = re.match(r"(PASSED|FAILED|ERROR) \S*::(\S+)", line)
+        if match:
+            found[match.group(2)] = match.group(1)
+    return found
+
+
+def _section(output: str, test: str) -> str:
+    start = output.index(f"_ {test} _")
+    after = re.search(r"\n_{3,} \S+ _{3,}\n|\n=+ short test summary", output[start + 1 :])
+    return output[start : start + 1 + after.start()] if after else output[start:]
+
+
+AB = ("", "-a0.7b1.3", "-a-1.5b0")
+
+
+def _names(kernel: str, dtypes: tuple[str, ...], variants: tuple[str, ...] = ("",)) -> set[str]:
+    shapes = ("256x256x256", "100x120x72")
+    return {f"{kernel}[{v}{d}-{s}{ab}]" for v in variants for d in dtypes for s in shapes for ab in AB}
+
+
+CORRECT = {
+    "triton_matmul": _names("triton_matmul", ("fp16", "bf16"), ("BKxN-", "BNxK-")),
+    "compiled_matmul": _names("compiled_matmul", ("fp32", "fp16")),
+    "inline_sgemm": _names("inline_sgemm", ("fp32",)),
+}
+
+
+@pytest.mark.parametrize("kernel", list(CORRECT))
+def test_triton_and_torch_kernels_pass_and_are_timed_on_the_device(torch_run, kernel):
+    """#35 items 1-3: every case passes, verified and timed by CUPTI's records (not the events: no launch latency
+    taken for a kernel's time)."""
+    outcomes = _outcomes(torch_run)
+    assert {name for name in CORRECT[kernel] if outcomes.get(name) != "PASSED"} == set(), torch_run[-6000:]
+    assert "pytest-gemm timing (device time, CUPTI kernel records)" in torch_run
+    assert re.search(rf"^{kernel}\S* +256x256x256 ", torch_run, re.M), torch_run[-4000:]
+
+
+@pytest.mark.parametrize(
+    ("test", "said"),
+    [
+        (
+            "triton_past_a[fp16-100x120x72]",
+            "reads past the end of A: 120 element(s) of C are NaN from the guard after A",
+        ),
+        ("triton_own_stream[fp16-256x256x256]", "launched GPU work on CUDA stream(s) "),
+        ("triton_tf32[fp32-256x256x256]", "precision too low: normwise error"),
+        ("triton_no_beta[fp16-256x256x256-a0.7b1.3]", "matches beta ignored (C = alpha A B; beta is 1.3)"),
+    ],
+)
+def test_broken_triton_kernels_get_their_exact_diagnosis(torch_run, test, said):
+    """#35 acceptance: each bug named as such."""
+    assert _outcomes(torch_run).get(test) == "FAILED", torch_run[-4000:]
+    assert said in _section(torch_run, test), _section(torch_run, test)[:3000]
+
+
+def test_a_kernel_right_where_its_bug_does_not_matter_passes(torch_run):
+    """Beta ignored is right when beta = 0; the stream of its own is waited for in verification (its timing fails)."""
+    outcomes = _outcomes(torch_run)
+    assert outcomes.get("triton_no_beta[fp16-256x256x256]") == "PASSED", torch_run[-4000:]
+    assert "not on the harness's stream" in _section(torch_run, "triton_own_stream[fp16-256x256x256]")
