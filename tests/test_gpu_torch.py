@@ -68,8 +68,9 @@ def test_triton_and_torch_kernels_pass_and_are_timed_on_the_device(torch_run, ke
     taken for a kernel's time)."""
     outcomes = _outcomes(torch_run)
     assert {name for name in CORRECT[kernel] if outcomes.get(name) != "PASSED"} == set(), torch_run[-6000:]
-    assert "pytest-gemm timing (device time, CUPTI kernel records)" in torch_run
+    assert re.search(r"pytest-gemm timing \(device time, CUPTI kernel records\) ", torch_run), torch_run[-4000:]
     assert re.search(rf"^{kernel}\S* +256x256x256 ", torch_run, re.M), torch_run[-4000:]
+    assert "timed with CUDA events" not in torch_run  # the stream of its own is not timed at all
 
 
 @pytest.mark.parametrize(

@@ -194,8 +194,12 @@ def judge_outcome(
         return CaseResult("failed", kind="case", diagnosis=diagnose(case, verification), margin=margin)
     if outcome.timing is None:
         return CaseResult("passed", kind="case", margin=margin)
-    record = _record(case, test, outcome, gpu, source_sha256, save_raw)
     run = outcome.timing
+    if run.other_streams:  # not timed on the device: no record (no speed, no gate), and its re-verification raced
+        diagnosis = Diagnosis(Verdict.TIMING, **_scalars(case), problems=(TimingProblem.OTHER_STREAM,),
+                              streams=run.other_streams)  # fmt: skip
+        return CaseResult("failed", kind="case", diagnosis=diagnosis, margin=margin)
+    record = _record(case, test, outcome, gpu, source_sha256, save_raw)
     problems, kernel, peer = [], None, None
     if run.reference_output is not None and not run.reference_output.passed:
         problems.append(TimingProblem.REFERENCE_WRONG)
@@ -203,9 +207,7 @@ def judge_outcome(
     if record.verdict == Sanity.WRONG:
         problems.append(TimingProblem.WRONG_WHEN_TIMED)
         kernel = run.last_output
-    if run.other_streams:  # its times are not its own: no speed is claimed for it (the suspicions neither)
-        problems.append(TimingProblem.OTHER_STREAM)
-    problems += record.suspicious if not run.other_streams else []
+    problems += record.suspicious
     if not problems:
         return CaseResult("passed", kind="case", margin=margin, timing=record)
     if problems == [TimingProblem.REFERENCE_WRONG]:  # the standing rule (#34 item 6) on the timed launches too

@@ -136,7 +136,6 @@ class CaseRecord:
     accumulate: str = ""  # a declared accumulation ("fp16", timed against cuBLAS computing in it); '' for the default
     events_median_s: float | None = None  # the CUDA events' medians around the same launches, as a cross-check
     events_cublas_median_s: float | None = None
-    other_streams: tuple[int, ...] = ()  # CUPTI's ids of streams besides the harness's that the kernel launched on
     # judgement
     throttle: tuple[str, ...] = ()
     suspicious: tuple[TimingProblem, ...] = ()  # what makes its speed hard to believe (the figures are above)

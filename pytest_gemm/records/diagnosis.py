@@ -68,6 +68,7 @@ class Diagnosis:
     error_map: ErrorMap | None = None
     failure: Failure | None = None
     problems: tuple[TimingProblem, ...] = ()
+    streams: tuple[int, ...] = ()  # OTHER_STREAM: CUPTI's ids of the other streams the kernel launched on
     output: str = ""
     always_reads_c: bool = False  # the header's declarations that change the checks
     nondeterministic: str = ""

@@ -312,12 +312,11 @@ def _problem(problem: TimingProblem, d: Diagnosis, record: CaseRecord | None) ->
             f"keep state between launches?): {stats}"
         )
     if problem == TimingProblem.OTHER_STREAM:
-        streams = ", ".join(map(str, record.other_streams)) if record is not None else "?"
-        streams += ", ..." if record is not None and len(record.other_streams) >= STREAMS_KEPT else ""
+        streams = ", ".join(map(str, d.streams)) + (", ..." if len(d.streams) >= STREAMS_KEPT else "")
         return (
             f"launched GPU work on CUDA stream(s) {streams} (CUPTI's ids), not on the harness's stream, where it is "
-            "waited for and timed: launch on the current stream (torch's, which the harness sets, or CuPy's); its "
-            "times here are not the kernel's"
+            "waited for and timed: launch on the current stream (torch's, which the harness sets, or CuPy's); it is "
+            "not timed, and not gated"
         )
     if record is None:
         return f"suspicious timing: {problem}"

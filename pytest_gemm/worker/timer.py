@@ -185,13 +185,15 @@ class Timer:
             note = note or disagree(measured.reference_s, measured.events_r)
         rounds = measured.rounds if measured is not None else 0
         other = measured.other_streams if measured is not None else ()  # the case fails for it (judge.case)
-        if measured is None or note:  # the events alone, timed again as they are without CUPTI
+        if (measured is None or note) and not other:  # the events alone, timed again as they are without CUPTI
             measured = self._measure(None, run, cost, settings, progress, start, rounds)
             rounds += measured.rounds
         timer = "events" if clock is None or note else "cupti"
         kernel_s, reference_s, reason = measured.kernel_s, measured.reference_s, measured.reason
         events_k, events_r = measured.events_k, measured.events_r
 
+        if other:  # let the work on its own streams finish before anything else reads or frees the buffers
+            cp.cuda.runtime.deviceSynchronize()
         last = kernel_sets[(rounds - 1) % copies]
         c0_bits = None if data.c0 is None else upload_bits(cp, data.c0)
         truth = runner.truth(case, upload_bits(cp, data.a), upload_bits(cp, data.b), c0_bits)
