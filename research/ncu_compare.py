@@ -1,7 +1,9 @@
 """Compare the harness's timings with Nsight Compute's, and repeat runs with each other.
 
-Reads, from the directory given: repeat-*.json (pytest-benchmark JSON of separate runs of one case),
-ncu.csv (``ncu --csv --metrics gpu__time_duration.sum`` over a run of the same case). Prints a report.
+Usage: ncu_compare.py FOLDER [GPU_KERNEL_NAME] (the kernel's name in Nsight Compute's list where it is not the
+test's: a Triton kernel's is its @triton.jit function's). Reads, from FOLDER: repeat-*.json (pytest-benchmark JSON
+of separate runs of one case), ncu.csv (``ncu --csv --metrics gpu__time_duration.sum`` over a run of the same case).
+Prints a report.
 
 One cuBLAS call may launch several kernels, and the harness times the call, so Nsight Compute's side
 of the comparison is the sum over each call's kernels: a call is a run of consecutive cuBLAS kernels
@@ -85,7 +87,7 @@ def timed_cublas_calls(
     return calls
 
 
-def main(folder: str) -> None:
+def main(folder: str, gpu_name: str | None = None) -> None:
     base = Path(folder)
     runs = []
     for path in sorted(base.glob("repeat-*.json")):
@@ -112,7 +114,7 @@ def main(folder: str) -> None:
     print("Nsight Compute kernels (count, median):")
     for name, values in sorted(durations.items(), key=lambda kv: -len(kv[1])):
         print(f"  {len(values):4d}  {statistics.median(values) * 1e3:10.4f} ms  {name[:110]}")
-    kernel = runs[0]["test"].split("::")[-1].split("[")[0]
+    kernel = gpu_name or runs[0]["test"].split("::")[-1].split("[")[0]
     harness_kernel = statistics.median(g["median_s"] for g in runs)
     harness_cublas = statistics.median(g["cublas_median_s"] for g in runs)
     mine = next((v for name, v in durations.items() if name.startswith(kernel)), None)
@@ -137,4 +139,4 @@ def main(folder: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])
