@@ -19,6 +19,7 @@ import json
 import statistics
 import sys
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 
 _UNITS = {
@@ -51,6 +52,15 @@ def ncu_durations(launches: list[tuple[str, float]]) -> dict[str, list[float]]:
     for name, seconds in launches:
         out[name].append(seconds)
     return out
+
+
+def timed_launches(launches: list[tuple[str, float]], kernel: str) -> list[float]:
+    """The durations of the kernel's timed launches: those right after the harness's prepare kernel (which opens
+    each timed launch). Its other launches (verification's, a Triton autotuner's trials of other configs, a
+    warm-up) are left out; all of them where none follows a prepare kernel."""
+    timed = [s for (before, _), (name, s) in pairwise(launches) if name.startswith(kernel) and
+             before == "pytest_gemm_prepare"]  # fmt: skip
+    return timed or [s for name, s in launches if name.startswith(kernel)]
 
 
 def timed_cublas_calls(
@@ -117,7 +127,7 @@ def main(folder: str, gpu_name: str | None = None) -> None:
     kernel = gpu_name or runs[0]["test"].split("::")[-1].split("[")[0]
     harness_kernel = statistics.median(g["median_s"] for g in runs)
     harness_cublas = statistics.median(g["cublas_median_s"] for g in runs)
-    mine = next((v for name, v in durations.items() if name.startswith(kernel)), None)
+    mine = timed_launches(launches, kernel)
     if mine:
         ncu_kernel = statistics.median(mine)
         print(
