@@ -104,3 +104,18 @@ def test_a_kernel_timed_on_another_stream_fails_naming_it_and_claims_no_speed():
     text = failure_text("k[fp32-512x512x512]", result, "REPLAY")
     assert f"launched GPU work on CUDA stream(s) {OTHER} (CUPTI's ids), not on the harness's stream" in text
     assert "it is not timed, and not gated" in text and "suspicious" not in text and "last timed launch" not in text
+
+
+def test_a_kernel_file_that_cannot_import_torch_or_triton_says_what_to_install(tmp_path):
+    """#35 item 6: the worker's import of the file fails on a missing torch (or Triton): the case's error names
+    what to install (as it names any other import error)."""
+    from pytest_gemm.worker.kernels import _import
+
+    for package in ("torch", "triton"):
+        path = tmp_path / f"k_{package}.py"
+        path.write_text(f"raise ModuleNotFoundError(\"No module named '{package}'\", name={package!r})\n")
+        with pytest.raises(KernelFileError) as info:
+            _import(path, path.name)
+        assert str(info.value).startswith(
+            f"{path.name}: this kernel file needs {package} (pip install {package}); importing the kernel file failed"
+        )

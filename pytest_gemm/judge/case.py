@@ -195,7 +195,7 @@ def judge_outcome(
     if outcome.timing is None:
         return CaseResult("passed", kind="case", margin=margin)
     run = outcome.timing
-    if run.other_streams:  # not timed on the device: no record (no speed, no gate), and its re-verification raced
+    if run.other_streams:  # not timed on the device: no record, no speed, no gate
         diagnosis = Diagnosis(Verdict.TIMING, **_scalars(case), problems=(TimingProblem.OTHER_STREAM,),
                               streams=run.other_streams)  # fmt: skip
         return CaseResult("failed", kind="case", diagnosis=diagnosis, margin=margin)

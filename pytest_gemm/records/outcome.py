@@ -322,7 +322,8 @@ class Verification:
         return self.kernel.passed and not self.faults
 
 
-#: the other streams a timed case keeps (a kernel that makes a stream for each call shows one a launch): the first few
+#: the other streams a timed case shows (a kernel that makes a stream for each call shows one a launch): the first few;
+#: one more is kept to say there were more
 STREAMS_KEPT = 8
 
 

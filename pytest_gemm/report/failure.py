@@ -312,7 +312,7 @@ def _problem(problem: TimingProblem, d: Diagnosis, record: CaseRecord | None) ->
             f"keep state between launches?): {stats}"
         )
     if problem == TimingProblem.OTHER_STREAM:
-        streams = ", ".join(map(str, d.streams)) + (", ..." if len(d.streams) >= STREAMS_KEPT else "")
+        streams = ", ".join(map(str, d.streams[:STREAMS_KEPT])) + (", ..." if len(d.streams) > STREAMS_KEPT else "")
         return (
             f"launched GPU work on CUDA stream(s) {streams} (CUPTI's ids), not on the harness's stream, where it is "
             "waited for and timed: launch on the current stream (torch's, which the harness sets, or CuPy's); it is "

@@ -66,5 +66,11 @@ def _import(path: Path, shown: str) -> ModuleType:
         spec.loader.exec_module(module)
     except BaseException as exc:  # a kernel file that raises SystemExit at import must not end the worker
         del sys.modules[name]
-        raise KernelFileError(shown, f"importing the kernel file failed: {type(exc).__name__}: {exc}") from None
+        missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+        needs = f"this kernel file needs {missing} (pip install {missing}); " if missing in NEEDS_INSTALL else ""
+        raise KernelFileError(shown, f"{needs}importing the kernel file failed: {type(exc).__name__}: {exc}") from None
     return module
+
+
+#: the packages whose absence a kernel file's import error names as what to install (#35: torch kernels)
+NEEDS_INSTALL = ("torch", "triton")

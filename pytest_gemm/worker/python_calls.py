@@ -68,10 +68,16 @@ def torch_launcher(
     bits) with ``stream`` (the harness's, on ``device``) torch's current stream; ``where`` is the file, as imported and
     as shown, and the errors that are CUDA's, for :func:`~.errors.guarded_call`."""
     torch = _torch(spec)
-    external = torch.cuda.ExternalStream(stream, device=torch.device("cuda", device))
-    with torch.cuda.device(device), torch.cuda.stream(external):
-        tensors = [_tensor(torch, view, dt) for view, dt in zip(views, dtypes)]
     path, shown, cuda_errors = where  # torch's out-of-memory error is the kernel's own: it costs its case
+    made: list[Any] = []
+
+    def make() -> None:  # what torch says about the views is about the kernel's case, not pytest-gemm's code
+        made.append(torch.cuda.ExternalStream(stream, device=torch.device("cuda", device)))
+        with torch.cuda.device(device), torch.cuda.stream(made[0]):
+            made.extend(_tensor(torch, view, dt) for view, dt in zip(views, dtypes))
+
+    guarded_call(make, path, shown, cuda_errors)
+    external, tensors = made[0], made[1:]
 
     def call() -> None:
         with torch.cuda.device(device), torch.cuda.stream(external):
