@@ -149,7 +149,8 @@ class _HostCupy:
     """NumPy in CuPy's place; asarray copies, as an upload to the device does."""
 
     cuda = SimpleNamespace(
-        driver=SimpleNamespace(CUDADriverError=OSError), runtime=SimpleNamespace(CUDARuntimeError=OSError)
+        driver=SimpleNamespace(CUDADriverError=OSError),
+        runtime=SimpleNamespace(CUDARuntimeError=OSError, deviceSynchronize=lambda: None),
     )
 
     def __getattr__(self, name: str):

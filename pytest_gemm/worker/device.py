@@ -329,7 +329,7 @@ class GpuRunner:
             if self._python is None or self._python[0] is not case:
                 raise RuntimeError(f"{spec.name}: the Python kernel was not loaded for this case (load() first)")
             _, fn, path = self._python
-            return python_launcher(cp, case, (ga, gb, gc), dt, fn, path, (self.stream.ptr, self.index))
+            return python_launcher(cp, case, (ga, gb, gc), dt, fn, path, self)
         fn = self._function(case)
         geom = launch_geometry(spec, case.variant, case.shape, sm_count=self.sm_count)
         if geom.shared_mem > 48 * 1024:

@@ -24,11 +24,11 @@ def python_launcher(
     dt: DType,
     fn: Callable[..., Any],
     path: str,
-    stream: tuple[int, int],
+    runner: Any,
 ) -> Callable[[], None]:
     """A function that calls the Python kernel ``fn`` (imported from ``path``) on views of A, B and C as stored (a
-    batch's: batch x rows x cols): CuPy arrays, or torch tensors on ``stream`` (the harness's: its pointer and
-    device) where the kernel asks for them."""
+    batch's: batch x rows x cols): CuPy arrays, or torch tensors on the ``runner``'s stream and device (a
+    :class:`~.device.GpuRunner`) where the kernel asks for them."""
     spec = case.spec
     out = get_dtype(spec.output_dtype(case.dtype))
     torch = spec.arrays == "torch"  # torch takes bf16 as its bits (CuPy has no type for it)
@@ -39,7 +39,8 @@ def python_launcher(
     params, scalars = case.variant.as_dict(), (case.ab.alpha, case.ab.beta)
     if torch:
         dtypes = [t for *_, t in operands]
-        return torch_launcher(spec, fn, views, dtypes, *stream, scalars, params, (path, spec.path, cuda_errors))
+        stream, device, where = runner.stream.ptr, runner.index, (path, spec.path, cuda_errors)
+        return torch_launcher(spec, fn, views, dtypes, stream, device, scalars, params, where)
     return lambda: guarded_call(lambda: fn(*views, *scalars, **params), path, spec.path, cuda_errors)
 
 
