@@ -99,6 +99,39 @@ def run_pytest_in(work: Path, *args: str, timeout: float = 600) -> str:
     return subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=timeout).stdout
 
 
+def run_kernel_files(work: Path, folder: Path, names: tuple[str, ...], *args: str, timeout: float = 580) -> str:
+    """:func:`run_pytest_in` a copy of the kernel files ``names`` of ``folder`` in ``work``, their GPU cases only,
+    every outcome listed (-rA): a GPU test module's one run of its kernels."""
+    import shutil
+
+    for name in names:
+        shutil.copy(folder / name, work / name)
+    return run_pytest_in(work, "--gemm-kernels", *names, "-m", "gpu", "-rA", "-q", *args, timeout=timeout)
+
+
+def outcomes_in(output: str) -> dict[str, str]:
+    """Each test's outcome in a run's output, from -rA's lines (PASSED, FAILED, ERROR; skips are counted by reason
+    there), by test name."""
+    import re
+
+    found = {}
+    for line in output.splitlines():
+        match = re.match(r"(PASSED|FAILED|ERROR) \S*::(\S+)", line)
+        if match:
+            found[match.group(2)] = match.group(1)
+    return found
+
+
+def failure_section(output: str, test: str) -> str:
+    """The failure section of ``test`` in a run's output: from its ``___ test ___`` line to the next section or the
+    summary."""
+    import re
+
+    start = output.index(f"_ {test} _")
+    after = re.search(r"\n_{3,} \S+ _{3,}\n|\n=+ short test summary", output[start + 1 :])
+    return output[start : start + 1 + after.start()] if after else output[start:]
+
+
 RECORDED = Path(__file__).resolve().parent / "data" / "h100_outcomes.json"
 #: the timed cases of the recording, as ``file::case`` keys
 TIMED = (

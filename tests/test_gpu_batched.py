@@ -5,12 +5,9 @@ Needs a device."""
 
 from __future__ import annotations
 
-import re
-import shutil
-
 import pytest
 
-from conftest import ROOT, requires_gpu, run_pytest_in
+from conftest import ROOT, failure_section, outcomes_in, requires_gpu, run_kernel_files
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
@@ -28,22 +25,7 @@ def batched_run(tmp_path_factory):
     """The kernels of tests/kernels_batched, once, on two batches (one of square matrices, one odd) and a batch
     of 1."""
     work = tmp_path_factory.mktemp("batched")
-    for name in ("batched.cu", "batched_py.py"):
-        shutil.copy(BATCHED / name, work / name)
-    kernels = ("--gemm-kernels", "batched.cu", "batched_py.py")
-    return run_pytest_in(
-        work, *kernels, "-m", "gpu", "--gemm-shapes", SHAPES, "-rA", "--benchmark-skip", "-q", timeout=580
-    )
-
-
-def _outcomes(output: str) -> dict[str, str]:
-    """Each test's outcome, from -rA's lines (PASSED, FAILED, ERROR; skips are counted by reason there)."""
-    found = {}
-    for line in output.splitlines():
-        match = re.match(r"(PASSED|FAILED|ERROR) \S*::(\S+)", line)
-        if match:
-            found[match.group(2)] = match.group(1)
-    return found
+    return run_kernel_files(work, BATCHED, ("batched.cu", "batched_py.py"), "--gemm-shapes", SHAPES, "--benchmark-skip")
 
 
 def _names(
@@ -55,13 +37,6 @@ def _names(
 ) -> set[str]:
     """The test names of ``kernel``'s cases: each variant (its id and a dash), dtype, shape and alpha/beta case."""
     return {f"{kernel}[{v}{d}-{s}{ab}]" for v in variants for d in dtypes for s in shapes for ab in abs_}
-
-
-def _section(output: str, test: str) -> str:
-    """The failure section of ``test``: from its ``___ test ___`` line to the next section or the summary."""
-    start = output.index(f"_ {test} _")
-    after = re.search(r"\n_{3,} \S+ _{3,}\n|\n=+ short test summary", output[start + 1 :])
-    return output[start : start + 1 + after.start()] if after else output[start:]
 
 
 CORRECT = {
@@ -79,7 +54,7 @@ def test_correct_batched_kernels_pass(batched_run, kernel):
     """#34 item 3: every case of a right batched kernel passes, batched or not, in every order of B and C, with int,
     size_t or long long strides, packed (no strides taken), and as a Python kernel given 3-D views; the peer
     (cuBLAS's strided-batched GEMM) with it: no case is set aside as a calibration error."""
-    outcomes = _outcomes(batched_run)
+    outcomes = outcomes_in(batched_run)
     expected = CORRECT[kernel]
     assert {name for name in expected if outcomes.get(name) != "PASSED"} == set(), batched_run[-6000:]
     assert "calibration error" not in batched_run
@@ -87,7 +62,7 @@ def test_correct_batched_kernels_pass(batched_run, kernel):
 
 def test_a_kernel_without_a_batch_skips_batched_shapes(batched_run):
     """#34 item 3: a kernel that declares no batch runs the batch of 1 and is skipped on a batch, saying why."""
-    outcomes = _outcomes(batched_run)
+    outcomes = outcomes_in(batched_run)
     assert {name: outcomes.get(name) for name in _names("unbatched", shapes=(ONE,))} == dict.fromkeys(
         _names("unbatched", shapes=(ONE,)), "PASSED"
     ), batched_run[-6000:]
@@ -99,7 +74,7 @@ def test_a_kernel_without_a_batch_skips_batched_shapes(batched_run):
 @pytest.mark.parametrize("kernel", WRONG)
 def test_wrong_batches_fail_on_every_batched_case(batched_run, kernel):
     """#34 item 3: a kernel that mixes up its batches fails every batched case, whatever alpha and beta."""
-    outcomes = _outcomes(batched_run)
+    outcomes = outcomes_in(batched_run)
     abs_ = AB[:1] if kernel == "c_reversed" else AB  # takes no alpha and beta
     expected = _names(kernel, shapes=BATCHED_SHAPES, abs_=abs_)
     assert {name: outcomes.get(name) for name in expected} == dict.fromkeys(expected, "FAILED"), batched_run[-6000:]
@@ -122,14 +97,14 @@ def test_batch_mixups_are_named(batched_run, test, said):
     """#34 item 3: a read of another batch's A or B, a result in another batch's C and a write between two batches'
     C are each named in the failure."""
     assert f"_ {test} _" in batched_run, batched_run[-6000:]
-    section = _section(batched_run, test)
+    section = failure_section(batched_run, test)
     assert said in section, section[:6000]
 
 
 def test_batch_mixups_are_invisible_at_a_batch_of_one_but_the_gap_write_is_not(batched_run):
     """#34 item 3: with one batch there is no other batch to mix up, so those kernels pass at a batch of 1; the
     write one row past C still lands in the guard after C and fails."""
-    outcomes = _outcomes(batched_run)
+    outcomes = outcomes_in(batched_run)
     right = _names("a_stride_ignored", shapes=(ONE,)) | _names("b_next_batch", shapes=(ONE,))
     right |= _names("c_reversed", shapes=(ONE,), abs_=AB[:1])
     assert {name: outcomes.get(name) for name in right} == dict.fromkeys(right, "PASSED"), batched_run[-6000:]

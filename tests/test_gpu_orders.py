@@ -3,12 +3,9 @@ mixed output pass when right; misreadings are named; a header that mistypes the 
 
 from __future__ import annotations
 
-import re
-import shutil
-
 import pytest
 
-from conftest import ROOT, requires_gpu, run_pytest_in
+from conftest import ROOT, failure_section, outcomes_in, requires_gpu, run_kernel_files
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
@@ -21,22 +18,7 @@ def orders_run(tmp_path_factory):
     """The kernels of tests/kernels_orders, once, on shapes that are square (for the misreadings), odd, and of a K
     large enough that fp16 accumulation shows."""
     work = tmp_path_factory.mktemp("orders")
-    for name in ("orders.cu", "orders_py.py"):
-        shutil.copy(ORDERS / name, work / name)
-    kernels = ("--gemm-kernels", "orders.cu", "orders_py.py")
-    return run_pytest_in(
-        work, *kernels, "-m", "gpu", "--gemm-shapes", SHAPES, "-rA", "--benchmark-skip", "-q", timeout=580
-    )
-
-
-def _outcomes(output: str) -> dict[str, str]:
-    """Each test's outcome, from -rA's lines (PASSED, FAILED, ERROR; skips are counted by reason there)."""
-    found = {}
-    for line in output.splitlines():
-        match = re.match(r"(PASSED|FAILED|ERROR) \S*::(\S+)", line)
-        if match:
-            found[match.group(2)] = match.group(1)
-    return found
+    return run_kernel_files(work, ORDERS, ("orders.cu", "orders_py.py"), "--gemm-shapes", SHAPES, "--benchmark-skip")
 
 
 def _runnable(kernel: str) -> set[str]:
@@ -54,7 +36,7 @@ def _runnable(kernel: str) -> set[str]:
 def test_correct_kernels_pass_in_every_order_size_type_and_accumulation(orders_run, kernel):
     """#34 items 1, 2, 4, 5: every case of a right kernel passes (each one listed as PASSED: none skipped as a
     calibration error, which a wrong cuBLAS call for some order would give), the peer with it."""
-    outcomes = _outcomes(orders_run)
+    outcomes = outcomes_in(orders_run)
     expected = _runnable(kernel)
     assert expected and {name for name in expected if outcomes.get(name) != "PASSED"} == set(), orders_run[-6000:]
     assert "calibration error" not in orders_run
@@ -62,7 +44,7 @@ def test_correct_kernels_pass_in_every_order_size_type_and_accumulation(orders_r
 
 def test_undeclared_fp16_accumulation_fails_at_large_k(orders_run):
     """#34 item 4: the same fp16-accumulating kernel without the declaration fails where K is large."""
-    outcomes = _outcomes(orders_run)
+    outcomes = outcomes_in(orders_run)
     assert outcomes.get("hacc_undeclared[fp16-128x128x4096]") == "FAILED", orders_run[-6000:]
     assert "hacc_undeclared[fp16-128x128x4096] " in orders_run
 
@@ -77,8 +59,8 @@ def test_undeclared_fp16_accumulation_fails_at_large_k(orders_run):
 )
 def test_misreadings_are_named(orders_run, test, said):
     """#34 item 7: a wrong output that matches a misreading says which."""
-    section = orders_run[orders_run.index(f"_ {test} _") :]
-    assert said in section[:3000], section[:3000]
+    section = failure_section(orders_run, test)
+    assert said in section, section[:3000]
 
 
 def test_a_header_that_mistypes_the_sizes_is_refused(orders_run):

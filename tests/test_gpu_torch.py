@@ -6,11 +6,10 @@ Triton."""
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 
-from conftest import ROOT, requires_gpu, run_pytest_in
+from conftest import ROOT, failure_section, outcomes_in, requires_gpu, run_kernel_files
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
@@ -25,26 +24,8 @@ def torch_run(tmp_path_factory):
     pytest.importorskip("torch", reason="the torch kernels need torch")
     pytest.importorskip("triton", reason="the Triton kernels need Triton")
     work = tmp_path_factory.mktemp("torch")
-    for name in ("triton_matmul.py", "torch_kernels.py"):
-        shutil.copy(KERNELS / name, work / name)
-    files = ("--gemm-kernels", "triton_matmul.py", "torch_kernels.py")
-    return run_pytest_in(work, *files, "-m", "gpu", "--gemm-shapes", SHAPES, "--gemm-timeout", "240", "-rA",
-                         "-q", timeout=580)  # fmt: skip
-
-
-def _outcomes(output: str) -> dict[str, str]:
-    found = {}
-    for line in output.splitlines():
-        match = re.match(r"(PASSED|FAILED|ERROR) \S*::(\S+)", line)
-        if match:
-            found[match.group(2)] = match.group(1)
-    return found
-
-
-def _section(output: str, test: str) -> str:
-    start = output.index(f"_ {test} _")
-    after = re.search(r"\n_{3,} \S+ _{3,}\n|\n=+ short test summary", output[start + 1 :])
-    return output[start : start + 1 + after.start()] if after else output[start:]
+    files = ("triton_matmul.py", "torch_kernels.py")
+    return run_kernel_files(work, KERNELS, files, "--gemm-shapes", SHAPES, "--gemm-timeout", "240")
 
 
 AB = ("", "-a0.7b1.3", "-a-1.5b0")
@@ -66,7 +47,7 @@ CORRECT = {
 def test_triton_and_torch_kernels_pass_and_are_timed_on_the_device(torch_run, kernel):
     """#35 items 1-3: every case passes, verified and timed by CUPTI's records (not the events: no launch latency
     taken for a kernel's time)."""
-    outcomes = _outcomes(torch_run)
+    outcomes = outcomes_in(torch_run)
     assert {name for name in CORRECT[kernel] if outcomes.get(name) != "PASSED"} == set(), torch_run[-6000:]
     assert re.search(r"pytest-gemm timing \(device time, CUPTI kernel records\) ", torch_run), torch_run[-4000:]
     assert re.search(rf"^{kernel}\S* +256x256x256 ", torch_run, re.M), torch_run[-4000:]
@@ -87,12 +68,12 @@ def test_triton_and_torch_kernels_pass_and_are_timed_on_the_device(torch_run, ke
 )
 def test_broken_triton_kernels_get_their_exact_diagnosis(torch_run, test, said):
     """#35 acceptance: each bug named as such."""
-    assert _outcomes(torch_run).get(test) == "FAILED", torch_run[-4000:]
-    assert said in _section(torch_run, test), _section(torch_run, test)[:3000]
+    assert outcomes_in(torch_run).get(test) == "FAILED", torch_run[-4000:]
+    assert said in failure_section(torch_run, test), failure_section(torch_run, test)[:3000]
 
 
 def test_a_kernel_right_where_its_bug_does_not_matter_passes(torch_run):
     """Beta ignored is right when beta = 0; the stream of its own is waited for in verification (its timing fails)."""
-    outcomes = _outcomes(torch_run)
+    outcomes = outcomes_in(torch_run)
     assert outcomes.get("triton_no_beta[fp16-256x256x256]") == "PASSED", torch_run[-4000:]
-    assert "not on the harness's stream" in _section(torch_run, "triton_own_stream[fp16-256x256x256]")
+    assert "not on the harness's stream" in failure_section(torch_run, "triton_own_stream[fp16-256x256x256]")

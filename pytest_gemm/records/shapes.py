@@ -36,11 +36,6 @@ class Shape:
     def flops(self) -> int:
         return 2 * self.M * self.N * self.K * self.batch
 
-    @property
-    def one(self) -> Shape:
-        """One GEMM of the batch: this shape with batch 1."""
-        return Shape(self.M, self.N, self.K)
-
     @classmethod
     def of(cls, text: str) -> Shape:
         """A shape from its id (``MxNxK``, ``MxNxKbB``); :class:`ShapeError` for anything else."""

@@ -25,6 +25,7 @@ __all__ = [
     "guarded",
     "np_dtype",
     "random_matrix",
+    "transposed_each",
     "uint_type",
     "upload_bits",
     "where_landed",
@@ -157,6 +158,13 @@ class GuardedMatrix:
         return faults
 
 
+def transposed_each(x: Any, batch: int) -> Any:
+    """Each of a batch's stacked matrices (``x``: batch x rows x cols, stacked) transposed, stacked again in a
+    contiguous array of the same module (NumPy or CuPy): a matrix stored in its other order."""
+    rows = x.shape[0] // batch
+    return x.reshape(batch, rows, -1).swapaxes(1, 2).copy().reshape(-1, rows)
+
+
 def _module(array: Any) -> Any:
     """The array module of ``array`` (NumPy or CuPy), for what the arrays themselves lack (``as_strided``)."""
     return importlib.import_module(type(array).__module__.split(".")[0])
@@ -246,12 +254,7 @@ class CaseInputs:
     def stored(self, x: np.ndarray, operand: str) -> np.ndarray:
         """``x``, logical operand ``operand`` (stacked), in the kernel's storage order (an operand stored transposed
         is stored as the transpose, each matrix of a batch its own), stacked."""
-        if not self.storage.transposed(operand):
-            return x
-        if self.batch == 1:
-            return np.ascontiguousarray(x.T)
-        rows = x.shape[0] // self.batch
-        return np.ascontiguousarray(x.reshape(self.batch, rows, -1).swapaxes(1, 2)).reshape(-1, rows)
+        return transposed_each(x, self.batch) if self.storage.transposed(operand) else x
 
     def logical(self, x: Any, operand: str) -> Any:
         """A stored array of operand ``operand`` seen in logical order: a view for one matrix; a batch (stacked, or

@@ -19,7 +19,7 @@ import numpy as np
 from ..records.dtypes import DType
 from ..records.shapes import Shape
 from ..specs.storage import Storage
-from .buffers import CaseInputs, bits_to_float64, uint_type
+from .buffers import CaseInputs, bits_to_float64, transposed_each, uint_type
 
 __all__ = [
     "GemmCall",
@@ -135,8 +135,7 @@ def stored_operands(cp: Any, data: CaseInputs, bits: tuple[Any, Any, Any], shape
             rows, cols = data.storage.stored_shape("C", shape)
             found["C"] = cp.zeros((shape.batch * rows, cols), dtype=uint_type(cp, out.itemsize))
         elif data.storage.transposed(name):
-            rows = x.shape[0] // shape.batch
-            found[name] = cp.ascontiguousarray(x.reshape(shape.batch, rows, -1).swapaxes(1, 2)).reshape(-1, rows)
+            found[name] = transposed_each(x, shape.batch)
         else:
             found[name] = x.copy() if name == "C" else x
     return found
