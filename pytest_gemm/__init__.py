@@ -22,6 +22,7 @@ def gemm_kernel(
     accumulate: str | None = None,
     batched: bool = False,
     arrays: str = "cupy",
+    alpha_beta: bool = True,
     params: dict[str, list[int]] | None = None,
     c_dtype: str | None = None,
     name: str | None = None,
@@ -36,7 +37,8 @@ def gemm_kernel(
     stored transposed, ``storage={"B": "NxK"}`` or ``layout="col"``; with ``batched=True``, a batched shape's
     operands are 3-D views, the batch first; with ``arrays="torch"``, torch tensors on the same memory, called with
     torch's current stream the harness's), and the
-    function must write ``alpha * A @ B + beta * C`` into ``C`` in place. The keywords state the
+    function must write ``alpha * A @ B + beta * C`` into ``C`` in place (with ``alpha_beta=False``, it is called as
+    ``fn(A, B, C, **params)`` and writes ``A @ B``: its cases are those of alpha = 1, beta = 0). The keywords state the
     same facts as a ``.cu`` header and must be literals: the pytest process reads them from the
     file's syntax tree without running it.
     """

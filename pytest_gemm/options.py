@@ -188,7 +188,8 @@ OPTIONS = (
         "compile-timeout",
         f"{COMPILE_TIMEOUT:g}",
         "seconds one NVRTC compile of a kernel variant may take (compile tests, and the GPU worker's compile) "
-        "before the compiler is stopped and that variant fails; a compile that runs long says so on the terminal",
+        "before the compiler is stopped and that variant fails; a compile that runs long says so on the terminal; "
+        "also the limit of a Python kernel's setup call (Triton's JIT and autotuning, torch.compile, load_inline)",
         _number(float, 0.1, 86400.0),
     ),
     Option(

@@ -25,6 +25,8 @@
 #                     `reach` runs research/reach-gpu.sh (issue 34: storage orders, strided batches, size types, declared
 #                     accumulation, misreadings, the false-alarm sweep, step 12 in both orders of B, timed 3 times;
 #                     GEMM_SWEEP_SEEDS, GEMM_SWEEP_LARGE_SEEDS as there; GEMM_REACH_PARTS picks its parts)
+#                     `torch` runs research/torch-gpu.sh (issue 35: Triton and torch kernels, the tutorial matmul on
+#                     every shape set, the third-party Triton kernels of .thirdparty/issue35; GEMM_TORCH_PARTS picks)
 #                     `bad-input` runs research/bad-input-gpu.sh (issue 33's rows that need a GPU: a shape past
 #                     the GPU's memory or the kernel's int arguments, a compile past its limit, a selection
 #                     that leaves no GPU case, the compile cache, the README's sample run)
@@ -91,6 +93,11 @@ if [[ $parts == *,reach,* ]] && enough reach; then
     timeout "$(limit)" bash research/reach-gpu.sh "$out/reach" "${GEMM_REACH_PARTS:-orders,batched,sweep,step12,step12-time}" \
         >/dev/null 2>&1
     echo "== reach: $(grep -c '^== ' "$out/reach/reach-gpu.txt" 2>/dev/null) steps (reach/reach-gpu.txt)"
+fi
+if [[ $parts == *,torch,* ]] && enough torch; then
+    timeout "$(limit)" bash research/torch-gpu.sh "$out/torch" "${GEMM_TORCH_PARTS:-tests,tutorial,thirdparty}" \
+        >/dev/null 2>&1
+    echo "== torch: $(grep -c '^== ' "$out/torch/torch-gpu.txt" 2>/dev/null) steps (torch/torch-gpu.txt)"
 fi
 if [[ $parts == *,bad-input,* ]] && enough bad-input; then
     timeout "$(limit)" bash research/bad-input-gpu.sh "$out/bad-input" >/dev/null 2>&1

@@ -91,12 +91,15 @@ def naive_project(pytester: pytest.Pytester, naive_source: str) -> pytest.Pytest
 
 def run_pytest_in(work: Path, *args: str, timeout: float = 600) -> str:
     """What ``python -m pytest -p no:cacheprovider ARGS`` prints, run in ``work`` in a process of its own (for a
-    module's one GPU run: pytester's in-process runs are per test)."""
+    module's one GPU run: pytester's in-process runs are per test), on a terminal wide enough that no table shortens
+    a kernel's name."""
+    import os
     import subprocess
     import sys
 
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
-    return subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=timeout).stdout
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=timeout, env=env).stdout
 
 
 def run_kernel_files(work: Path, folder: Path, names: tuple[str, ...], *args: str, timeout: float = 580) -> str:

@@ -1,4 +1,5 @@
-"""A case's time limit is for the kernel: the worker reports progress while CuPy compiles its own kernels."""
+"""A case's time limit is for the kernel: the worker reports progress while CuPy compiles its own kernels, and while
+Triton or torch compiles a Python kernel's (#35)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from pathlib import Path
 from pytest_gemm.worker.compile_watch import CUPY_COMPILER, CompileWatch
 
 FAKE = Path(__file__).parent / "data" / "fake_cupy" / CUPY_COMPILER
+FAKE_TRITON = Path(__file__).parent / "data" / "fake_triton" / "triton" / "compiler" / "compiler.py"
 
 
-def _fake_compiler():
-    spec = importlib.util.spec_from_file_location("fake_cupy_compiler", FAKE)
+def _fake_compiler(path=FAKE):
+    spec = importlib.util.spec_from_file_location(f"fake_compiler_{path.parent.name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -65,3 +67,15 @@ def test_no_progress_between_cases_and_a_compile_that_never_ends_is_still_stoppe
     finally:
         watch.stop()
     assert 2 <= len(calls) <= 6  # about cap / interval, then nothing more in this phase
+
+
+def test_progress_is_reported_while_triton_compiles_a_python_kernels_kernel():
+    """#35 item 4: Triton's compiler is watched as CuPy's is (a recompile outside the setup call, say)."""
+    compiler = _fake_compiler(FAKE_TRITON)
+    watch, calls = _watch()
+    try:
+        watch.enter("time")
+        compiler.compile(0.5)
+    finally:
+        watch.stop()
+    assert len(calls) >= 4 and {phase for _, phase in calls} == {"time"}

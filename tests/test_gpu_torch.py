@@ -19,13 +19,13 @@ SHAPES = "256,100x120x72"
 
 @pytest.fixture(scope="module")
 def torch_run(tmp_path_factory):
-    """Both files once, verified and timed (a launch on another stream shows in the timing), on a square shape and
-    an odd one; torch.compile and load_inline build on the first call, inside a longer time limit."""
+    """Both files once, verified and timed, on a square shape and an odd one; torch.compile and load_inline build in
+    the setup call, under the compile limit (--gemm-timeout stays at its default)."""
     pytest.importorskip("torch", reason="the torch kernels need torch")
     pytest.importorskip("triton", reason="the Triton kernels need Triton")
     work = tmp_path_factory.mktemp("torch")
     files = ("triton_matmul.py", "torch_kernels.py")
-    return run_kernel_files(work, KERNELS, files, "--gemm-shapes", SHAPES, "--gemm-timeout", "240")
+    return run_kernel_files(work, KERNELS, files, "--gemm-shapes", SHAPES, "-vv")  # -vv: every case's row
 
 
 AB = ("", "-a0.7b1.3", "-a-1.5b0")
@@ -77,3 +77,36 @@ def test_a_kernel_right_where_its_bug_does_not_matter_passes(torch_run):
     outcomes = outcomes_in(torch_run)
     assert outcomes.get("triton_no_beta[fp16-256x256x256]") == "PASSED", torch_run[-4000:]
     assert "not on the harness's stream" in failure_section(torch_run, "triton_own_stream[fp16-256x256x256]")
+
+
+def test_the_setup_step_reports_the_autotuners_choice_and_the_host_time(torch_run):
+    """#35 items 3 and 4: the autotuned Triton matmul's choice for each shape is reported under the timing table, and
+    the host's time to make each launch call sits beside the device time (its own column, never the median)."""
+    assert re.search(r"^autotuned: triton_matmul chose _matmul: BM: \d+, BN: 128, BK: 32, num_warps: 4", torch_run,
+                     re.M), torch_run[-4000:]  # fmt: skip
+    header = next(line for line in torch_run.splitlines() if line.startswith("kernel") and " host " in line)
+    assert header.split()[:4] == ["kernel", "shape", "median", "host"]
+
+
+@pytest.fixture(scope="module")
+def faults_run(tmp_path_factory):
+    """The faulty kernels verified only (--benchmark-skip: no timing to find a stream of its own there)."""
+    pytest.importorskip("torch", reason="the torch kernels need torch")
+    pytest.importorskip("triton", reason="the Triton kernels need Triton")
+    work = tmp_path_factory.mktemp("torch-faults")
+    return run_kernel_files(work, KERNELS, ("faults.py",), "--gemm-shapes", "256", "--benchmark-skip")
+
+
+def test_torch_and_triton_faults_cost_one_case_each(faults_run):
+    """#35 item 5: Triton's illegal address is a CUDA error in the setup step (the worker replaced), torch's out of
+    memory a CUDA error too (the worker kept), a stream of its own is found in verification without any timing, and
+    the correct matmul after them passes."""
+    outcomes = outcomes_in(faults_run)
+    names = ("triton_illegal_address", "torch_out_of_memory", "torch_own_stream", "torch_matmul_after")
+    assert [outcomes.get(f"{name}[fp32-256x256x256]") for name in names] == ["FAILED"] * 3 + ["PASSED"], faults_run
+    crash = failure_section(faults_run, "triton_illegal_address[fp32-256x256x256]")
+    assert "CUDA error" in crash and "setting up" in crash and "illegal" in crash.lower(), crash[:3000]
+    oom = failure_section(faults_run, "torch_out_of_memory[fp32-256x256x256]")
+    assert "out of GPU memory: OutOfMemoryError: CUDA out of memory" in oom, oom[:3000]
+    own = failure_section(faults_run, "torch_own_stream[fp32-256x256x256]")
+    assert "launched GPU work on CUDA stream(s) " in own and "not on the harness's stream" in own, own[:3000]

@@ -92,7 +92,7 @@ def _runner(cp, guards: bool = True):
 
     runner = object.__new__(GpuRunner)  # its buffers and checks, on NumPy arrays, without a device
     runner.cp, runner.guards, runner.sm_count = cp, guards, 132
-    runner.stream = _Stream()
+    runner.stream, runner.stream_check = _Stream(), None  # no CUPTI to watch a Python kernel's streams
     runner.peer = functools.partial(_host_peer, cp)  # cuBLAS's part: the same copies, NumPy's matmul
     return runner
 

@@ -26,7 +26,19 @@ def test_tables_show_the_gpu_its_clocks_and_every_case():
     assert "driver 580.159.04" in lines[0] and "cuBLAS 13.1.0" in lines[0]
     assert "fp32:" in lines
     header = next(line for line in lines if line.startswith("kernel"))
-    assert header.split() == ["kernel", "shape", "median", "TFLOP/s", "%", "cuBLAS", "%", "peak", "noise", "n", "flags"]
+    assert header.split() == [
+        "kernel",
+        "shape",
+        "median",
+        "TFLOP/s",
+        "%",
+        "cuBLAS",
+        "%",
+        "peak",
+        "noise",
+        "n",
+        "flags",
+    ]
     text = "\n".join(lines)
     assert re.search(r"^sgemm_naive +4096x4096x4096 +23\.67 ms +5\.81 +11\.3% +8\.7% +0\.46% +10$", text, re.M)
     assert re.search(r"^sgemm_smem\[TILE32\] a0\.7b1\.3 +1024x1024x1024 +254\.7 us", text, re.M)
@@ -101,7 +113,15 @@ def test_the_condensed_table_shows_each_kernels_fastest_variant_per_shape_and_co
     full = timing_tables([*rows, slower, flagged], recording()["facts"], width=120)
     assert "sgemm_naive[SLOW]" in "\n".join(full) and len(full) == len(lines) + 2
     header = next(line for line in lines if line.startswith("kernel"))
-    assert header.split() == ["kernel", "shape", "median", "TFLOP/s", "%", "cuBLAS", "flags"]  # the few that matter
+    assert header.split() == [
+        "kernel",
+        "shape",
+        "median",
+        "TFLOP/s",
+        "%",
+        "cuBLAS",
+        "flags",
+    ]  # the few that matter
     other = dataclasses.replace(base, test="other.cu::k", file="other.cu")  # the same kernel name in another file
     both = timing_tables([base, other], recording()["facts"], width=120, full=False)
     assert sum(line.startswith("sgemm_naive") for line in both) == 2

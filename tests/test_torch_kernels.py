@@ -119,3 +119,147 @@ def test_a_kernel_file_that_cannot_import_torch_or_triton_says_what_to_install(t
         assert str(info.value).startswith(
             f"{path.name}: this kernel file needs {package} (pip install {package}); importing the kernel file failed"
         )
+
+
+def _python_case(spec_data: dict | None = None) -> Case:
+    data = {"dtypes": ["fp32"], "arrays": "torch", **(spec_data or {})}
+    spec = spec_from_mapping(data, path="k.py", kind="py", default_name="k")
+    return Case(spec, spec.variants()[0], "fp32", Shape(512, 512, 512), AlphaBeta(1.0, 0.0))
+
+
+def test_a_first_launch_on_another_stream_fails_verification_naming_it():
+    """#35 item 2: CUPTI watches a Python kernel's first verification launch; work on another stream fails the case
+    there (with --benchmark-skip too), and it is not timed."""
+    outcome = recorded_outcome("01_naive.cu::sgemm_naive[fp32-512x512x512]")
+    verification = dataclasses.replace(outcome.verification, other_streams=(OTHER, OTHER + 1))
+    assert not verification.passed and verification.kernel.passed
+    watched = dataclasses.replace(outcome, verification=verification, timing=None)
+    result = judge_outcome(_python_case(), "k.py::k[fp32-512x512x512]", watched, recording()["facts"])
+    assert result.failed and result.timing is None
+    assert result.diagnosis.problems == (TimingProblem.OTHER_STREAM,) and result.diagnosis.streams == (OTHER, OTHER + 1)
+    assert f"stream(s) {OTHER}, {OTHER + 1} (CUPTI's ids)" in failure_text("k[fp32-512x512x512]", result, "REPLAY")
+
+
+def test_a_python_kernel_whose_streams_cupti_could_not_check_makes_no_speed_claim(tmp_path):
+    """#35 item 3: without CUPTI, events cannot see a launch on another stream: the case is timed and shown, flagged
+    and said why, but neither gated nor recorded as a baseline; the host's launch time is shown beside the device's."""
+    from pytest_gemm.plugin.gating import Gatekeeper
+    from pytest_gemm.report.tables import timing_tables
+    from pytest_gemm.settings import GateSettings
+
+    outcome = recorded_outcome("01_naive.cu::sgemm_naive[fp32-512x512x512]")
+    why = "cupti-python is not installed"
+    verification = dataclasses.replace(outcome.verification, unchecked_streams=why)
+    run = dataclasses.replace(outcome.timing, host_median_s=(outcome.timing.kernel_s[0] * 2, 4e-6))
+    unchecked = dataclasses.replace(outcome, verification=verification, timing=run)
+    result = judge_outcome(_python_case(), "k.py::k[fp32-512x512x512]", unchecked, recording()["facts"])
+    record = result.timing
+    assert result.outcome == "passed" and record.unchecked_streams == why and record.host_s > record.median_s
+    gated = Gatekeeper(GateSettings(tmp_path / "baselines"), tmp_path)
+    assert gated.gate(None, record).gate is None  # no baseline read, no verdict
+    updating = Gatekeeper(GateSettings(tmp_path / "baselines", update=True), tmp_path)
+
+    class Passed:
+        passed = True
+
+    updating.collect(Passed(), record)
+    assert updating.to_record == [] and updating.unchecked == 1
+    _, lines = updating.summary_lines()
+    assert any(line.startswith("not recorded: 1 timed case(s) of Python kernels whose launches") for line in lines)
+    lines = timing_tables([record], recording()["facts"])
+    header = next(line for line in lines if line.startswith("kernel"))
+    assert header.split()[:4] == ["kernel", "shape", "median", "host"]
+    table = "\n".join(lines)
+    assert "not gated" in table and "launch-bound" in table and f"not gated, no speed claim ({why})" in table
+
+
+def test_the_autotuners_choice_is_reported_with_the_timing(tmp_path):
+    """#35 item 4: what each autotuned Triton kernel chose for a case is in its record and under the table."""
+    from pytest_gemm.report.tables import timing_tables
+
+    outcome = recorded_outcome("01_naive.cu::sgemm_naive[fp32-512x512x512]")
+    choice = "_matmul: BM: 128, BN: 128, BK: 32, num_warps: 4, num_ctas: 1, num_stages: 4, maxnreg: None"
+    tuned = dataclasses.replace(outcome, autotuned=(choice,))
+    record = judge_outcome(_python_case(), "k.py::k[fp32-512x512x512]", tuned, recording()["facts"]).timing
+    assert record.autotuned == (choice,) and dataclasses.replace(record).to_dict()["autotuned"] == [choice]
+    assert f"autotuned: k chose {choice} at 512x512x512" in timing_tables([record], recording()["facts"])
+
+
+def test_autotune_choices_reads_the_autotuners_the_first_call_ran():
+    """Only the autotuners the call ran are reported, each once, by its function's name (Triton's Autotuner faked:
+    the check is by class, from the module Triton defines it in)."""
+    import types
+
+    module = types.ModuleType("triton.runtime.autotuner")
+
+    class Autotuner:
+        def __init__(self, name):
+            self.base_fn, self.best_config = types.SimpleNamespace(__name__=name), "stale"
+
+    module.Autotuner = Autotuner
+    used, unused = Autotuner("used"), Autotuner("unused")
+    space = {"used": used, "unused": unused, "other": object()}
+    fn = types.FunctionType(compile("def f(): pass", "k.py", "exec").co_consts[0], space)
+
+    def call():
+        used.best_config = "BM: 64"
+
+    from pytest_gemm.worker.python_calls import autotune_choices
+
+    saved = sys.modules.get("triton.runtime.autotuner")
+    sys.modules["triton.runtime.autotuner"] = module
+    try:
+        assert autotune_choices(fn, call) == ("used: BM: 64",)
+    finally:
+        if saved is None:
+            del sys.modules["triton.runtime.autotuner"]
+        else:
+            sys.modules["triton.runtime.autotuner"] = saved
+
+
+@pytest.mark.parametrize(
+    ("raised", "shown", "oom"),
+    [
+        (
+            ("AcceleratorError", "CUDA error: an illegal memory access was encountered\nSearch for "
+             "`cudaErrorIllegalAddress' in https://docs.nvidia.com/cuda/ for more information."),
+            "AcceleratorError: CUDA error: an illegal memory access was encountered (cudaErrorIllegalAddress)",
+            False,
+        ),
+        (
+            ("OutOfMemoryError", "CUDA out of memory. Tried to allocate 9313.23 GiB."),
+            "OutOfMemoryError: CUDA out of memory. Tried to allocate 9313.23 GiB.",
+            True,
+        ),
+        (
+            ("RuntimeError", "Triton Error [CUDA]: an illegal memory access was encountered"),
+            "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered",
+            False,
+        ),
+    ],
+)  # fmt: skip
+def test_torch_and_tritons_cuda_errors_are_cuda_errors_not_the_kernels_python(raised, shown, oom):
+    """#35 item 5: torch's and Triton's CUDA errors (the messages as torch 2.11 and Triton 3.6 word them) are CUDA
+    errors of the case, a sticky one replacing the worker as for a .cu kernel; a ValueError stays the kernel's own."""
+    from pytest_gemm.worker.errors import KernelCudaError, KernelRaised, cuda_error_name, guarded_call
+
+    kind = type(raised[0], (RuntimeError,), {})
+    with pytest.raises(KernelCudaError) as info:
+        guarded_call(lambda: (_ for _ in ()).throw(kind(raised[1])), "k.py", "k.py", ())
+    assert str(info.value) == shown and info.value.out_of_memory == oom
+    assert cuda_error_name(str(info.value)) == ("" if oom or "Triton" in shown else "cudaErrorIllegalAddress")
+    with pytest.raises(KernelRaised) as own:
+        guarded_call(lambda: int("x"), "k.py", "k.py", ())
+    assert not isinstance(own.value, KernelCudaError)
+
+
+def test_a_python_kernel_may_compute_c_equals_a_b_without_alpha_and_beta():
+    """Triton's TMA tutorial computes A @ B: alpha_beta=False declares it; its cases are alpha = 1, beta = 0 only."""
+    from pytest_gemm.records.shapes import parse_shapes
+    from pytest_gemm.specs.cases import expand
+
+    source = TRITON_FILE.replace('storage={"B": "NxK"})', 'storage={"B": "NxK"}, alpha_beta=False)')
+    (spec,) = parse_py_source("k.py", source)
+    assert not spec.has_alpha_beta and {c.ab.id for c in expand(spec, parse_shapes("256"))} == {""}
+    with pytest.raises(KernelFileError, match="alpha_beta': expected true or false, got 'no'"):
+        spec_from_mapping({"dtypes": ["fp16"], "alpha_beta": "no"}, path="k.py", kind="py", default_name="k")

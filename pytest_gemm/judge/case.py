@@ -187,6 +187,10 @@ def judge_outcome(
         return CaseResult("failed", kind="case", diagnosis=diagnosis, margin=margin)
     if verification is None:
         return CaseResult("failed", kind="case", diagnosis=Diagnosis(Verdict.NO_RESULT, **_scalars(case)))
+    streams = verification.other_streams or (outcome.timing.other_streams if outcome.timing else ())
+    if streams:  # neither waited for nor timed where it runs: no record, no speed, no gate
+        diagnosis = Diagnosis(Verdict.TIMING, **_scalars(case), problems=(TimingProblem.OTHER_STREAM,), streams=streams)
+        return CaseResult("failed", kind="case", diagnosis=diagnosis, margin=margin)
     miscalibrated = calibration(case, verification)
     if miscalibrated is not None:
         return miscalibrated
@@ -195,10 +199,6 @@ def judge_outcome(
     if outcome.timing is None:
         return CaseResult("passed", kind="case", margin=margin)
     run = outcome.timing
-    if run.other_streams:  # not timed on the device: no record, no speed, no gate
-        diagnosis = Diagnosis(Verdict.TIMING, **_scalars(case), problems=(TimingProblem.OTHER_STREAM,),
-                              streams=run.other_streams)  # fmt: skip
-        return CaseResult("failed", kind="case", diagnosis=diagnosis, margin=margin)
     record = _record(case, test, outcome, gpu, source_sha256, save_raw)
     problems, kernel, peer = [], None, None
     if run.reference_output is not None and not run.reference_output.passed:
@@ -249,5 +249,7 @@ def _record(case: Case, test: str, outcome: Outcome, gpu: dict[str, Any], source
         nvml_before=outcome.nvml_before or {},
         nvml_after=outcome.nvml_after or {},
         raw={"kernel_s": list(run.kernel_s), "cublas_s": list(run.reference_s)} if save_raw else None,
+        autotuned=outcome.autotuned,
+        unchecked_streams=outcome.verification.unchecked_streams if outcome.verification else "",
         **metrics,
     )

@@ -64,6 +64,8 @@ def summarize(
         "timer_note": run.timer_note,
         "events_median_s": run.events_median_s[0] if run.events_median_s else None,
         "events_cublas_median_s": run.events_median_s[1] if run.events_median_s else None,
+        "host_s": run.host_median_s[0] if run.host_median_s else None,
+        "cublas_host_s": run.host_median_s[1] if run.host_median_s else None,
         "throttle": tuple(throttle or ()),
         "suspicious": () if expect_fast else tuple(suspicious),
         "suspicious_expected": tuple(suspicious) if expect_fast else (),

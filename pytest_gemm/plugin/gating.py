@@ -34,6 +34,7 @@ from ..judge.gate import GatePolicy, compared_record, judge
 from ..records.case_record import COMPARED_WITH, METRICS, CaseRecord
 from ..records.verdicts import GateVerdict, Sanity
 from ..report.regression import accept_command, gate_failure_text
+from ..report.tables import UNCHECKED_STREAMS
 from ..settings import GateSettings
 from ..specs.files import shown_path
 
@@ -58,6 +59,7 @@ class Gatekeeper:
         self.missing: set[str] = set()
         self.written: list[tuple[Path, Changes, list[str]]] = []
         self.update_errors: list[str] = []
+        self.unchecked = 0  # passing timed cases left ungated and unrecorded: their streams were not checked
 
     def shown(self, path: Path) -> str:
         return shown_path(path, self.rootpath)
@@ -85,6 +87,8 @@ class Gatekeeper:
     def gate(self, report: pytest.TestReport, rec: CaseRecord) -> CaseRecord:
         """Judge a passing timed case; fail its report when the gate says so. Returns the judged record."""
         s = self.settings
+        if rec.unchecked_streams:  # its device time may miss work on other streams: no speed claim to gate
+            return rec
         try:
             path = baseline_path(s.folder, rec.gpu)
             baseline = self._baseline(rec.gpu)
@@ -105,8 +109,12 @@ class Gatekeeper:
     # -- the controller: gather, then write once -------------------------------------------------
     def collect(self, report: pytest.TestReport, rec: CaseRecord) -> None:
         if self.settings.update:
-            if report.passed and rec.verdict == Sanity.OK:
+            if report.passed and rec.verdict == Sanity.OK and rec.unchecked_streams:
+                self.unchecked += 1
+            elif report.passed and rec.verdict == Sanity.OK:
                 self.to_record.append(rec)
+        elif report.passed and rec.unchecked_streams:
+            self.unchecked += 1
         elif rec.gate is not None:
             self.verdicts[rec.gate.verdict] += 1
             self.compared_with[rec.gate.compared_with] += 1
@@ -183,11 +191,15 @@ class Gatekeeper:
                         lines.append(f"  ... and {len(keys) - _LISTED} more {kind}")
                 lines += [f"  note: {note}" for note in notes]
             lines += [f"error: {error}" for error in self.update_errors]
+            if self.unchecked:
+                lines.append(f"not recorded: {self.unchecked} {UNCHECKED_STREAMS} (their times make no speed claim)")
             return "pytest-gemm baselines", lines
-        if not self.verdicts:
+        if not self.verdicts and not self.unchecked:
             return None
         counts = ", ".join(f"{self.verdicts[v]} {v}" for v in GateVerdict)
         lines = [f"{METRICS[s.metric][2]}, threshold {100 * s.threshold:g}% (or the kernel's own): {counts}"]
+        if self.unchecked:
+            lines.append(f"not gated: {self.unchecked} {UNCHECKED_STREAMS} (their times make no speed claim)")
         lines += [
             f"no baselines for {missing}: every timed case is new; record them with --gemm-update-baselines"
             for missing in sorted(self.missing)

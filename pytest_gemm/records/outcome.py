@@ -13,6 +13,7 @@ from .verdicts import Check, ErrorCause, FailureKind, Misreading
 
 __all__ = [
     "CAUSE_LETTERS",
+    "COMPILE_LIMITED",
     "PHASES",
     "STREAMS_KEPT",
     "ErrorMap",
@@ -33,9 +34,14 @@ PHASES = {
     "start": "starting the GPU worker",
     "load": "loading the kernel file",
     "compile": "compiling",
+    "setup": "setting up",  # a Python kernel's first call: Triton's JIT and autotuning, torch.compile, load_inline
     "verify": "verifying",
     "time": "timing",
 }
+
+#: the phases bounded by --gemm-compile-timeout, not --gemm-timeout: NVRTC's compile of a .cu kernel, and a Python
+#: kernel's setup call (JIT, autotuning, torch.compile: the harness's cost, not the kernel's time)
+COMPILE_LIMITED = frozenset({"compile", "setup"})
 
 
 @dataclass(frozen=True)
@@ -316,10 +322,14 @@ class Verification:
     error_map: ErrorMap | None = None  # only for an output that failed
     sources: tuple[ErrorSource, ...] = ()  # where its wrong elements came from, most telling first
     misread: Misread | None = None  # the misreading most of a wrong output matches, when one does
+    # a Python kernel's first launch, watched by CUPTI (#35): the streams besides the harness's it launched work on
+    # (CUPTI's ids: the first STREAMS_KEPT and one more), or why that could not be checked
+    other_streams: tuple[int, ...] = ()
+    unchecked_streams: str = ""
 
     @property
     def passed(self) -> bool:
-        return self.kernel.passed and not self.faults
+        return self.kernel.passed and not self.faults and not self.other_streams
 
 
 #: the other streams a timed case shows (a kernel that makes a stream for each call shows one a launch): the first few;
@@ -344,6 +354,7 @@ class TimingRun:
     timer_note: str = ""  # why CUPTI was asked for and not used
     events_median_s: tuple[float, float] | None = None  # the events' medians (kernel, cuBLAS), as a cross-check
     other_streams: tuple[int, ...] = ()  # CUPTI's ids of streams besides the harness's that the kernel launched on
+    host_median_s: tuple[float, float] | None = None  # the host's time to make one launch call (kernel, cuBLAS)
 
 
 @dataclass(frozen=True)
@@ -385,3 +396,4 @@ class Outcome:
     worker: int = 0  # process id of the worker that ran it
     compiled: int = 0  # kernels NVRTC compiled for this case (0 when loaded, or found in the compile cache)
     cached: int = 0  # kernels found compiled in the compile cache for this case
+    autotuned: tuple[str, ...] = ()  # a Python kernel's autotuned Triton kernels, each with its choice for this case

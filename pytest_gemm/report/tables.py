@@ -14,6 +14,8 @@ __all__ = [
     "COLUMNS",
     "CONDENSED",
     "NUMERIC",
+    "UNCHECKED_STREAMS",
+    "autotune_lines",
     "cells",
     "compile_table",
     "condensed",
@@ -26,6 +28,13 @@ __all__ = [
     "timer_names",
     "timing_tables",
 ]
+
+
+#: what the gate says of the timed cases it leaves alone (records.case_record.CaseRecord.unchecked_streams)
+UNCHECKED_STREAMS = (
+    "timed case(s) of Python kernels whose launches CUPTI could not check for work on other streams, which CUDA "
+    "events cannot see"
+)
 
 
 def format_time(seconds: float) -> str:
@@ -71,6 +80,10 @@ def row_flags(record: CaseRecord) -> str:
             flags.append("source changed")
         if any(note.startswith(REFERENCE_MOVED) for note in gate.notes):
             flags.append("cuBLAS moved")
+    if record.unchecked_streams:
+        flags.append("not gated")
+    if record.host_s is not None and record.host_s > record.median_s:
+        flags.append("launch-bound")
     if record.throttle:
         flags.append("throttled")
     if record.stop in (Stop.TIME_CAP, Stop.CLOCK_RESOLUTION):
@@ -109,11 +122,12 @@ def gpu_line(gpu: dict[str, Any], rows: list[CaseRecord]) -> str:
 
 
 #: the columns of a timed case's row, and those that hold numbers (right-aligned)
-COLUMNS = ("kernel", "shape", "median", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n", "flags")
-NUMERIC = frozenset({"median", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n"})
+COLUMNS = ("kernel", "shape", "median", "host", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n", "flags")
+NUMERIC = frozenset({"median", "host", "TFLOP/s", "% cuBLAS", "% peak", "noise", "n"})
 #: the columns of the condensed table (the terminal's at default verbosity)
 CONDENSED = ("kernel", "shape", "median", "TFLOP/s", "% cuBLAS", "flags")
 _MIN_KERNEL = 10
+_DROPPED_FIRST = ("% peak", "host")
 
 
 def cells(row: CaseRecord) -> dict[str, str]:
@@ -122,6 +136,7 @@ def cells(row: CaseRecord) -> dict[str, str]:
         "kernel": row.kernel + (f" {row.ab}" if row.ab else ""),
         "shape": row.shape.id,
         "median": format_time(row.median_s),
+        "host": "-" if row.host_s is None else format_time(row.host_s),
         "TFLOP/s": f"{row.tflops:.2f}",
         "% cuBLAS": _pct(row.pct_cublas),
         "% peak": _pct(row.pct_peak),
@@ -157,12 +172,17 @@ def condensed(rows: Sequence[CaseRecord]) -> list[CaseRecord]:
 
 
 def _table(table: list[list[str]], width: int, names: Sequence[str] = COLUMNS) -> list[str]:
-    """Rows of cells (:data:`COLUMNS`) as aligned lines within ``width``, of the columns ``names``: "% peak" goes
-    first, then the kernel column is shortened (with a trailing '~')."""
+    """Rows of cells (:data:`COLUMNS`) as aligned lines within ``width``, of the columns ``names``: "host" only where
+    some row has a host time; "% peak" goes first, then "host", then the kernel column is shortened (with a trailing
+    '~')."""
     columns = [COLUMNS.index(name) for name in names]
+    host = COLUMNS.index("host")
+    if host in columns and all(line[host] == "-" for line in table):  # no host times (runs saved before them)
+        columns.remove(host)
     widths = {i: max(len(COLUMNS[i]), *(len(line[i]) for line in table)) for i in columns}
-    if widths[0] + _rest_width(widths, columns) > width and "% peak" in names:
-        columns.remove(COLUMNS.index("% peak"))
+    for name in _DROPPED_FIRST:  # what goes when the table is too wide, before the kernel column is shortened
+        if widths[0] + _rest_width(widths, columns) > width and COLUMNS.index(name) in columns:
+            columns.remove(COLUMNS.index(name))
     widths[0] = max(_MIN_KERNEL, min(widths[0], width - _rest_width(widths, columns)))
     lines = []
     for line in [list(COLUMNS), *table]:
@@ -200,6 +220,27 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120,
     notes = Counter(row.timer_note for row in rows if row.timer_note)
     for note, count in notes.items():
         lines.append(f"{count} case(s) timed with {TIMERS['events']}, not {TIMERS['cupti']}: {note}")
+    unchecked = Counter(row.unchecked_streams for row in rows if row.unchecked_streams)
+    for why, count in unchecked.items():
+        lines.append(f"{count} {UNCHECKED_STREAMS}: not gated, no speed claim ({why})")
+    if any(row.host_s is not None and row.host_s > row.median_s for row in rows):
+        lines.append(
+            "launch-bound: the host takes longer to make the launch call (host) than the GPU to run it (median); "
+            "called in a loop, such a kernel runs at the host's pace"
+        )
+    return lines + autotune_lines(rows, full=full)
+
+
+def autotune_lines(rows: Sequence[CaseRecord], *, full: bool = True, most: int = 12) -> list[str]:
+    """What each autotuned Triton kernel chose, by kernel and shape (the first ``most`` lines unless ``full``)."""
+    chosen: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        for choice in row.autotuned:
+            chosen.setdefault((row.kernel.split("[")[0], choice), []).append(row.shape.id)
+    lines = [f"autotuned: {kernel} chose {choice} at {', '.join(dict.fromkeys(shapes))}"
+             for (kernel, choice), shapes in chosen.items()]  # fmt: skip
+    if not full and len(lines) > most:
+        lines = [*lines[:most], f"autotuned: {len(lines) - most} more choice(s) (-v: all)"]
     return lines
 
 

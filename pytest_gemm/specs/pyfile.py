@@ -38,6 +38,7 @@ def header_from_arguments(
     accumulate: str | None = None,
     batched: bool = False,
     arrays: str = "cupy",
+    alpha_beta: bool = True,
     params: dict[str, list[int]] | None = None,
     c_dtype: str | None = None,
     name: str | None = None,
@@ -63,6 +64,8 @@ def header_from_arguments(
         data["batched"] = batched
     if arrays != "cupy":
         data["arrays"] = arrays
+    if alpha_beta is not True:
+        data["alpha_beta"] = alpha_beta
     if name is not None:
         data["name"] = name
     return data

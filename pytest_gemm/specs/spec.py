@@ -75,6 +75,7 @@ OPTIONAL = (
     "accumulate",
     "batched",
     "arrays",
+    "alpha_beta",
 )
 
 
@@ -121,6 +122,7 @@ class KernelSpec:
     stride_type: str | None = None  # the C type of the batch strides; None: the size_type
     batched: bool = False  # runs strided batches (#34 item 3): a .cu kernel takes batch, a .py one says batched
     arrays: str = "cupy"  # what a Python kernel is given: a key of ARRAYS (#35: "torch" tensors)
+    alpha_beta: bool = True  # a Python kernel takes alpha and beta (False: it computes C = A B, called without them)
     accumulate: str | None = None  # a declared accumulation ("fp16"); None: fp32, or fp64 for fp64
     options: tuple[str, ...] = ()
     params: tuple[tuple[str, tuple[int, ...]], ...] = ()
@@ -137,7 +139,7 @@ class KernelSpec:
 
     @property
     def has_alpha_beta(self) -> bool:
-        return self.kind == "py" or ("alpha" in self.args and "beta" in self.args)
+        return self.alpha_beta if self.kind == "py" else ("alpha" in self.args and "beta" in self.args)
 
     def label(self, variant: Variant) -> str:
         """The kernel's name with the variant's id: ``name[id]``, or ``name`` alone for no params."""
@@ -286,6 +288,11 @@ def spec_from_mapping(
         check.fail("arrays", "a .cu kernel takes pointers; arrays is for Python kernels (torch tensors or CuPy arrays)")
     if arrays not in ARRAYS:
         check.fail("arrays", f"expected one of {', '.join(map(repr, ARRAYS))}, got {arrays!r}")
+    alpha_beta = data.get("alpha_beta", True)
+    if "alpha_beta" in data and kind == "cu":
+        check.fail("alpha_beta", "a .cu kernel takes alpha and beta by naming them in args")
+    if not isinstance(alpha_beta, bool):
+        check.fail("alpha_beta", f"expected true or false, got {alpha_beta!r}")
     if "stride_type" in data and not {"stride_a", "stride_b", "stride_c"} & set(args):
         check.fail("stride_type", "the kernel takes no batch stride (stride_a, stride_b, stride_c in args)")
     param_names = frozenset(name for name, _ in params)
@@ -315,6 +322,7 @@ def spec_from_mapping(
         stride_type=check.size_type(data["stride_type"], "stride_type") if "stride_type" in data else None,
         batched=batched,
         arrays=arrays,
+        alpha_beta=alpha_beta,
         accumulate=check.accumulate(data["accumulate"], dtypes, c_dtype) if "accumulate" in data else None,
         options=check.options(data.get("options", [])),
         params=params,

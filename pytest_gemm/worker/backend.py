@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,9 +28,18 @@ from ..specs.cases import Case
 from ..specs.footprint import case_memory, memory_problem
 from ..specs.spec import KernelFileError
 from .device import GpuRunner, device_name, open_device
-from .errors import KernelRaised, LaunchRefused, TooBigForDevice, cuda_error_name, is_launch_error, is_sticky_name
+from .errors import (
+    KernelCudaError,
+    KernelRaised,
+    LaunchRefused,
+    TooBigForDevice,
+    cuda_error_name,
+    is_launch_error,
+    is_sticky_name,
+)
 from .kernels import KernelFiles
 from .nvml import open_monitor
+from .python_calls import first_call
 from .timer import Timer
 
 __all__ = ["GpuBackend"]
@@ -72,6 +82,7 @@ class GpuBackend:
         seen = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "visible_devices": self.list_devices()}
         self._facts = {"available": True, **self.runner.facts(), **self.monitor.facts(), **seen}
         self.timer = Timer(self.runner)  # compiles its kernels in a thread, while the warm-up verifies
+        self.runner.stream_check = self.timer.streams_of  # a Python kernel's first verification launch, under CUPTI
         self._warm_up()
         self.timer.ready()
 
@@ -139,11 +150,17 @@ class GpuBackend:
                 return Outcome(skip=reason, phase_s=phases)
             with phase("compile"):
                 self.runner.prepare(case)
+            python = case.spec.kind == "py"
+            if python:  # its first call, in a phase of its own with the compile limit (isolation.workers)
+                with phase("setup"):
+                    self._check_memory(case, request.timing)
+                    results["autotuned"] = first_call(self.runner, case, request.seed)
             with phase("verify"):
-                self._check_memory(case, request.timing)
+                if not python:
+                    self._check_memory(case, request.timing)
                 results["verification"] = verification = self.runner.verify(case, request.seed)
             if request.timing is None or not verification.passed:
-                return Outcome(verification=verification, phase_s=phases)
+                return Outcome(phase_s=phases, **results)
             with phase("time"):
                 results["nvml_before"] = self.monitor.sample()
                 results["timing"] = self.timer.time_case(case, request.seed, request.timing, lambda: notify("time"))
@@ -154,8 +171,10 @@ class GpuBackend:
 
     def _check_memory(self, case: Case, timing: TimingSettings | None) -> None:
         """Refuse a case whose verification (or timing, when it is timed) cannot fit in the device's free memory
-        (with the blocks CuPy's pool keeps for reuse), before its inputs are drawn or anything is allocated for it:
+        (with the blocks CuPy's pool keeps for reuse; torch's unused cached blocks, which a Python kernel's calls may
+        leave, are given back first), before its inputs are drawn or anything is allocated for it:
         :class:`TooBigForDevice`, with the numbers."""
+        _release_torch()
         need = case_memory(
             case.spec,
             case.dtype,
@@ -187,10 +206,16 @@ class GpuBackend:
             return Failure(FailureKind.LAUNCH, str(exc), phase, exc.details)
         if isinstance(exc, TooBigForDevice):
             return Failure(FailureKind.TOO_BIG, str(exc), phase, exc.details)
+        if isinstance(exc, KernelCudaError):  # through torch or Triton: CUDA's error, as a .cu kernel's would be
+            if exc.out_of_memory:
+                self._release_memory()
+                return Failure(FailureKind.CUDA_ERROR, f"out of GPU memory: {exc}", phase, exc.details)
+            failure = self._cuda_failure(str(exc), phase, case)
+            return replace(failure, details=failure.details + exc.details)
         if isinstance(exc, KernelRaised):
             return Failure(FailureKind.KERNEL_RAISED, str(exc), phase, exc.details, replace_worker=not self._usable())
         if isinstance(exc, cp.cuda.memory.OutOfMemoryError):
-            cp.get_default_memory_pool().free_all_blocks()
+            self._release_memory()
             return Failure(FailureKind.CUDA_ERROR, f"out of GPU memory: {exc}", phase)
         if isinstance(exc, (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)):
             return self._cuda_failure(str(exc), phase, case)
@@ -208,6 +233,12 @@ class GpuBackend:
             return Failure(FailureKind.LAUNCH, message, phase, details)
         return Failure(FailureKind.CUDA_ERROR, message, phase)
 
+    def _release_memory(self) -> None:
+        """Give back what CuPy's pool and torch's caching allocator hold unused (torch's only where a kernel file
+        imported it and used the GPU)."""
+        self.cp.get_default_memory_pool().free_all_blocks()
+        _release_torch()
+
     def _usable(self) -> bool:
         """Whether this process's CUDA context still works (a sticky error makes every call fail)."""
         cp = self.cp
@@ -219,9 +250,16 @@ class GpuBackend:
             return False
 
 
+def _release_torch() -> None:
+    """Empty torch's caching allocator where a kernel file imported torch and used the GPU (#35)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 def _partial(results: dict[str, Any]) -> dict[str, Any]:
     """What a failed case had finished: its verification when the failure came while timing."""
-    kept = {}
+    kept: dict[str, Any] = {"autotuned": results.get("autotuned", ())}
     if isinstance(results.get("verification"), Verification):
         kept["verification"] = results["verification"]
     if isinstance(results.get("timing"), TimingRun):

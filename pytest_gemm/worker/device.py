@@ -103,6 +103,8 @@ class GpuRunner:
         self.compiles = {"nvrtc": 0, "cache": 0}  # kernels this worker compiled, and found compiled
         self._tensor_maps: dict[tuple, np.ndarray] = {}
         self._cublas: int | None = None  # a cuBLAS handle for the peer and the timed reference, made on first use
+        # runs a Python kernel's launch and says on which other streams it put work, or why it cannot (the timer's)
+        self.stream_check: Callable[[Callable[[], None]], tuple[int, ...] | str] | None = None
         attribute = cupy.cuda.runtime.deviceGetAttribute
         self.limits = DeviceLimits(
             f"this {self.name}",
@@ -112,12 +114,11 @@ class GpuRunner:
 
     def cannot_run(self, spec: KernelSpec) -> str | None:
         """Why this device cannot run a kernel pinned to another architecture (None when it can)."""
-        if spec.arch and not arch_runs_on(spec.arch, self.capability):
-            return (
-                f"{spec.name} is built for {spec.arch} (its header's arch), "
-                f"which this {self.name} ({self.arch}) cannot run"
-            )
-        return None
+        if not spec.arch or arch_runs_on(spec.arch, self.capability):
+            return None
+        return (
+            f"{spec.name} is built for {spec.arch} (its header's arch), which this {self.name} ({self.arch}) cannot run"
+        )
 
     def facts(self) -> dict[str, Any]:
         """What CUDA and CuPy say about this device and its software (NVML adds the rest)."""
@@ -151,6 +152,12 @@ class GpuRunner:
         if case.spec.kind == "py":
             assert self.python_kernel is not None
             self._python = (case, self.python_kernel(case.spec, path), path)
+
+    def python_function(self, case: Case) -> tuple[Callable[..., Any], str]:
+        """The Python kernel's function :meth:`load` found for this case, and its file's absolute path."""
+        if self._python is None or self._python[0] is not case:
+            raise RuntimeError(f"{case.spec.name}: the Python kernel was not loaded for this case (load() first)")
+        return self._python[1], self._python[2]
 
     def prepare(self, case: Case, signature: bool = True) -> None:
         """Compile (or find) and load a ``.cu`` kernel, and refuse a launch that cannot happen on this device: one
@@ -231,7 +238,7 @@ class GpuRunner:
             ga, gb = self.guarded_input(case, "A", data), self.guarded_input(case, "B", data)
             c0 = None if data.c0 is None else data.stored(data.c0, "C")
             gc = self.guarded_output(case, data, c0)
-            self.launch(case, ga, gb, gc)
+            streams = self.launch(case, ga, gb, gc, watch=True)
 
             # The reference starts only now, on buffers of its own.
             a_bits, b_bits = upload_bits(cp, data.a), upload_bits(cp, data.b)
@@ -277,6 +284,8 @@ class GpuRunner:
             error_map=error_map,
             sources=sources,
             misread=misread,
+            other_streams=streams if isinstance(streams, tuple) else (),
+            unchecked_streams=streams if isinstance(streams, str) else "",
         )
 
     def truth(self, case: Case, a_bits: Any, b_bits: Any, c0_bits: Any) -> Truth:
@@ -303,18 +312,25 @@ class GpuRunner:
         got, unchanged = self.output(case, gc, data, c0_bits)
         return truth.judge(self.cp, got, case.shape.K, dt, out, unchanged)
 
-    def launch(self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix) -> None:
+    def launch(
+        self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix, watch: bool = False
+    ) -> tuple[int, ...] | str:
         """Run the kernel once and wait for it (CUDA errors propagate to the worker, which classifies them): for a
-        Python kernel, for the whole device, so that what it queued on a stream of its own (which its timing names
-        as a fault) is finished before its output is read."""
-        self.enqueue(case, ga, gb, gc, get_dtype(case.dtype))
+        Python kernel, for the whole device, so that what it queued on a stream of its own is finished before its
+        output is read. With ``watch``, a Python kernel's launch is watched (:attr:`stream_check`): the other streams
+        it put work on (a fault, #35), or why that cannot be told (none where nothing is watched)."""
+        call = self.launcher(case, ga, gb, gc, get_dtype(case.dtype))
+        python = case.spec.kind == "py"
+        streams: tuple[int, ...] | str
+        if watch and python and self.stream_check is not None:
+            streams = self.stream_check(call)
+        else:
+            call()
+            streams = "this worker has no stream check" if watch and python else ()
         self.stream.synchronize()
-        if case.spec.kind == "py":
+        if python:
             self.cp.cuda.runtime.deviceSynchronize()
-
-    def enqueue(self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix, dt: DType) -> None:
-        """Launch the kernel on the current stream without waiting for it."""
-        self.launcher(case, ga, gb, gc, dt)()
+        return streams
 
     def launcher(
         self, case: Case, ga: GuardedMatrix, gb: GuardedMatrix, gc: GuardedMatrix, dt: DType
@@ -326,9 +342,7 @@ class GpuRunner:
         out = get_dtype(spec.output_dtype(case.dtype))
         alpha, beta = case.ab.alpha, case.ab.beta
         if spec.kind == "py":
-            if self._python is None or self._python[0] is not case:
-                raise RuntimeError(f"{spec.name}: the Python kernel was not loaded for this case (load() first)")
-            _, fn, path = self._python
+            fn, path = self.python_function(case)
             return python_launcher(cp, case, (ga, gb, gc), dt, fn, path, self)
         fn = self._function(case)
         geom = launch_geometry(spec, case.variant, case.shape, sm_count=self.sm_count)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 __all__ = [
     "DeviceUnavailable",
+    "KernelCudaError",
     "KernelRaised",
     "LaunchRefused",
     "TooBigForDevice",
@@ -16,6 +17,7 @@ __all__ = [
     "is_launch_error",
     "is_sticky_name",
     "kernel_traceback",
+    "library_cuda_error",
 ]
 
 #: CUDA errors after which a context cannot be used again (driver and runtime spellings, normalised)
@@ -75,6 +77,33 @@ class KernelRaised(Exception):
         self.details = tuple(details)
 
 
+class KernelCudaError(KernelRaised):
+    """A CUDA error that a Python kernel's library raised (torch, Triton): CUDA's fault, as a ``.cu`` kernel's would be,
+    not one of the kernel's Python; ``out_of_memory`` when torch ran out of GPU memory (#35 item 5)."""
+
+    def __init__(self, message: str, details: list[str], out_of_memory: bool = False) -> None:
+        super().__init__(message, details)
+        self.out_of_memory = out_of_memory
+
+
+#: how torch and Triton raise CUDA's errors: the exceptions' type names, or the words their messages start with
+_LIBRARY_CUDA_TYPES = ("AcceleratorError", "OutOfMemoryError")
+_LIBRARY_CUDA_WORDS = re.compile(r"^(CUDA error\b|CUDA out of memory|Triton Error \[CUDA\])")
+
+
+def library_cuda_error(exc: BaseException, details: list[str]) -> KernelCudaError | None:
+    """``exc`` as a :class:`KernelCudaError` where torch or Triton raised it for a CUDA error (else None): its first
+    line, with the CUDA error's name where only a later line gives it."""
+    text = str(exc)
+    name = type(exc).__name__
+    if name not in _LIBRARY_CUDA_TYPES and not _LIBRARY_CUDA_WORDS.match(text):
+        return None
+    first = text.splitlines()[0] if text else ""
+    code = cuda_error_name(text)
+    shown = f"{name}: {first}" + (f" ({code})" if code and code not in first else "")
+    return KernelCudaError(shown, details, out_of_memory=name == "OutOfMemoryError" or "out of memory" in first)
+
+
 def cuda_error_name(message: str) -> str:
     """The error's name in ``message`` (``CUDA_ERROR_ILLEGAL_ADDRESS``, ``cudaErrorIllegalAddress``), or ''."""
     match = _NAME.search(message)
@@ -106,4 +135,5 @@ def guarded_call(fn: Callable[[], object], path: str, shown: str, passthrough: t
     except passthrough:
         raise
     except Exception as exc:
-        raise KernelRaised(f"{type(exc).__name__}: {exc}", kernel_traceback(exc, path, shown)) from None
+        details = kernel_traceback(exc, path, shown)
+        raise library_cuda_error(exc, details) or KernelRaised(f"{type(exc).__name__}: {exc}", details) from None

@@ -5,16 +5,17 @@ synchronises and times. Part of the worker package; torch is imported here only,
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from ..records.dtypes import DType, get_dtype
 from ..specs.cases import Case
 from ..specs.spec import ARRAYS, KernelFileError, KernelSpec
-from .buffers import GuardedMatrix, np_dtype, uint_type
+from .buffers import GuardedMatrix, case_inputs, np_dtype, uint_type
 from .errors import guarded_call
 
-__all__ = ["python_launcher"]
+__all__ = ["autotune_choices", "first_call", "python_launcher"]
 
 
 def python_launcher(
@@ -36,7 +37,8 @@ def python_launcher(
     views = [g.matrix(uint_type(cp, t.itemsize) if torch and t.name == "bf16" else np_dtype(t)) for _, g, t in operands]
     views = [v.swapaxes(-1, -2) if case.storage.transposed(op) else v for (op, _, _), v in zip(operands, views)]
     cuda_errors = (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)
-    params, scalars = case.variant.as_dict(), (case.ab.alpha, case.ab.beta)
+    params = case.variant.as_dict()
+    scalars = (case.ab.alpha, case.ab.beta) if spec.has_alpha_beta else ()  # alpha_beta=False: C = A B only
     if torch:
         dtypes = [t for *_, t in operands]
         stream, device, where = runner.stream.ptr, runner.index, (path, spec.path, cuda_errors)
@@ -61,7 +63,7 @@ def torch_launcher(
     dtypes: list[DType],
     stream: int,
     device: int,
-    scalars: tuple[float, float],
+    scalars: tuple[float, ...],
     params: dict[str, int],
     where: tuple[str, str, tuple[type[BaseException], ...]],
 ) -> Callable[[], None]:
@@ -92,3 +94,34 @@ def _tensor(torch: Any, view: Any, dt: DType) -> Any:
     bits (uint16) and is viewed as torch's bfloat16."""
     tensor = torch.from_dlpack(view)
     return tensor.view(torch.bfloat16) if dt.name == "bf16" else tensor
+
+
+def autotune_choices(fn: Callable[..., Any], call: Callable[[], object]) -> tuple[str, ...]:
+    """``call`` (the kernel ``fn``'s first call for a case), and what each Triton autotuner of ``fn``'s module that it
+    ran chose for it (#35 item 4): ``name: config``, as Triton writes a config. An autotuner tunes once for each value
+    of its key and sets its ``best_config`` on every run, so the choices are read from the autotuners it left set."""
+    module = sys.modules.get("triton.runtime.autotuner")  # not imported: no Triton kernel, nothing to look for
+    kind = getattr(module, "Autotuner", None)
+    space = getattr(fn, "__globals__", {})
+    tuners = [value for value in list(space.values()) if kind is not None and isinstance(value, kind)]
+    for tuner in tuners:
+        tuner.best_config = None
+    call()
+    module = sys.modules.get("triton.runtime.autotuner")  # the kernel's module may import Triton only when called
+    kind = getattr(module, "Autotuner", None)
+    tuners += [v for v in list(space.values()) if kind is not None and isinstance(v, kind) and v not in tuners]
+    chosen = [(getattr(getattr(t, "base_fn", None), "__name__", "kernel"), t) for t in tuners]
+    return tuple(f"{name}: {t.best_config}" for name, t in chosen if getattr(t, "best_config", None) is not None)
+
+
+def first_call(runner: Any, case: Case, seed: int) -> tuple[str, ...]:
+    """A Python kernel's first call for a case (#35 item 4), by ``runner`` (a :class:`~.device.GpuRunner` that loaded
+    it) on guarded buffers of the case's own layout and inputs, freed afterwards: Triton's JIT and autotuning,
+    torch.compile and load_inline happen here, before verification and outside its time limit. The autotuned Triton
+    kernels it called, each with its choice (:func:`autotune_choices`)."""
+    fn, _ = runner.python_function(case)
+    data = case_inputs(case, seed)
+    with runner.stream:
+        ga, gb = runner.guarded_input(case, "A", data), runner.guarded_input(case, "B", data)
+        gc = runner.guarded_output(case, data, None if data.c0 is None else data.stored(data.c0, "C"))
+        return autotune_choices(fn, lambda: runner.launch(case, ga, gb, gc))

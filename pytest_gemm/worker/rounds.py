@@ -125,6 +125,8 @@ class Batch:
     reference_s: list[float] = field(default_factory=list)
     problem: str = ""
     other_streams: tuple[int, ...] = ()  # CUPTI's ids of streams besides the harness's that the launches used
+    host_k: list[float] = field(default_factory=list)  # the host's time to make each launch call: the kernel's
+    host_r: list[float] = field(default_factory=list)  # and cuBLAS's
 
 
 @dataclass
@@ -139,6 +141,8 @@ class Measured:
     reason: str = ""
     problem: str = ""
     other_streams: tuple[int, ...] = ()
+    host_k: list[float] = field(default_factory=list)
+    host_r: list[float] = field(default_factory=list)
 
 
 def disagree(cupti_s: list[float], events_s: list[float]) -> str:

@@ -215,7 +215,33 @@ class Timer:
             timer_note=note,
             events_median_s=(float(np.median(events_k)), float(np.median(events_r))),
             other_streams=other,
+            host_median_s=(float(np.median(measured.host_k)), float(np.median(measured.host_r))),
         )
+
+    def streams_of(self, call: Callable[[], None]) -> tuple[int, ...] | str:
+        """Run ``call`` (a Python kernel's launch, #35) under CUPTI, between a prepare kernel and a mark kernel on the
+        harness's stream, and wait for the whole device: the streams besides the harness's that its GPU work went to
+        (CUPTI's ids, :func:`.cupti_clock.other_streams`), or why CUPTI cannot tell."""
+        clock, why = self._clock("cupti")
+        if clock is None:
+            return why
+        self.ready()
+        nothing = self.cp.empty(0, dtype=self.cp.uint8)
+        clock.start()
+        try:
+            self.prepare(nothing, nothing, False)  # opens the span, on the harness's stream
+            call()
+            self._mark((1,), (1,), ())
+            self.cp.cuda.runtime.deviceSynchronize()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the launch's own error is the one to report
+                clock.abandon()
+            raise
+        try:
+            clock.spans()
+        except Exception as exc:
+            return f"CUPTI failed: {type(exc).__name__}: {exc}"
+        return clock.other_streams()
 
     def prepare(self, c_init: Any, c: Any, flush: bool) -> None:
         """Queue the prepare kernel on the current stream: C restored from ``c_init``, then (when ``flush``) every
@@ -256,6 +282,8 @@ class Timer:
             size = min(batch, 2 * size)
             out.events_k += done.events_k
             out.events_r += done.events_r
+            out.host_k += done.host_k
+            out.host_r += done.host_r
             if done.problem:
                 out.problem = out.reason = done.problem
                 out.other_streams = done.other_streams
@@ -294,12 +322,15 @@ class Timer:
         try:
             if spin_s > 0:
                 self._spin((1,), (1,), (np.uint64(int(spin_s * 1e9)),))
+            host: tuple[list[float], list[float]] = ([], [])  # each launch call's time on the host
             for i in range(rounds):
                 j = (first + i) % len(kernel_sets)
                 for slot, (ops, launch) in enumerate(((kernel_sets[j], kernel), (cublas_sets[j], reference))):
                     prepare(ops)  # for CUPTI, also opens the launch's span
                     ev[4 * i + 2 * slot].record(stream)
+                    called = time.perf_counter()
                     launch(ops)
+                    host[slot].append(time.perf_counter() - called)
                     ev[4 * i + 2 * slot + 1].record(stream)
             if clock is not None:
                 self._mark((1,), (1,), ())  # closes the last launch's span
@@ -314,6 +345,8 @@ class Timer:
             events_k=[cp.cuda.get_elapsed_time(ev[4 * i], ev[4 * i + 1]) / 1e3 for i in range(rounds)],
             events_r=[cp.cuda.get_elapsed_time(ev[4 * i + 2], ev[4 * i + 3]) / 1e3 for i in range(rounds)],
             host_s=host_s,
+            host_k=host[0],
+            host_r=host[1],
         )
         if clock is not None:
             try:
