@@ -189,7 +189,8 @@ OPTIONS = (
         f"{COMPILE_TIMEOUT:g}",
         "seconds one NVRTC compile of a kernel variant may take (compile tests, and the GPU worker's compile) "
         "before the compiler is stopped and that variant fails; a compile that runs long says so on the terminal; "
-        "also the limit of a Python kernel's setup call (Triton's JIT and autotuning, torch.compile, load_inline)",
+        "also the most time a case may spend in Triton's or torch's compilers and Triton's autotuner without "
+        "--gemm-timeout running",
         _number(float, 0.1, 86400.0),
     ),
     Option(

@@ -66,6 +66,27 @@ def timed_launches(launches: list[tuple[str, float]], kernel: str) -> list[float
 def timed_cublas_calls(
     launches: list[tuple[str, float]], kernels: tuple[str, ...]
 ) -> list[tuple[tuple[str, ...], float]]:
+    """The timed cuBLAS calls: each call's kernels and the sum of their durations. A timed call is the work right after
+    the harness's prepare kernel that is not the kernel under test, up to the next harness or CuPy kernel; where no
+    prepare kernel was launched, the calls that follow a launch of the kernel under test (:func:`_calls_after`). Other
+    work after the kernel's launches (a Triton autotuner's cache fills between its trials) is no cuBLAS call."""
+    calls: list[tuple[tuple[str, ...], float]] = []
+    names: list[str] | None = None  # the open call's kernels (None: no call open)
+    total = 0.0
+    for name, seconds in [*launches, ("pytest_gemm_end", 0.0)]:
+        if name.startswith(("cupy", "pytest_gemm")):
+            if names:
+                calls.append((tuple(names), total))
+            names, total = ([] if name == "pytest_gemm_prepare" else None), 0.0
+        elif names is not None and not (not names and name.startswith(kernels)):
+            names.append(name)
+            total += seconds
+        else:
+            names = None  # the kernel under test's timed launch
+    return calls or _calls_after(launches, kernels)
+
+
+def _calls_after(launches: list[tuple[str, float]], kernels: tuple[str, ...]) -> list[tuple[tuple[str, ...], float]]:
     """The cuBLAS calls that follow a launch of a kernel under test (the timed pairs, and verification's own
     call beside it): each call's kernels and the sum of their durations. The harness's helpers (CuPy's copies
     and fills, pytest-gemm's own kernels) end a call; the fp64 truth and the worker's warm-up are left out."""

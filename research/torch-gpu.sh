@@ -2,7 +2,7 @@
 # Issue 35 on the GPU: Triton and torch kernels given torch tensors. Each step's command, exit code, wall time and the
 # lines that matter go to OUTDIR/torch-gpu.txt, full logs beside it.
 # Usage: research/torch-gpu.sh OUTDIR [PARTS]   (from the repo root, after `pip install -e .`)
-#   PARTS (comma-separated, default tests,tutorial,sets): tests (tests/test_gpu_torch.py: the kernels of
+#   PARTS (comma-separated, default tests,tutorial,thirdparty): tests (tests/test_gpu_torch.py: the kernels of
 #   tests/kernels_torch verified and timed, the broken ones' diagnoses, faults), tutorial (Triton's tutorial matmul,
 #   tests/kernels_torch/triton_matmul.py, on quick, standard and edge, fp16 and bf16, B in both orders, verified),
 #   thirdparty (the kernels of GEMM_THIRDPARTY_DIR, default .thirdparty/issue35: Triton's tutorial TMA matmul,

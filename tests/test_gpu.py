@@ -185,8 +185,8 @@ def test_every_fault_fixture_fails_alone_and_correct_kernels_pass_between_them(p
             "  * registers per thread x 1024 threads per block = * registers*, but a block on this NVIDIA * has 65536*",
             "spin_forever[[]fp32-256x256x256[]] * timed out after 5 s while verifying",
             "raises[[]fp32-256x256x256[]] *: the Python kernel raised ValueError: this kernel is not written yet",
-            "the GPU worker died while verifying exits[[]fp32-256x256x256[]] *: exit code 1",
-            "sleeps[[]fp32-256x256x256[]] * timed out after 5 s while verifying",
+            "the GPU worker died while setting up exits[[]fp32-256x256x256[]] *: exit code 1",
+            "sleeps[[]fp32-256x256x256[]] * timed out after 5 s while setting up",
         ]
     )
     assert "Traceback" not in result.stdout.str()

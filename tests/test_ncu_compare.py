@@ -48,3 +48,21 @@ def test_only_the_timed_launches_of_the_kernel_are_compared(tmp_path):
     assert [round(s * 1e6) for s in ncu_compare.timed_launches(launches, "_matmul")] == [246] * 4
     untimed = ncu_compare.ncu_launches(_csv(tmp_path / "ncu2.csv", verify))
     assert [round(s * 1e6) for s in ncu_compare.timed_launches(untimed, "_matmul")] == [251]
+
+
+def test_the_timed_cublas_calls_are_those_after_a_prepare_kernel_not_an_autotuners_cache_fills(tmp_path):
+    """#35: Triton's autotuner fills its L2 buffer (a torch kernel) before each trial of the kernel; those fills
+    follow the kernel's launches, and outnumber the timed cuBLAS calls: only the work after a prepare kernel that is
+    not the kernel under test is a timed cuBLAS call."""
+    fill = "void at::vectorized_elementwise_kernel<4, at::FillFunctor<int>, std::array<char *, 1>>(int, T2, T3)"
+    trials = [("_matmul", 250.0, "usecond"), (fill, 82.0, "usecond")] * 12
+    timed = [
+        ("pytest_gemm_prepare", 60.0, "usecond"),
+        ("_matmul", 246.0, "usecond"),
+        ("pytest_gemm_prepare", 60.0, "usecond"),
+        (GEMM, 180.0, "usecond"),
+        (REDUCE, 2.0, "usecond"),
+    ] * 3
+    launches = ncu_compare.ncu_launches(_csv(tmp_path / "ncu.csv", trials + timed + [("pytest_gemm_mark", 1.0, "us")]))
+    calls = ncu_compare.timed_cublas_calls(launches, ("_matmul",))
+    assert [(names, round(seconds * 1e6)) for names, seconds in calls] == [((GEMM, REDUCE), 182)] * 3

@@ -186,8 +186,8 @@ def test_the_autotuners_choice_is_reported_with_the_timing(tmp_path):
 
 
 def test_autotune_choices_reads_the_autotuners_the_first_call_ran():
-    """Only the autotuners the call ran are reported, each once, by its function's name (Triton's Autotuner faked:
-    the check is by class, from the module Triton defines it in)."""
+    """Only the autotuners the call ran are reported, each once, by its function's name, one behind Triton's
+    heuristics too (Triton's Autotuner faked: the check is by class, from the module Triton defines it in)."""
     import types
 
     module = types.ModuleType("triton.runtime.autotuner")
@@ -196,20 +196,26 @@ def test_autotune_choices_reads_the_autotuners_the_first_call_ran():
         def __init__(self, name):
             self.base_fn, self.best_config = types.SimpleNamespace(__name__=name), "stale"
 
+    class Heuristics:  # Triton's @triton.heuristics over @triton.autotune: it holds the autotuner as fn
+        __module__ = "triton.runtime.autotuner"
+
+        def __init__(self, fn):
+            self.fn = fn
+
     module.Autotuner = Autotuner
-    used, unused = Autotuner("used"), Autotuner("unused")
-    space = {"used": used, "unused": unused, "other": object()}
+    used, unused, wrapped = Autotuner("used"), Autotuner("unused"), Autotuner("wrapped")
+    space = {"used": used, "unused": unused, "other": object(), "heuristic": Heuristics(wrapped)}
     fn = types.FunctionType(compile("def f(): pass", "k.py", "exec").co_consts[0], space)
 
     def call():
-        used.best_config = "BM: 64"
+        used.best_config, wrapped.best_config = "BM: 64", "BM: 32"
 
     from pytest_gemm.worker.python_calls import autotune_choices
 
     saved = sys.modules.get("triton.runtime.autotuner")
     sys.modules["triton.runtime.autotuner"] = module
     try:
-        assert autotune_choices(fn, call) == ("used: BM: 64",)
+        assert autotune_choices(fn, call) == ("used: BM: 64", "wrapped: BM: 32")
     finally:
         if saved is None:
             del sys.modules["triton.runtime.autotuner"]
@@ -263,3 +269,71 @@ def test_a_python_kernel_may_compute_c_equals_a_b_without_alpha_and_beta():
     assert not spec.has_alpha_beta and {c.ab.id for c in expand(spec, parse_shapes("256"))} == {""}
     with pytest.raises(KernelFileError, match="alpha_beta': expected true or false, got 'no'"):
         spec_from_mapping({"dtypes": ["fp16"], "alpha_beta": "no"}, path="k.py", kind="py", default_name="k")
+
+
+_SPAN = object()  # the one span of a watched launch (its contents are not read)
+
+
+class _Clock:
+    """CUPTI's clock as the timer uses it: what it recorded, or how it fails."""
+
+    def __init__(self, spans=(_SPAN,), others=(), fails_at=""):
+        self.spans_, self.others, self.fails_at, self.abandoned = list(spans), others, fails_at, False
+
+    def start(self):
+        if self.fails_at == "start":
+            raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+
+    def spans(self):
+        if self.fails_at == "spans":
+            raise RuntimeError("CUPTI_ERROR_UNKNOWN")
+        return self.spans_
+
+    def other_streams(self):
+        return self.others
+
+    def abandon(self):
+        self.abandoned = True
+
+
+def _timer(clock):
+    """A Timer whose device parts are stand-ins: only streams_of's own logic runs."""
+    import concurrent.futures
+    import types
+
+    from pytest_gemm.worker.timer import Timer
+
+    timer = object.__new__(Timer)
+    done = concurrent.futures.Future()
+    done.set_result(None)
+    timer._compiled, timer._cupti = done, clock
+    timer.cp = types.SimpleNamespace(
+        empty=lambda *a, **k: None, uint8=None, cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(
+            deviceSynchronize=lambda: None)))  # fmt: skip
+    timer.prepare = lambda *a: None
+    timer._mark = lambda *a: None
+    return timer
+
+
+def test_the_stream_check_says_why_where_cupti_cannot_tell_and_never_claims_a_clean_launch_it_did_not_see():
+    """A stream check whose CUPTI fails to start, fails to flush, or saw no record of the harness's kernel around the
+    call says why (the case is then unchecked: no speed claim), never "no other stream"; a launch that raises leaves
+    CUPTI abandoned and its own error to report."""
+    calls = []
+
+    def launch():
+        calls.append(1)
+
+    assert _timer(_Clock(others=(OTHER,))).streams_of(launch) == (OTHER,)
+    assert _timer(_Clock()).streams_of(launch) == ()
+    assert _timer(_Clock(spans=())).streams_of(launch).startswith("CUPTI recorded 0 launch(es)")
+    assert _timer(_Clock(fails_at="start")).streams_of(launch) == "CUPTI failed: RuntimeError: " + (
+        "CUPTI_ERROR_NOT_INITIALIZED")  # fmt: skip
+    assert _timer(_Clock(fails_at="spans")).streams_of(launch).startswith("CUPTI failed: RuntimeError")
+    # under Nsight Compute, CUPTI is the profiler's: the launch still runs, unwatched (it once did not run at all)
+    assert _timer("cupti-python is not installed").streams_of(launch) == "cupti-python is not installed"
+    assert calls == [1] * 6  # the launch ran once each time, watched or not
+    clock = _Clock()
+    with pytest.raises(ZeroDivisionError):
+        _timer(clock).streams_of(lambda: 1 / 0)
+    assert clock.abandoned

@@ -21,7 +21,7 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import IO, Any
 
-from ..records.outcome import COMPILE_LIMITED, Failure, Outcome
+from ..records.outcome import Failure, Outcome
 from ..records.plain import PlainError, from_plain, to_plain
 from ..records.request import Request
 from ..records.verdicts import FailureKind
@@ -265,7 +265,7 @@ class WorkerPool:
 
     # -- one case --------------------------------------------------------------------------------
     def _limit(self, phase: str, request: Request) -> float:
-        if phase in COMPILE_LIMITED:  # NVRTC's time, or a Python kernel's setup call (#35): the compile limit
+        if phase == "compile":  # NVRTC's time is not the kernel's: a limit of its own (--gemm-compile-timeout)
             return request.compile_timeout
         if phase == "time" and request.timing is not None:
             return self.timeout + request.timing.max_time
@@ -342,9 +342,7 @@ class WorkerPool:
         details: tuple[str, ...] = ()
         if kind == FailureKind.TIMEOUT:
             option = (
-                "compile-timeout (ini gemm_compile_timeout)"
-                if phase in COMPILE_LIMITED
-                else "timeout (ini gemm_timeout)"
+                "compile-timeout (ini gemm_compile_timeout)" if phase == "compile" else "timeout (ini gemm_timeout)"
             )
             details = (f"the worker was killed and replaced; --gemm-{option} sets the limit",)
         return Outcome(failure=Failure(kind, message, phase, details, replace_worker=True), output=output)

@@ -174,7 +174,7 @@ class Gatekeeper:
         s = self.settings
         if s.update:
             lines = []
-            if not self.written and not self.update_errors:
+            if not self.written and not self.update_errors and not self.unchecked:
                 lines.append(
                     "nothing recorded: no case was timed and passed (timing needs a GPU; it is off with "
                     "--benchmark-skip or --benchmark-disable, and under pytest-xdist)"

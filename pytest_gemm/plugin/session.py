@@ -155,6 +155,7 @@ class GemmSession:
         replaced = str(failure.kind) if failure is not None and failure.replace_worker else None
         if outcome.worker or replaced:
             note = {"pid": outcome.worker, "replaced": replaced, "compiled": outcome.compiled, "cached": outcome.cached}
+            note |= {"autotuned": list(outcome.autotuned)} if outcome.autotuned else {}
             gpu = done.gpu.label if done.gpu is not None else None
             item.user_properties.append(
                 (WORKER, {**note, "phase_s": outcome.phase_s, "wall_s": done.wall_s, "gpu": gpu})

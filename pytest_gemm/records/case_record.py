@@ -136,7 +136,9 @@ class CaseRecord:
     accumulate: str = ""  # a declared accumulation ("fp16", timed against cuBLAS computing in it); '' for the default
     events_median_s: float | None = None  # the CUDA events' medians around the same launches, as a cross-check
     events_cublas_median_s: float | None = None
-    host_s: float | None = None  # the host's median time to make one launch call: beside the device time, never it
+    host_s: float | None = (
+        None  # a Python kernel's median host time to make one launch call: beside, never in, its time
+    )
     cublas_host_s: float | None = None
     autotuned: tuple[str, ...] = ()  # the autotuned Triton kernels a Python kernel called, each with its choice
     unchecked_streams: str = ""  # why a Python kernel's streams were not checked: then the gate leaves it alone

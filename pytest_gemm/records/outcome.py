@@ -13,7 +13,6 @@ from .verdicts import Check, ErrorCause, FailureKind, Misreading
 
 __all__ = [
     "CAUSE_LETTERS",
-    "COMPILE_LIMITED",
     "PHASES",
     "STREAMS_KEPT",
     "ErrorMap",
@@ -38,10 +37,6 @@ PHASES = {
     "verify": "verifying",
     "time": "timing",
 }
-
-#: the phases bounded by --gemm-compile-timeout, not --gemm-timeout: NVRTC's compile of a .cu kernel, and a Python
-#: kernel's setup call (JIT, autotuning, torch.compile: the harness's cost, not the kernel's time)
-COMPILE_LIMITED = frozenset({"compile", "setup"})
 
 
 @dataclass(frozen=True)
@@ -354,7 +349,7 @@ class TimingRun:
     timer_note: str = ""  # why CUPTI was asked for and not used
     events_median_s: tuple[float, float] | None = None  # the events' medians (kernel, cuBLAS), as a cross-check
     other_streams: tuple[int, ...] = ()  # CUPTI's ids of streams besides the harness's that the kernel launched on
-    host_median_s: tuple[float, float] | None = None  # the host's time to make one launch call (kernel, cuBLAS)
+    host_median_s: tuple[float, float] | None = None  # a Python kernel's host time to make one launch call, cuBLAS's
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ outcome asks for this worker to be replaced.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -82,9 +83,9 @@ class GpuBackend:
         seen = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "visible_devices": self.list_devices()}
         self._facts = {"available": True, **self.runner.facts(), **self.monitor.facts(), **seen}
         self.timer = Timer(self.runner)  # compiles its kernels in a thread, while the warm-up verifies
-        self.runner.stream_check = self.timer.streams_of  # a Python kernel's first verification launch, under CUPTI
         self._warm_up()
         self.timer.ready()
+        self.runner.stream_check = self.timer.streams_of  # a Python kernel's first verification launch, under CUPTI
 
     def _warm_up(self) -> None:
         """Pay the first-use costs of verification (CuPy's JIT-compiled elementwise kernels, cuBLAS's handle)
@@ -151,10 +152,11 @@ class GpuBackend:
             with phase("compile"):
                 self.runner.prepare(case)
             python = case.spec.kind == "py"
-            if python:  # its first call, in a phase of its own with the compile limit (isolation.workers)
+            if python:  # its first call, in a phase of its own: compiling and autotuning there show progress
                 with phase("setup"):
                     self._check_memory(case, request.timing)
                     results["autotuned"] = first_call(self.runner, case, request.seed)
+                    _release_torch()  # what autotuning and compiling left in torch's cache, before verification
             with phase("verify"):
                 if not python:
                     self._check_memory(case, request.timing)
@@ -236,8 +238,9 @@ class GpuBackend:
     def _release_memory(self) -> None:
         """Give back what CuPy's pool and torch's caching allocator hold unused (torch's only where a kernel file
         imported it and used the GPU)."""
-        self.cp.get_default_memory_pool().free_all_blocks()
-        _release_torch()
+        with contextlib.suppress(Exception):  # a failure's report must not fail
+            self.cp.get_default_memory_pool().free_all_blocks()
+            _release_torch()
 
     def _usable(self) -> bool:
         """Whether this process's CUDA context still works (a sticky error makes every call fail)."""

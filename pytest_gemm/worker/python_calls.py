@@ -5,6 +5,7 @@ synchronises and times. Part of the worker package; torch is imported here only,
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -100,18 +101,30 @@ def autotune_choices(fn: Callable[..., Any], call: Callable[[], object]) -> tupl
     """``call`` (the kernel ``fn``'s first call for a case), and what each Triton autotuner of ``fn``'s module that it
     ran chose for it (#35 item 4): ``name: config``, as Triton writes a config. An autotuner tunes once for each value
     of its key and sets its ``best_config`` on every run, so the choices are read from the autotuners it left set."""
-    module = sys.modules.get("triton.runtime.autotuner")  # not imported: no Triton kernel, nothing to look for
-    kind = getattr(module, "Autotuner", None)
-    space = getattr(fn, "__globals__", {})
-    tuners = [value for value in list(space.values()) if kind is not None and isinstance(value, kind)]
+    space = getattr(inspect.unwrap(fn), "__globals__", {})
+    tuners = _autotuners(space)
     for tuner in tuners:
         tuner.best_config = None
     call()
-    module = sys.modules.get("triton.runtime.autotuner")  # the kernel's module may import Triton only when called
-    kind = getattr(module, "Autotuner", None)
-    tuners += [v for v in list(space.values()) if kind is not None and isinstance(v, kind) and v not in tuners]
+    tuners += [t for t in _autotuners(space) if t not in tuners]  # a module may import Triton only when called
     chosen = [(getattr(getattr(t, "base_fn", None), "__name__", "kernel"), t) for t in tuners]
     return tuple(f"{name}: {t.best_config}" for name, t in chosen if getattr(t, "best_config", None) is not None)
+
+
+def _autotuners(space: dict[str, Any]) -> list[Any]:
+    """Triton's autotuners among a module's globals, also where another decorator wraps one (``@triton.heuristics``
+    over ``@triton.autotune``: each holds the next as ``fn``). None unless Triton is imported."""
+    kind = getattr(sys.modules.get("triton.runtime.autotuner"), "Autotuner", None)
+    if kind is None:
+        return []
+    found = []
+    for value in list(space.values()):
+        for _ in range(4):  # a chain of Triton's decorators, each holding the next as fn
+            if isinstance(value, kind):
+                found.append(value)
+                break
+            value = getattr(value, "fn", None) if type(value).__module__.startswith("triton.") else None
+    return list({id(t): t for t in found}.values())
 
 
 def first_call(runner: Any, case: Case, seed: int) -> tuple[str, ...]:

@@ -156,6 +156,7 @@ def _answer(backend: Any, body: Any, notify: Any, watch: CompileWatch) -> tuple[
         return backend.run(request, notify), False
     except (SystemExit, KeyboardInterrupt) as exc:  # raised by a Python kernel: the worker ends, as asked
         message = f"{type(exc).__name__}: {exc}".rstrip(": ")
-        return Outcome(failure=Failure(FailureKind.KERNEL_RAISED, message, "verify", replace_worker=True)), True
+        phase = watch.phase or "verify"  # the phase it was raised in (a Python kernel's setup call, or verification)
+        return Outcome(failure=Failure(FailureKind.KERNEL_RAISED, message, phase, replace_worker=True)), True
     except Exception as exc:
         return Outcome(failure=internal_failure(exc, "")), False
