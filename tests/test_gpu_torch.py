@@ -38,6 +38,7 @@ def _names(kernel: str, dtypes: tuple[str, ...], variants: tuple[str, ...] = (""
 
 CORRECT = {
     "triton_matmul": _names("triton_matmul", ("fp16", "bf16"), ("BKxN-", "BNxK-")),
+    "triton_matmul_pinned": _names("triton_matmul_pinned", ("fp16",)),
     "compiled_matmul": _names("compiled_matmul", ("fp32", "fp16")),
     "inline_sgemm": _names("inline_sgemm", ("fp32",)),
 }

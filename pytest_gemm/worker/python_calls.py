@@ -69,8 +69,10 @@ def torch_launcher(
     where: tuple[str, str, tuple[type[BaseException], ...]],
 ) -> Callable[[], None]:
     """A function that calls ``fn`` on torch tensors of ``views`` (CuPy arrays of each operand's elements, bf16 as its
-    bits) with ``stream`` (the harness's, on ``device``) torch's current stream; ``where`` is the file, as imported and
-    as shown, and the errors that are CUDA's, for :func:`~.errors.guarded_call`."""
+    bits) with ``stream`` (the harness's, on ``device``, the worker's one device and CUDA's current one) torch's current
+    stream; ``where`` is the file, as imported and as shown, and the errors that are CUDA's, for
+    :func:`~.errors.guarded_call`. torch's current stream stays the harness's after a call: the worker calls nothing
+    else on torch's streams."""
     torch = _torch(spec)
     path, shown, cuda_errors = where  # torch's out-of-memory error is the kernel's own: it costs its case
     made: list[Any] = []
@@ -83,9 +85,9 @@ def torch_launcher(
     guarded_call(make, path, shown, cuda_errors)
     external, tensors = made[0], made[1:]
 
-    def call() -> None:
-        with torch.cuda.device(device), torch.cuda.stream(external):
-            fn(*tensors, *scalars, **params)
+    def call() -> None:  # torch's current stream set before each call and left so: no context to enter and leave,
+        torch.cuda.set_stream(external)  # 18 us of the host's time a call on an H100 (research/launch_overhead.py)
+        fn(*tensors, *scalars, **params)
 
     return lambda: guarded_call(call, path, shown, cuda_errors)
 
