@@ -7,8 +7,8 @@ case can still meet one CuPy has not compiled yet, and on a fresh machine with s
 compiling at once that can take longer than a case's limit (docs/measurements.md#the-workers-start).
 That is the harness's cost, not the kernel's. A Python kernel's compilers are watched the same way (#35): Triton's
 JIT and its autotuner, torch.compile's tracing and code generation, and cpp_extension's builds. Its first call runs
-in a setup phase of its own, under the compile limit; a later one compiles again only where Triton specializes anew
-(the timed launches' buffers are packed where the verified ones are padded, say).
+in a setup phase of its own, where most of that happens; a later one compiles again only where Triton specializes
+anew (the timed launches' buffers are packed where the verified ones are padded, say).
 
 :class:`CompileWatch` looks at the main thread's stack every 0.2 s (well inside any sensible
 ``--gemm-timeout``); while it holds a frame of CuPy's compiler module, it sends the current phase

@@ -132,8 +132,8 @@ def _autotuners(space: dict[str, Any]) -> list[Any]:
 def first_call(runner: Any, case: Case, seed: int) -> tuple[str, ...]:
     """A Python kernel's first call for a case (#35 item 4), by ``runner`` (a :class:`~.device.GpuRunner` that loaded
     it) on guarded buffers of the case's own layout and inputs, freed afterwards: Triton's JIT and autotuning,
-    torch.compile and load_inline happen here, before verification and outside its time limit. The autotuned Triton
-    kernels it called, each with its choice (:func:`autotune_choices`)."""
+    torch.compile and load_inline happen here, in the setup phase, before verification (the compile watch gives them
+    progress). The autotuned Triton kernels it called, each with its choice (:func:`autotune_choices`)."""
     fn, _ = runner.python_function(case)
     data = case_inputs(case, seed)
     with runner.stream:
