@@ -71,18 +71,18 @@ def timed_cublas_calls(
     prepare kernel was launched, the calls that follow a launch of the kernel under test (:func:`_calls_after`). Other
     work after the kernel's launches (a Triton autotuner's cache fills between its trials) is no cuBLAS call."""
     calls: list[tuple[tuple[str, ...], float]] = []
-    names: list[str] | None = None  # the open call's kernels (None: no call open)
+    names: list[str] | None = None  # the open call's kernels (None: no call open, or the kernel's own launch)
     total = 0.0
     for name, seconds in [*launches, ("pytest_gemm_end", 0.0)]:
         if name.startswith(("cupy", "pytest_gemm")):
             if names:
                 calls.append((tuple(names), total))
             names, total = ([] if name == "pytest_gemm_prepare" else None), 0.0
-        elif names is not None and not (not names and name.startswith(kernels)):
+        elif name.startswith(kernels):
+            names = None  # the kernel under test's timed launch (its own helpers before it too): no cuBLAS call
+        elif names is not None:
             names.append(name)
             total += seconds
-        else:
-            names = None  # the kernel under test's timed launch
     return calls or _calls_after(launches, kernels)
 
 

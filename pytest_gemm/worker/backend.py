@@ -121,7 +121,10 @@ class GpuBackend:
 
     def run(self, request: Request, notify: Callable[[str], None]) -> Outcome:
         before = dict(self.runner.compiles)
-        outcome = self._run(request, notify)
+        try:
+            outcome = self._run(request, notify)
+        finally:
+            _default_torch_stream()
         compiled = self.runner.compiles["nvrtc"] - before["nvrtc"]
         return replace(outcome, compiled=compiled, cached=self.runner.compiles["cache"] - before["cache"])
 
@@ -240,6 +243,7 @@ class GpuBackend:
         imported it and used the GPU)."""
         with contextlib.suppress(Exception):  # a failure's report must not fail
             self.cp.get_default_memory_pool().free_all_blocks()
+        with contextlib.suppress(Exception):
             _release_torch()
 
     def _usable(self) -> bool:
@@ -258,6 +262,15 @@ def _release_torch() -> None:
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
+
+
+def _default_torch_stream() -> None:
+    """torch's current stream back to its default after a case: a torch kernel's case leaves the harness's stream
+    there (worker.python_calls), and no later case may depend on whether one ran before it."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        with contextlib.suppress(Exception):  # a lost context: the worker is being replaced anyway
+            torch.cuda.set_stream(torch.cuda.default_stream())
 
 
 def _partial(results: dict[str, Any]) -> dict[str, Any]:

@@ -71,8 +71,8 @@ def torch_launcher(
     """A function that calls ``fn`` on torch tensors of ``views`` (CuPy arrays of each operand's elements, bf16 as its
     bits) with ``stream`` (the harness's, on ``device``, the worker's one device and CUDA's current one) torch's current
     stream; ``where`` is the file, as imported and as shown, and the errors that are CUDA's, for
-    :func:`~.errors.guarded_call`. torch's current stream stays the harness's after a call: the worker calls nothing
-    else on torch's streams."""
+    :func:`~.errors.guarded_call`. torch's current stream stays the harness's after a call, until the case ends
+    (:mod:`.backend` sets it back)."""
     torch = _torch(spec)
     path, shown, cuda_errors = where  # torch's out-of-memory error is the kernel's own: it costs its case
     made: list[Any] = []
