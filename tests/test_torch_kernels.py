@@ -337,3 +337,22 @@ def test_the_stream_check_says_why_where_cupti_cannot_tell_and_never_claims_a_cl
     with pytest.raises(ZeroDivisionError):
         _timer(clock).streams_of(lambda: 1 / 0)
     assert clock.abandoned
+
+
+def test_torchs_current_stream_goes_back_to_its_default_after_each_case(monkeypatch):
+    """A torch kernel's case leaves the harness's stream as torch's current one; the backend sets torch's default back
+    when the case ends, so that a later case never depends on whether a torch case ran before it (torch faked)."""
+    import types
+
+    from pytest_gemm.worker import backend
+
+    set_to = []
+    cuda = types.SimpleNamespace(
+        is_initialized=lambda: True, default_stream=lambda: "default", set_stream=set_to.append
+    )
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    backend._default_torch_stream()
+    assert set_to == ["default"]
+    monkeypatch.delitem(sys.modules, "torch")
+    backend._default_torch_stream()  # no torch imported: nothing to do
+    assert set_to == ["default"]
