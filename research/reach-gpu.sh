@@ -13,7 +13,6 @@ parts="${2:-orders,batched,sweep,step12,step12-time}"
 mkdir -p "$out"
 sum="$out/reach-gpu.txt"
 touch "$sum"
-want() { [[ ",$parts," == *",$1,"* ]]; }
 . "$(dirname "$0")/step.sh"
 p=(python3 -m pytest -p no:cacheprovider -p no:randomly -rfEs)
 sweep_pattern="sweep:|passed|failed|Error"

@@ -1,5 +1,7 @@
 # Sourced by research/*-gpu.sh: `step NAME SECONDS PATTERN COMMAND...` runs COMMAND under a time limit, its output in
-# $out/NAME.log, and appends to $sum its exit code, wall time, the command and the lines that match PATTERN.
+# $out/NAME.log, and appends to $sum its exit code, wall time, the command and the lines that match PATTERN;
+# `want PART` says whether PART is among the script's comma-separated $parts.
+want() { [[ ",$parts," == *",$1,"* ]]; }
 step() {
     local name=$1 limit=$2 pattern=$3; shift 3
     local t0=$(date +%s%N)

@@ -13,7 +13,6 @@ parts="${2:-tests,tutorial,thirdparty}"
 mkdir -p "$out"
 sum="$out/torch-gpu.txt"
 touch "$sum"
-want() { [[ ",$parts," == *",$1,"* ]]; }
 . "$(dirname "$0")/step.sh"
 p=(python3 -m pytest -p no:cacheprovider -p no:randomly -rfEs)
 want tests && step tests 300 "passed|failed|FAILED|Error" "${p[@]}" tests/test_gpu_torch.py -q

@@ -108,13 +108,11 @@ class Gatekeeper:
 
     # -- the controller: gather, then write once -------------------------------------------------
     def collect(self, report: pytest.TestReport, rec: CaseRecord) -> None:
-        if self.settings.update:
-            if report.passed and rec.verdict == Sanity.OK and rec.unchecked_streams:
-                self.unchecked += 1
-            elif report.passed and rec.verdict == Sanity.OK:
-                self.to_record.append(rec)
-        elif report.passed and rec.unchecked_streams:
+        if report.passed and rec.unchecked_streams:  # neither gated nor recorded (gate() left it alone)
             self.unchecked += 1
+        elif self.settings.update:
+            if report.passed and rec.verdict == Sanity.OK:
+                self.to_record.append(rec)
         elif rec.gate is not None:
             self.verdicts[rec.gate.verdict] += 1
             self.compared_with[rec.gate.compared_with] += 1
@@ -169,6 +167,9 @@ class Gatekeeper:
         return f"{exc}; nothing written there. {kept_in} ({what} once that is fixed"
 
     # -- what the run says at the end ------------------------------------------------------------
+    def _unchecked_line(self) -> str:
+        return f"{self.unchecked} {UNCHECKED_STREAMS} (their times make no speed claim)"
+
     def summary_lines(self) -> tuple[str, list[str]] | None:
         """The terminal section's title and lines (None: nothing to say)."""
         s = self.settings
@@ -192,14 +193,14 @@ class Gatekeeper:
                 lines += [f"  note: {note}" for note in notes]
             lines += [f"error: {error}" for error in self.update_errors]
             if self.unchecked:
-                lines.append(f"not recorded: {self.unchecked} {UNCHECKED_STREAMS} (their times make no speed claim)")
+                lines.append(f"not recorded: {self._unchecked_line()}")
             return "pytest-gemm baselines", lines
         if not self.verdicts and not self.unchecked:
             return None
         counts = ", ".join(f"{self.verdicts[v]} {v}" for v in GateVerdict)
         lines = [f"{METRICS[s.metric][2]}, threshold {100 * s.threshold:g}% (or the kernel's own): {counts}"]
         if self.unchecked:
-            lines.append(f"not gated: {self.unchecked} {UNCHECKED_STREAMS} (their times make no speed claim)")
+            lines.append(f"not gated: {self._unchecked_line()}")
         lines += [
             f"no baselines for {missing}: every timed case is new; record them with --gemm-update-baselines"
             for missing in sorted(self.missing)

@@ -23,6 +23,7 @@ __all__ = [
     "format_time",
     "gate_tally",
     "gpu_line",
+    "launch_bound",
     "notable",
     "row_flags",
     "timer_names",
@@ -63,6 +64,11 @@ def notable(record: CaseRecord) -> bool:
     return bool(record.verdict.flag or record.suspicious or moved or record.throttle)
 
 
+def launch_bound(record: CaseRecord) -> bool:
+    """Whether the host takes longer to make a Python kernel's launch call than the GPU to run it (#35 item 3)."""
+    return record.host_s is not None and record.host_s > record.median_s
+
+
 def row_flags(record: CaseRecord) -> str:
     """Short marks for what makes a row worth a second look."""
     flags = [record.verdict.flag] if record.verdict.flag else []
@@ -82,7 +88,7 @@ def row_flags(record: CaseRecord) -> str:
             flags.append("cuBLAS moved")
     if record.unchecked_streams:
         flags.append("not gated")
-    if record.host_s is not None and record.host_s > record.median_s:
+    if launch_bound(record):
         flags.append("launch-bound")
     if record.throttle:
         flags.append("throttled")
@@ -223,7 +229,7 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120,
     unchecked = Counter(row.unchecked_streams for row in rows if row.unchecked_streams)
     for why, count in unchecked.items():
         lines.append(f"{count} {UNCHECKED_STREAMS}: not gated, no speed claim ({why})")
-    if any(row.host_s is not None and row.host_s > row.median_s for row in rows):
+    if any(map(launch_bound, rows)):
         lines.append(
             "launch-bound: the host takes longer to make the launch call (host) than the GPU to run it (median); "
             "called in a loop, such a kernel runs at the host's pace"

@@ -257,18 +257,24 @@ class GpuBackend:
             return False
 
 
-def _release_torch() -> None:
-    """Empty torch's caching allocator where a kernel file imported torch and used the GPU (#35)."""
+def _torch_on_gpu() -> Any:
+    """torch, where a kernel file imported it and it has used the GPU in this worker (#35); else None."""
     torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
+    return torch if torch is not None and torch.cuda.is_initialized() else None
+
+
+def _release_torch() -> None:
+    """Empty torch's caching allocator where torch has used the GPU."""
+    torch = _torch_on_gpu()
+    if torch is not None:
         torch.cuda.empty_cache()
 
 
 def _default_torch_stream() -> None:
     """torch's current stream back to its default after a case: a torch kernel's case leaves the harness's stream
     there (worker.python_calls), and no later case may depend on whether one ran before it."""
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
+    torch = _torch_on_gpu()
+    if torch is not None:
         with contextlib.suppress(Exception):  # a lost context: the worker is being replaced anyway
             torch.cuda.set_stream(torch.cuda.default_stream())
 
