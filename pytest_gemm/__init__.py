@@ -29,6 +29,7 @@ def gemm_kernel(
     description: str = "",
     always_reads_c: bool = False,
     nondeterministic: str | None = None,
+    scales: dict[str, Any] | None = None,
 ) -> Callable[[F], F]:
     """Mark a top-level Python function in a kernel file as a GEMM kernel.
 
@@ -38,7 +39,9 @@ def gemm_kernel(
     operands are 3-D views, the batch first; with ``arrays="torch"``, torch tensors on the same memory, called with
     torch's current stream the harness's), and the
     function must write ``alpha * A @ B + beta * C`` into ``C`` in place (with ``alpha_beta=False``, it is called as
-    ``fn(A, B, C, **params)`` and writes ``A @ B``: its cases are those of alpha = 1, beta = 0). The keywords state the
+    ``fn(A, B, C, **params)`` and writes ``A @ B``: its cases are those of alpha = 1, beta = 0; FP8 and INT8 kernels
+    are called so, an FP8 one as ``fn(A, B, C, scale_a, scale_b, **params)`` with its ``scales``, each grid of
+    scales a view of its storage as A and B are; docs/kernel-files.md). The keywords state the
     same facts as a ``.cu`` header and must be literals: the pytest process reads them from the
     file's syntax tree without running it.
     """

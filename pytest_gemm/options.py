@@ -14,7 +14,7 @@ from typing import Any
 
 from .judge.gate import DEFAULT_METRIC, DEFAULT_THRESHOLD
 from .records.case_record import METRICS
-from .records.dtypes import DTYPES
+from .records.dtypes import INPUT_DTYPES
 from .records.request import COMPILE_TIMEOUT, SANITIZER_TOOLS, TIMERS
 from .records.shapes import Shape, ShapeError, parse_shapes
 from .specs.archs import known_arch
@@ -70,8 +70,8 @@ def _shapes(text: str) -> list[Shape]:
 
 def _dtypes(text: str) -> list[str] | None:
     for d in _split(text):
-        if d not in DTYPES:
-            raise OptionError(f"unknown dtype {d!r}; expected {', '.join(DTYPES)}")
+        if d not in INPUT_DTYPES:
+            raise OptionError(f"unknown dtype {d!r}; expected {', '.join(INPUT_DTYPES)}")
     return _split(text) or None
 
 

@@ -27,6 +27,8 @@
 #                     GEMM_SWEEP_SEEDS, GEMM_SWEEP_LARGE_SEEDS as there; GEMM_REACH_PARTS picks its parts)
 #                     `torch` runs research/torch-gpu.sh (issue 35: Triton and torch kernels, the tutorial matmul on
 #                     every shape set, the third-party Triton kernels of .thirdparty/issue35; GEMM_TORCH_PARTS picks)
+#                     `fp8` runs tests/test_gpu_scaled.py (issue 36: FP8 and INT8 kernels in every scaling mode,
+#                     the fault kernels' diagnoses), research/fp8_accuracy.py and research/fp8_peer_layouts.py
 #                     `bad-input` runs research/bad-input-gpu.sh (issue 33's rows that need a GPU: a shape past
 #                     the GPU's memory or the kernel's int arguments, a compile past its limit, a selection
 #                     that leaves no GPU case, the compile cache, the README's sample run)
@@ -98,6 +100,14 @@ if [[ $parts == *,torch,* ]] && enough torch; then
     timeout "$(limit)" bash research/torch-gpu.sh "$out/torch" "${GEMM_TORCH_PARTS:-tests,tutorial,thirdparty}" \
         >/dev/null 2>&1
     echo "== torch: $(grep -c '^== ' "$out/torch/torch-gpu.txt" 2>/dev/null) steps (torch/torch-gpu.txt)"
+fi
+if [[ $parts == *,fp8,* ]]; then  # issue 36: FP8 and INT8 kernels and faults, then the measurements behind the bound
+    run fp8-tests tests/test_gpu_scaled.py -m gpu
+    if enough fp8-research; then
+        timeout "$(limit)" python3 research/fp8_accuracy.py >"$out/fp8-accuracy.txt" 2>&1
+        timeout "$(limit)" python3 research/fp8_peer_layouts.py >"$out/fp8-peer-layouts.txt" 2>&1
+        echo "== fp8-research: $(wc -l <"$out/fp8-accuracy.txt") accuracy lines, $(wc -l <"$out/fp8-peer-layouts.txt") layouts"
+    fi
 fi
 if [[ $parts == *,bad-input,* ]] && enough bad-input; then
     timeout "$(limit)" bash research/bad-input-gpu.sh "$out/bad-input" >/dev/null 2>&1

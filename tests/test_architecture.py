@@ -9,7 +9,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_gemm"
 MODULES = sorted(PACKAGE.rglob("*.py"))
-GPU_LIBRARIES = {"cupy", "cupy_backends", "pynvml", "ml_dtypes", "cupti", "torch", "triton"}
+GPU_LIBRARIES = {"cupy", "cupy_backends", "pynvml", "cupti", "torch", "triton"}
 #: packages that must stay pure: no pytest, no GPU, nothing from the worker or the pytest glue
 PURE = ("records", "specs", "compiler", "judge", "runs", "baselines", "report", "isolation")
 #: what each package may import from the others: data flows one way (kernel file -> spec -> case -> worker ->

@@ -409,6 +409,7 @@ class BatchRunner:
 
     cp = np
     sm_count = 132
+    scaled = None  # no FP8 scales
 
     def __init__(self, bug: str | None = None):
         self.bug = bug

@@ -35,6 +35,7 @@ class NumpyRunner:
 
     cp = np
     sm_count = 132  # an H100's, for grids that name SM_COUNT
+    scaled = None  # no FP8 scales
 
     def __init__(self, kernel):
         self.kernel = kernel

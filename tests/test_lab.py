@@ -113,9 +113,20 @@ def _state_set(tree: ast.AST, ours: set[str]) -> list[str]:
     return found
 
 
+def _libraries(tree: ast.AST) -> set[str]:
+    """The names bound to other libraries' modules by ``import x`` (``import torch``): their private names are theirs to
+    document (``torch._scaled_mm``, cuBLASLt's FP8 GEMM in torch), not pytest-gemm's state."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {(a.asname or a.name).split(".")[0] for a in node.names if not _ours(a.name)}
+    return found
+
+
 def _private_access(tree: ast.AST, imported: set[str]) -> list[str]:
-    """Each ``obj._name`` outside the script's own classes, and each private method a subclass of one of
-    pytest-gemm's classes overrides."""
+    """Each ``obj._name`` outside the script's own classes (other libraries' modules' names aside), and each private
+    method a subclass of one of pytest-gemm's classes overrides."""
+    libraries = _libraries(tree) - imported
     subclasses: set[str] = set()  # directly or through another class of the script
     classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
     changed = True
@@ -136,7 +147,8 @@ def _private_access(tree: ast.AST, imported: set[str]) -> list[str]:
                         found.append(f"{item.lineno}: {node.name} overrides {item.name} of a pytest-gemm class")
         elif isinstance(node, ast.Attribute) and _private(node.attr):
             on_self = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
-            if not (on_self and own_class):
+            on_library = isinstance(node.value, ast.Name) and node.value.id in libraries
+            if not (on_self and own_class) and not on_library:
                 found.append(f"{node.lineno}: {ast.unparse(node)}")
         elif (
             isinstance(node, ast.Call)
@@ -205,3 +217,8 @@ def test_the_rule_lets_a_script_keep_its_own_state():
         "    mine = Mine()\n    mine.label = 'x'\n"
     )
     assert violations(source) == []
+
+
+def test_the_rule_leaves_other_libraries_private_names_to_them():
+    assert violations("import torch\ntorch._scaled_mm(a, b, s, t)") == []
+    assert violations("import torch\nfrom pytest_gemm.worker import timer\ntimer._Operands") != []

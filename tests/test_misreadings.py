@@ -38,7 +38,9 @@ AB = [(1.0, 0.0), (0.7, 1.3), (-1.5, 0.0)]
 C_WRITE_ONLY = "C written transposed, C0 read where it lies"  # the other way to write C transposed
 #: a batch's mix-ups (#34 item 3), tested with batches in tests/test_batches.py
 MIXED_BATCHES = (Misreading.OTHER_BATCH_A, Misreading.OTHER_BATCH_B, Misreading.OTHER_BATCH_C)
-READINGS = [m for m in Misreading if m not in MIXED_BATCHES]
+#: the misreadings of scaled and integer GEMMs (#36), tested in tests/test_scaled.py
+SCALED = set(Misreading) - set(list(Misreading)[: list(Misreading).index(Misreading.OTHER_BATCH_C) + 1])
+READINGS = [m for m in Misreading if m not in MIXED_BATCHES and m not in SCALED]
 
 
 def _addresses(op: str, order: str, dims: dict[str, int]) -> np.ndarray:

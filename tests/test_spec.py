@@ -161,7 +161,7 @@ BAD = [
     ("params = { M = [1] }", "params", "cannot be a param name"),
     ("params = { T = [1.5] }", "params", "list of integers"),
     ("requires = [3]", "requires", "boolean expression"),
-    ("c_dtype = 'int8'", "c_dtype", "unknown dtype"),
+    ("c_dtype = 'int4'", "c_dtype", "unknown output dtype"),
     ("entry = 'sgemm<X>'", "entry", "neither a param nor a literal"),
     ("entry = '1bad'", "entry", "expected a kernel name"),
     ("expect_fast = ''", "expect_fast", "non-empty string saying why"),

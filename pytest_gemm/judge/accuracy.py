@@ -34,13 +34,14 @@ judged"):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..records.dtypes import DType
 from ..records.outcome import ErrorStats
+from .figures import calc_diff, cosine
 
 __all__ = [
     "LAMBDA",
@@ -291,6 +292,7 @@ class Truth:
     spread: float  # S, :func:`sum_scale`
     subnormal: float | None = None  # :func:`subnormal_floor` of the case's scalars
     batch: int = 1  # the matrices are a batch's, stacked (:func:`matmul`)
+    figures: bool = False  # judged outputs carry calc_diff and the cosine similarity (FP8 and INT8, #36)
 
     @classmethod
     def of(
@@ -314,8 +316,11 @@ class Truth:
     def judge(
         self, xp: Any, got: Any, k: int, dtype: DType, out: DType, unchanged: Any | None = None, ratio: Any = None
     ) -> ErrorStats:
-        """:func:`error_stats` of ``got`` against this truth."""
-        return error_stats(
+        """:func:`error_stats` of ``got`` against this truth (with :attr:`figures`, the peers' figures too)."""
+        stats = error_stats(
             xp, got, self.value, self.gscale, k, dtype, out, unchanged, scale_norm=self.spread, hscale=self.hscale,
             subnormal=self.subnormal, ratio=ratio, batch=self.batch,
         )  # fmt: skip
+        if not self.figures or stats.nonfinite:
+            return stats
+        return replace(stats, calc_diff=calc_diff(xp, got, self.value), cosine=cosine(xp, got, self.value))

@@ -45,10 +45,12 @@ class Evidence:
 
 
 _GUARDS = {"A": ErrorCause.GUARD_A, "B": ErrorCause.GUARD_B, "C": ErrorCause.GUARD_C}
+_GUARDS |= {"scale_a": ErrorCause.GUARD_SCALES, "scale_b": ErrorCause.GUARD_SCALES}  # an FP8 kernel's grids (#36)
 
 
 def guard_cause(region: str) -> ErrorCause:
-    """The cause a guard region stands for: a region of A, B or C ("the guard after A")."""
+    """The cause a guard region stands for: a region of A, B or C ("the guard after A"), or of a grid of scales
+    ("the guard after scale_a")."""
     return _GUARDS[region.split()[-1]]
 
 
@@ -63,7 +65,8 @@ def causes_of(xp: Any, ratio: Any, unwritten: Any | None, evidence: Evidence) ->
         codes[bad & unwritten] = _CODES[ErrorCause.UNWRITTEN]
     if evidence.read_c is not None:
         codes[bad & evidence.read_c] = _CODES[ErrorCause.READ_C]
-    for cause in (ErrorCause.GUARD_C, ErrorCause.GUARD_B, ErrorCause.GUARD_A):  # A last: it wins where all apply
+    guards = (ErrorCause.GUARD_SCALES, ErrorCause.GUARD_C, ErrorCause.GUARD_B, ErrorCause.GUARD_A)
+    for cause in guards:  # A last: it wins where all apply
         for region, mask in evidence.guard.items():
             if guard_cause(region) is cause:
                 codes[bad & mask] = _CODES[cause]

@@ -19,7 +19,9 @@ matches one when at least :data:`MATCH` of its elements lie within that bound:
 A batch's matrices are stacked (``worker.buffers.CaseInputs``); each reading is made matrix by matrix.
 
 Each candidate is built only where the shapes allow it and where it changes something (a vector reads the same in
-either order). Together they cost up to ten GEMMs in float64, so the worker asks only when most elements are wrong
+either order). An FP8 case's readings of its scales and format come first (``judge.scale_misread``, up to twelve
+more, two GEMMs each); where a reading holds a NaN (e4m3 bytes read as e5m2), it matches only a NaN of the output.
+Together the others cost up to ten GEMMs in float64, so the worker asks only when most elements are wrong
 (:func:`may_be_misread`). A batch's mix-ups cost up to five matrix GEMMs for each of the batches tried (five
 batches for each of at most 64 wrong matrices, given up after the first four match none): at most about twenty
 GEMMs of the whole batch more. Pure: ``xp`` is NumPy or CuPy; it uses the array operations judging uses, no others.
@@ -32,8 +34,9 @@ than the one simulated matched at most 0.3% of the elements.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..records.dtypes import DType
@@ -78,6 +81,7 @@ def misreading(
     dtype: DType,
     out: DType,
     truth: Truth | None = None,
+    extra: Iterable[tuple[Misreading, str, Any, Any]] = (),
 ) -> Misread | None:
     """The misreading ``got`` matches, or None.
 
@@ -93,12 +97,19 @@ def misreading(
     k = a.shape[1]
     got3, a3, b3 = (x.reshape(batch, -1, x.shape[1]) for x in (got, a, b))
     c3 = None if c0 is None else c0.reshape(got3.shape)
-    for kind, expected, scale in _candidates(xp, a3, b3, c3, alpha, beta, storage):
-        ratio = element_ratios(xp, got3, expected, scale, k, dtype, out)
+    standard = (
+        (kind, "", expected, scale) for kind, expected, scale in _candidates(xp, a3, b3, c3, alpha, beta, storage)
+    )
+    for kind, as_read, expected, scale in itertools.chain(extra, standard):
+        shaped = expected.reshape(got3.shape), scale.reshape(got3.shape)
+        ratio = element_ratios(xp, got3, *shaped, k, dtype, out)
+        ratio[xp.isnan(ratio)] = xp.inf  # a NaN in the reading matches no finite output
         matched = got.size - int((ratio > 1.0).sum())  # as error_stats counts (no other kernel for CuPy to compile)
-        del ratio, expected, scale
+        if kind == Misreading.OTHER_FP8:  # NaN where that format reads a NaN byte: matched where the output is NaN
+            matched += int((xp.isnan(got3) & xp.isnan(shaped[0])).sum())
+        del ratio, expected, scale, shaped
         if matched >= need and (found is None or matched > found.matched):
-            found = Misread(kind, matched)
+            found = Misread(kind, matched, as_read=as_read)
     if found is None and truth is not None and batch > 1:
         found = _mixed_batches(xp, got3, a3, b3, c3, alpha, beta, dtype, out, truth)
     return found

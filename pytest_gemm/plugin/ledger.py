@@ -28,7 +28,7 @@ from ..records.result import CaseResult, Kind
 from ..runs.data import KernelFileRun, RunData, SessionEnd, Shards
 from ..settings import Settings
 from .facts import RunFacts
-from .properties import CASE, DIAGNOSIS, MARGIN, RECORD, SOURCE, WHOLE_FILE, WORKER, props
+from .properties import CASE, DIAGNOSIS, MARGIN, RECORD, SOURCE, UNTIMED, WHOLE_FILE, WORKER, props
 
 __all__ = ["Ledger", "result_settings"]
 
@@ -121,6 +121,8 @@ class Ledger:
                 changes["diagnosis"] = from_plain(Diagnosis, value)
             for value in props(report, MARGIN):
                 changes["margin"] = value
+            for value in props(report, UNTIMED):
+                changes["message"] = value
             for value in props(report, RECORD):  # as the gate left it
                 changes["timing"] = CaseRecord.from_dict(value)
         self.tests[report.nodeid] = dataclasses.replace(old, **changes)

@@ -51,6 +51,7 @@ from .properties import (
     RECORD,
     SOURCE,
     TRANSIENT,
+    UNTIMED,
     WHOLE_FILE,
     WORKER,
     props,
@@ -130,6 +131,8 @@ class GemmSession:
             skip_case(item, result)
         if result.margin is not None:
             item.user_properties.append((MARGIN, result.margin))
+        if result.outcome == "passed" and result.message:  # verified, not timed: why (#36)
+            item.user_properties.append((UNTIMED, result.message))
         if result.timing is not None:
             item.user_properties.append((GPU, gpu))
             item.user_properties.append((RECORD, result.timing.to_dict()))

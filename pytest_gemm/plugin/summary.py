@@ -90,6 +90,12 @@ def write(session: GemmSession, tr: Any) -> None:
     miscalibrated = sum(r.diagnosis is not None and r.diagnosis.miscalibrated for r in tests)
     if miscalibrated:  # #34 item 6: not silent, though no correct kernel fails for it
         tr.write_line(calibration_line(miscalibrated), yellow=True)
+    untimed: dict[str, int] = {}  # verified, but cuBLAS has no GEMM of them to time against (#36)
+    for r in tests:
+        if r.kind == "case" and r.outcome == "passed" and r.timing is None and r.message:
+            untimed[r.message] = untimed.get(r.message, 0) + 1
+    for reason, count in untimed.items():
+        tr.write_line(f"pytest-gemm: {count} case(s) verified but not timed: {reason}", yellow=True)
     facts = session.facts
     benchmarked = any(r.timing is not None and r.diagnosis is None for r in session.ledger.tests.values())
     if facts.saved_json is not None and benchmarked and not facts.benchmark_tables:  # its own line is quiet then

@@ -37,6 +37,7 @@ class Finding:
     region: str = ""
     batches: tuple[tuple[int, int], ...] = ()
     batch_count: int = 0
+    as_read: str = ""  # a misreading of scales' granularity: the block they were applied at (#36 item 5)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class Diagnosis:
     nondeterministic: str = ""
     storage: str = ""  # each operand's declared order (specs.storage.Storage.text); '' for all row-major
     accumulate: str = ""  # a declared accumulation ("fp16"); '' for the dtype's default
+    scaling: str = ""  # an FP8 kernel's scales in words (specs.scaling.Scales.describe); '' for none (#36)
     said: tuple[str, ...] = ()  # a saved run's sentences from before diagnoses were data (no findings then)
 
     @property

@@ -27,11 +27,12 @@ KINDS: tuple[Kind, ...] = ("case", "compile", "sanitize", "test", "collect")
 class CaseResult:
     """One test, judged.
 
-    ``message`` is the first line of its failure, or the skip reason; ``duration_s`` the seconds pytest
-    measured (setup, call and teardown) and ``worker_s`` those a GPU worker spent on it. A collection error
-    is a failed test of kind ``collect`` under the id of what failed to collect. A GEMM case that failed
-    carries its ``diagnosis``; one that was verified its ``margin`` (how far inside the bounds); one that was
-    timed its ``timing`` (saved runs keep that in pytest-benchmark's benchmarks, not beside the result).
+    ``message`` is the first line of its failure, the skip reason, or why a passed case was not timed;
+    ``duration_s`` the seconds pytest measured (setup, call and teardown) and ``worker_s`` those a GPU worker
+    spent on it. A collection error is a failed test of kind ``collect`` under the id of what failed to collect.
+    A GEMM case that failed carries its ``diagnosis``; one that was verified its ``margin`` (how far inside the
+    bounds); one that was timed its ``timing`` (saved runs keep that in pytest-benchmark's benchmarks, not beside
+    the result).
     """
 
     outcome: Outcome

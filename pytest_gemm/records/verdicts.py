@@ -88,6 +88,7 @@ class ErrorCause(_Word):
     GUARD_A = "read past A"  # a NaN that came from the guard memory before or after A
     GUARD_B = "read past B"  # the same for B
     GUARD_C = "read past C"  # the same for C (a wrong ldc, or reading beyond C's edge)
+    GUARD_SCALES = "read past the scales"  # the same for an FP8 kernel's grid of scales (#36): past its edge block
     READ_C = "C read although beta = 0"  # right once C holds finite prior data: the kernel read C
     UNWRITTEN = "unwritten"  # still holds the poison it was given before the launch
     ARITHMETIC = "NaN or Inf from arithmetic"  # non-finite, and none of the above
@@ -127,6 +128,16 @@ class Misreading(_Word):
     OTHER_BATCH_A = "another batch's A read"  # batch j's C is alpha A_i B_j + beta C0_j
     OTHER_BATCH_B = "another batch's B read"  # batch j's C is alpha A_j B_i + beta C0_j
     OTHER_BATCH_C = "another batch's result written"  # batch j's C holds batch i's result: a write into another C
+    # an FP8 kernel's scales or data misread (#36 item 5); Misread.as_read names the block a granularity's slip reads at
+    SCALES_IGNORED = "scales ignored"  # C = A B of the FP8 elements as they are
+    A_SCALES_IGNORED = "A's scales ignored"
+    B_SCALES_IGNORED = "B's scales ignored"
+    A_SCALES_TRANSPOSED = "A's scales read in the other order"  # its grid's stored elements in the other order
+    B_SCALES_TRANSPOSED = "B's scales read in the other order"
+    A_SCALES_GRANULARITY = "A's scales at the wrong granularity"  # the declared grid read at another block's index
+    B_SCALES_GRANULARITY = "B's scales at the wrong granularity"
+    OTHER_FP8 = "FP8 data read as the other format"  # e4m3 bytes as e5m2, or the reverse
+    INT16_ACCUMULATION = "accumulated in 16 bits"  # an INT8 GEMM whose sums wrapped at 16 bits: an overflow
 
 
 class TimingProblem(_Word):

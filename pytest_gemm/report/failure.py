@@ -41,7 +41,10 @@ def stats_line(stats: ErrorStats) -> str:
     normwise = f"normwise {stats.norm_error:.3g} = {_x(stats.norm_ratio)} of the tolerance {stats.norm_tol:.3g}"
     if math.isinf(stats.norm_tol):  # a saved run of a version that judged outputs under 16 elements per element only
         normwise = f"normwise {stats.norm_error:.3g}, not judged in this run"
-    return f"max {_x(stats.max_ratio)}, median {_x(stats.median_ratio)} of the per-element bound; {normwise}"
+    figures = ""
+    if stats.calc_diff is not None and stats.cosine is not None:  # FP8 and INT8 (#36): as the peers report them
+        figures = f"; calc_diff {stats.calc_diff:.3g}, cosine similarity {stats.cosine:.9f}"
+    return f"max {_x(stats.max_ratio)}, median {_x(stats.median_ratio)} of the per-element bound; {normwise}{figures}"
 
 
 def _where(f: Finding, d: Diagnosis) -> str:
@@ -55,6 +58,11 @@ def _where(f: Finding, d: Diagnosis) -> str:
     return f" ({rows}, columns {c0}-{c1}, {f.tiles} 32x32 tile{'s' if f.tiles != 1 else ''})"
 
 
+def _ld(operand: str) -> str:
+    """The argument that gives an operand's stored rows' length: lda, or an FP8 grid's ld_scale_a."""
+    return f"ld_{operand}" if operand.startswith("scale") else f"ld{operand.lower()}"
+
+
 def _read_past(f: Finding, d: Diagnosis) -> str:
     operand = f.region.split()[-1] if f.region else str(f.kind).split()[-1]
     side = next((word for word in ("before", "after", "padding", "gaps") if word in f.region), "")
@@ -62,7 +70,7 @@ def _read_past(f: Finding, d: Diagnosis) -> str:
         "gaps": f"reads between the matrices of {operand}'s batch (past one, before the next)",
         "before": f"reads before the start of {operand}",
         "after": f"reads past the end of {operand}",
-        "padding": f"reads the row padding of {operand} (between the row's end and ld{operand.lower()})",
+        "padding": f"reads the row padding of {operand} (between the row's end and {_ld(operand)})",
         "": f"reads past {operand}",
     }[side]
     return f"{what}: {f.count} element(s) of C are NaN from {f.region or 'its guard'}, which holds NaN{_where(f, d)}"
@@ -137,6 +145,7 @@ FINDING_TEXT: dict[ErrorCause | Check | Misreading, Callable[[Finding, Diagnosis
     ErrorCause.GUARD_A: _read_past,
     ErrorCause.GUARD_B: _read_past,
     ErrorCause.GUARD_C: _read_past,
+    ErrorCause.GUARD_SCALES: _read_past,
     ErrorCause.READ_C: _read_c,
     ErrorCause.UNWRITTEN: _unwritten,
     ErrorCause.ARITHMETIC: _arithmetic,

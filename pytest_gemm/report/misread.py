@@ -14,7 +14,7 @@ def _dims(order: str) -> str:
     return order.replace("x", " x ")
 
 
-def _reading(kind: Misreading, d: Diagnosis) -> str:
+def _reading(kind: Misreading, d: Diagnosis, as_read: str = "") -> str:
     """What a misread output matches, with the header's order where the reading concerns one (#34 item 7)."""
     try:
         storage = Storage.of_text(d.storage)
@@ -26,6 +26,9 @@ def _reading(kind: Misreading, d: Diagnosis) -> str:
         other = _dims(ORDERS[op][1 - ORDERS[op].index(declared)])
         read = f"C written {other} (transposed)" if op == "C" else f"{op} read as {other}"
         return f"{read}; the header says {_dims(declared)}"
+    scaled = _scaled(kind, d, as_read)
+    if scaled:
+        return scaled
     same = storage.transposed("A") == storage.transposed("B")  # else the one read in place of the other is transposed
     square = d.shape.M == d.shape.N == d.shape.K
     with_c = "" if d.beta == 0 else " + beta C"
@@ -39,6 +42,41 @@ def _reading(kind: Misreading, d: Diagnosis) -> str:
         Misreading.BETA_AS_ONE: f"beta taken as 1 (C = alpha A B + C; beta is {d.beta:g})",
         Misreading.ALPHA_BETA_IGNORED: f"alpha and beta ignored (C = A B; alpha is {d.alpha:g}, beta {d.beta:g})",
     }[kind]  # fmt: skip
+
+
+#: how a misreading of an FP8 kernel's scales or data, or an INT8 kernel's sums, reads (#36 item 5)
+_SCALED = {
+    Misreading.SCALES_IGNORED: "the scales ignored (C = A B of the FP8 elements as they are)",
+    Misreading.A_SCALES_IGNORED: "A's scales ignored (B's applied)",
+    Misreading.B_SCALES_IGNORED: "B's scales ignored (A's applied)",
+    Misreading.A_SCALES_TRANSPOSED: "A's grid of scales read in its other order",
+    Misreading.B_SCALES_TRANSPOSED: "B's grid of scales read in its other order",
+    Misreading.OTHER_FP8: "A and B read as {other}, the other FP8 format",
+    Misreading.INT16_ACCUMULATION: "the sums accumulated in 16 bits (they wrap past 32767: an overflow)",
+}
+
+
+def _scaled(kind: Misreading, d: Diagnosis, as_read: str) -> str:
+    """A scaled or integer GEMM's misreading in words, with the granularity read and declared; empty for the others."""
+    if kind in (Misreading.A_SCALES_GRANULARITY, Misreading.B_SCALES_GRANULARITY):
+        op = "A" if kind == Misreading.A_SCALES_GRANULARITY else "B"
+        declared = f"the header declares {d.scaling}" if d.scaling else "the header declares others"
+        return f"{op}'s scales applied at {_BLOCKS.get(as_read, as_read or 'another granularity')}; {declared}"
+    if kind not in _SCALED:
+        return ""
+    other = "fp8_e5m2" if d.dtype == "fp8_e4m3" else "fp8_e4m3"
+    return _SCALED[kind].format(other=other)
+
+
+#: the blocks a slip of granularity applies scales at, in words
+_BLOCKS = {
+    "tensor": "one scale for the whole matrix",
+    "row": "one scale a row (the first of each row's)",
+    "col": "one scale a column",
+    "1x128": "1 x 128 blocks",
+    "128x128": "128 x 128 blocks (a 128 x 128 block's index into the grid)",
+    "128xN": "one scale per 128 rows of K (the first N block's)",
+}
 
 
 #: how a batch's mix-up reads for one pair: batch j and batch i
@@ -60,5 +98,5 @@ def misread_text(f: Finding, d: Diagnosis) -> str:
     """The finding of a :class:`Misreading`: what the output matches, and how much of it does."""
     assert isinstance(f.kind, Misreading)
     total = d.kernel.total if d.kernel else 0
-    reading = _mixed(f, d) if f.kind in _MIXED else _reading(f.kind, d)
+    reading = _mixed(f, d) if f.kind in _MIXED else _reading(f.kind, d, f.as_read)
     return f"matches {reading}: {f.count} of {total} elements lie within that reading's bound"

@@ -13,6 +13,7 @@ from .expr import Expression, ExpressionError
 from .footprint import int_args_problem
 from .header_keys import DEVICE_NAMES, SHAPE_NAMES
 from .limits import MAX_BLOCK, MAX_GRID, MAX_SHARED_PER_BLOCK, MAX_THREADS_PER_BLOCK
+from .scaling import int8_overflow
 from .spec import KernelFileError, KernelSpec, Variant
 from .storage import ORDER_FLAGS, Storage
 from .tensor_maps import TensorMapSpec
@@ -131,6 +132,7 @@ def expand(spec: KernelSpec, shapes: list[Shape], dtypes: list[str] | None = Non
         for dtype in selected:
             for shape in shapes:
                 reason = _unbatched(spec, shape) or past_ints[shape] or _broken_rule(spec, variant, shape)
+                reason = reason or (int8_overflow(shape.K) if dtype == "int8" else None)
                 cases += [Case(spec, variant, dtype, shape, ab, reason) for ab in abs_]
     return cases
 

@@ -63,13 +63,21 @@ class GuardLayout:
 
 
 def guard_layout(
-    cols: int, itemsize: int, padded: bool, guards: bool = True, *, rows: int = 0, batch: int = 1, gap: bool = False
+    cols: int,
+    itemsize: int,
+    padded: bool,
+    guards: bool = True,
+    *,
+    rows: int = 0,
+    batch: int = 1,
+    gap: bool = False,
+    ld: int | None = None,
 ) -> GuardLayout:
     """The layout of a guarded buffer of ``cols``-wide rows: ``padded`` when the kernel takes its leading
     dimension (the rows are then :data:`LD_PAD` elements longer); without ``guards`` the matrix alone. A batch of
     ``batch`` matrices of ``rows`` rows follow each other, :data:`BATCH_GAP_ROWS` rows apart when ``gap`` (the kernel
-    takes their stride), packed otherwise."""
-    ld = cols + (LD_PAD if padded else 0)
+    takes their stride), packed otherwise; ``ld``, when given, is the rows' length (a grid of scales', #36)."""
+    ld = ld or cols + (LD_PAD if padded else 0)
     before = GUARD_BYTES // itemsize if guards else 0
     after = max(before, GUARD_ROWS * ld) if guards else 0
     return GuardLayout(before, ld, after, (rows + (BATCH_GAP_ROWS if gap else 0)) * ld, batch)

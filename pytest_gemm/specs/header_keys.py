@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..records.dtypes import DTYPES
+from ..records.dtypes import FP8, INPUT_DTYPES
 from .archs import known_arch
 from .errors import KernelFileError
 from .expr import Expression, ExpressionError
+from .scaling import SCALE_ARGS
 from .storage import ORDER_FLAGS, ORDERS, SIZE_TYPES, Storage
 from .tensor_maps import MAP_ARGS, SWIZZLES, TensorMapSpec
 
@@ -22,12 +23,19 @@ __all__ = ["ARG_NAMES", "BATCH_ARGS", "DEVICE_NAMES", "ENTRY", "SHAPE_NAMES", "H
 
 #: a strided batch's arguments (#34 item 3): the batch count and each operand's batch stride, in elements
 BATCH_ARGS = ("batch", "stride_a", "stride_b", "stride_c")
-ARG_NAMES = ("M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc", *MAP_ARGS, *BATCH_ARGS)
+ARG_NAMES = ("M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc", *MAP_ARGS, *BATCH_ARGS, *SCALE_ARGS)
 SHAPE_NAMES = frozenset({"M", "N", "K", "batch"})
 DEVICE_NAMES = frozenset({"SM_COUNT"})  # the GPU's, known only in the worker: allowed in ``grid`` (persistent grids)
 ENTRY = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<.*>)?\s*$", re.DOTALL)
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 MIXED_OUTPUT = ("fp16", "bf16", "tf32")  # input dtypes whose C may be fp32 (c_dtype)
+FP8_OUTPUTS = ("bf16", "fp16", "fp32")  # the C an FP8 GEMM writes (cuBLASLt's, with the same scales)
+#: why Hopper's fast FP8 accumulation cannot be declared (#36 item 3; docs/verification.md, "FP8 and INT8")
+FAST_ACCUMULATION = (
+    "Hopper's fast FP8 accumulation cannot be judged: measured on an H100 it keeps 13 bits below a sum's leading bit, "
+    "truncating, and never promotes (an all-positive sum lost 18% at K = 32768), so no bound tells it from a wrong "
+    "kernel; promote the tensor cores' partial sums to fp32 every 128 of K, as DeepGEMM does, and declare nothing"
+)
 _ARCH_FLAGS = re.compile(r"^(-arch|--gpu-architecture|-gencode|--generate-code|-code)\b")
 #: NVRTC's options that write files from the pytest process (or read one the compile cache cannot see), and what
 #: each does; NVRTC takes each in a long (--) and a short (-) form, its value after '='
@@ -84,10 +92,19 @@ class HeaderChecker:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not value:
-            self.fail("dtypes", f"expected a non-empty list from {', '.join(DTYPES)}")
+            self.fail("dtypes", f"expected a non-empty list from {', '.join(INPUT_DTYPES)}")
         for d in value:
-            if d not in DTYPES:
-                self.fail("dtypes", f"unknown dtype {d!r}; expected one of {', '.join(DTYPES)}")
+            if d == "int32":
+                self.fail("dtypes", "int32 is INT8's output (C); declare dtypes = ['int8']")
+            if d not in INPUT_DTYPES:
+                self.fail("dtypes", f"unknown dtype {d!r}; expected one of {', '.join(INPUT_DTYPES)}")
+        kinds = {"FP8" if d in FP8 else "INT8" if d == "int8" else "float" for d in value}
+        if len(kinds) > 1:
+            self.fail(
+                "dtypes",
+                f"{list(value)} mixes {' and '.join(sorted(kinds))} inputs: FP8 kernels take scales and INT8 kernels "
+                "write int32, so declare them as kernels of their own",
+            )
         return tuple(dict.fromkeys(value))
 
     def expression(self, key: str, value: Any, names: frozenset[str]) -> Expression:
@@ -250,6 +267,8 @@ class HeaderChecker:
         ``"fp32"``, the default for every dtype but fp64 (None)."""
         if value == "fp32" and "fp64" not in dtypes:
             return None
+        if value == "fast" and set(dtypes) <= set(FP8):
+            self.fail("accumulate", FAST_ACCUMULATION)
         if value != "fp16":
             self.fail("accumulate", f"expected 'fp16' (or 'fp32', the default for all but fp64), got {value!r}")
         if set(dtypes) != {"fp16"} or c_dtype not in (None, "fp16"):
@@ -263,8 +282,14 @@ class HeaderChecker:
 
     def c_dtype(self, c_dtype: str, dtypes: tuple[str, ...]) -> None:
         """An output dtype cuBLAS, the peer, can write for these inputs: the inputs' own, or fp32 for fp16, bf16
-        and tf32 inputs (a wider C than cuBLAS's GemmEx computes is not a GEMM the harness can compare)."""
+        and tf32 inputs (a wider C than cuBLAS's GemmEx computes is not a GEMM the harness can compare); bf16, fp16
+        or fp32 for FP8 inputs, int32 for INT8 (#36 item 1)."""
         for dtype in dtypes:
+            if dtype in FP8 or dtype == "int8":
+                allowed = FP8_OUTPUTS if dtype in FP8 else ("int32",)
+                if c_dtype not in allowed:
+                    self.fail("c_dtype", f"{dtype} inputs write C as one of {', '.join(allowed)}; got {c_dtype!r}")
+                continue
             if c_dtype != dtype and not (c_dtype == "fp32" and dtype in MIXED_OUTPUT):
                 self.fail(
                     "c_dtype",

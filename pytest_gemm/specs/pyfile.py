@@ -45,6 +45,7 @@ def header_from_arguments(
     description: str = "",
     always_reads_c: bool = False,
     nondeterministic: str | None = None,
+    scales: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The header a ``gemm_kernel(...)`` call states, in the keys of a ``.cu`` header."""
     data: dict[str, Any] = {"dtypes": list(dtypes), "layout": layout, "description": description}
@@ -68,6 +69,8 @@ def header_from_arguments(
         data["alpha_beta"] = alpha_beta
     if name is not None:
         data["name"] = name
+    if scales is not None:
+        data["scales"] = scales
     return data
 
 

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..records.dtypes import DTYPES
+from ..records.dtypes import FP8, OUTPUT_DTYPES, get_dtype
 from .errors import KernelFileError
 from .expr import Expression
 from .header_keys import ARG_NAMES, DEVICE_NAMES, ENTRY, SHAPE_NAMES, HeaderChecker
+from .scaling import Scales, read_scales
 from .source import HEADER, decode_cu, has_header, read_kernel_bytes, unix_line_ends
 from .storage import DEFAULT_SIZE_TYPE, ORDER_FLAGS, Storage
 from .tensor_maps import TensorMapSpec
@@ -76,6 +77,7 @@ OPTIONAL = (
     "batched",
     "arrays",
     "alpha_beta",
+    "scales",
 )
 
 
@@ -124,6 +126,7 @@ class KernelSpec:
     arrays: str = "cupy"  # what a Python kernel is given: a key of ARRAYS (#35: "torch" tensors)
     alpha_beta: bool = True  # a Python kernel takes alpha and beta (False: it computes C = A B, called without them)
     accumulate: str | None = None  # a declared accumulation ("fp16"); None: fp32, or fp64 for fp64
+    scales: Scales | None = None  # an FP8 kernel's scales (#36 item 2)
     options: tuple[str, ...] = ()
     params: tuple[tuple[str, tuple[int, ...]], ...] = ()
     c_dtype: str | None = None
@@ -176,7 +179,8 @@ class KernelSpec:
         return {**self.storage_for(variant).flags(), **variant.as_dict()}
 
     def output_dtype(self, dtype: str) -> str:
-        return self.c_dtype or dtype
+        """C's dtype for inputs of ``dtype``: the header's c_dtype, or the inputs' default output."""
+        return self.c_dtype or get_dtype(dtype).default_output
 
     def tensor_map(self, operand: str) -> TensorMapSpec:
         return next(t for t in self.tensor_maps if t.operand == operand)
@@ -253,8 +257,8 @@ def spec_from_mapping(
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][\w.]*", name):
         check.fail("name", f"expected an identifier such as 'sgemm_tiled', got {name!r}")
     c_dtype = data.get("c_dtype")
-    if c_dtype is not None and c_dtype not in DTYPES:
-        check.fail("c_dtype", f"unknown dtype {c_dtype!r}; expected one of {', '.join(DTYPES)}")
+    if c_dtype is not None and c_dtype not in OUTPUT_DTYPES:
+        check.fail("c_dtype", f"unknown output dtype {c_dtype!r}; expected one of {', '.join(OUTPUT_DTYPES)}")
     dtypes = check.dtypes(data["dtypes"])
     if c_dtype is not None:
         check.c_dtype(c_dtype, dtypes)
@@ -288,11 +292,21 @@ def spec_from_mapping(
         check.fail("arrays", "a .cu kernel takes pointers; arrays is for Python kernels (torch tensors or CuPy arrays)")
     if arrays not in ARRAYS:
         check.fail("arrays", f"expected one of {', '.join(map(repr, ARRAYS))}, got {arrays!r}")
-    alpha_beta = data.get("alpha_beta", True)
+    scaled = set(dtypes) <= set(FP8) or dtypes == ("int8",)  # C = (A s_a)(B s_b), or A B in integers: no scalars
+    alpha_beta = data.get("alpha_beta", not scaled)
     if "alpha_beta" in data and kind == "cu":
         check.fail("alpha_beta", "a .cu kernel takes alpha and beta by naming them in args")
     if not isinstance(alpha_beta, bool):
         check.fail("alpha_beta", f"expected true or false, got {alpha_beta!r}")
+    if scaled and (alpha_beta if kind == "py" else "alpha" in args):
+        check.fail(
+            "alpha_beta" if kind == "py" else "args",
+            f"a {dtypes[0]} kernel computes C = A B with its scales (no alpha and beta), as cuBLASLt's "
+            "FP8 and INT8 GEMMs do here; leave alpha and beta out",
+        )
+    scales = read_scales(str(path), line, data.get("scales"), set(dtypes) <= set(FP8), kind, args)
+    if scales is not None and batched:
+        check.fail("scales", "an FP8 kernel runs one GEMM at a time: strided batches with scales are not supported")
     if "stride_type" in data and not {"stride_a", "stride_b", "stride_c"} & set(args):
         check.fail("stride_type", "the kernel takes no batch stride (stride_a, stride_b, stride_c in args)")
     param_names = frozenset(name for name, _ in params)
@@ -323,6 +337,7 @@ def spec_from_mapping(
         batched=batched,
         arrays=arrays,
         alpha_beta=alpha_beta,
+        scales=scales,
         accumulate=check.accumulate(data["accumulate"], dtypes, c_dtype) if "accumulate" in data else None,
         options=check.options(data.get("options", [])),
         params=params,

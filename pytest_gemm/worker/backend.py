@@ -38,6 +38,7 @@ from .errors import (
     is_launch_error,
     is_sticky_name,
 )
+from .fp8_peer import no_peer
 from .kernels import KernelFiles
 from .nvml import open_monitor
 from .python_calls import first_call
@@ -166,6 +167,9 @@ class GpuBackend:
                 results["verification"] = verification = self.runner.verify(case, request.seed)
             if request.timing is None or not verification.passed:
                 return Outcome(phase_s=phases, **results)
+            untimed = no_peer(case, self.runner.capability)  # cuBLAS has no GEMM of it to time against (#36)
+            if untimed:
+                return Outcome(phase_s=phases, untimed=untimed, **results)
             with phase("time"):
                 results["nvml_before"] = self.monitor.sample()
                 results["timing"] = self.timer.time_case(case, request.seed, request.timing, lambda: notify("time"))

@@ -9,12 +9,14 @@ from typing import Any
 import numpy as np
 
 from ..judge.accuracy import to_host
-from ..records.dtypes import DType, get_dtype
+from ..judge.scaled import draw_int8, draw_quantised, fp8_table
+from ..records.dtypes import FP8, DType, get_dtype
 from ..records.outcome import Fault
 from ..records.shapes import Shape
 from ..records.verdicts import Check
 from ..specs.cases import Case
 from ..specs.footprint import guard_layout
+from ..specs.scaling import Scales
 from ..specs.storage import Storage
 
 __all__ = [
@@ -214,6 +216,7 @@ def guarded(
     guards: bool = True,
     batch: int = 1,
     gap: bool = False,
+    ld: int | None = None,
 ) -> GuardedMatrix:
     """A guarded rows x cols buffer (storage order) holding ``fill``, or the NaN poison when it is None; for a
     ``batch``, that many, ``fill`` their rows one batch after the other, and ``gap``: guarded rows between them.
@@ -221,7 +224,7 @@ def guarded(
     Without ``guards`` the buffer is the matrix alone (with its ld padding), so that under compute-sanitizer
     an access past it reaches memory that is not allocated."""
     rows, cols = shape
-    layout = guard_layout(cols, dt.itemsize, padded, guards, rows=rows, batch=batch, gap=gap)
+    layout = guard_layout(cols, dt.itemsize, padded, guards, rows=rows, batch=batch, gap=gap, ld=ld)
     # Under compute-sanitizer (no guards) the buffer is built on the host and copied over once: its kernel filter
     # leaves CuPy's own fill and copy kernels uninstrumented, so initcheck would take what they wrote for unwritten
     # (every read of a padded matrix was "uninitialized"); a copy from the host it sees.
@@ -250,6 +253,10 @@ class CaseInputs:
     c0: np.ndarray | None
     storage: Storage
     batch: int = 1
+    #: an FP8 case's grids of scales, logical (A's: M-blocks x K-blocks; B's: K-blocks x N-blocks), as the kernel
+    #: gets them (float32, or UE8M0 bytes); None for a case without scales (#36 item 2)
+    scale_a: np.ndarray | None = None
+    scale_b: np.ndarray | None = None
 
     def stored(self, x: np.ndarray, operand: str) -> np.ndarray:
         """``x``, logical operand ``operand`` (stacked), in the kernel's storage order (an operand stored transposed
@@ -273,7 +280,7 @@ def case_inputs(case: Case, seed: int) -> CaseInputs:
     its timing rather than drawn again (what drawing them twice cost: docs/measurements.md#drawing-the-inputs).
     """
     out = case.spec.output_dtype(case.dtype)
-    key = (case.dtype, out, case.shape, case.c_prior, case.storage, seed)
+    key = (case.dtype, out, case.shape, case.c_prior, case.storage, seed, case.spec.scales)
     data = _INPUTS.pop(key, None) or _draw(*key)
     _INPUTS[key] = data  # the most recently used last
     while len(_INPUTS) > _INPUTS_KEPT or (len(_INPUTS) > 1 and sum(map(_nbytes, _INPUTS.values())) > _INPUTS_BYTES):
@@ -287,13 +294,24 @@ _INPUTS_BYTES = 1 << 30
 
 
 def _nbytes(data: CaseInputs) -> int:
-    return data.a.nbytes + data.b.nbytes + (0 if data.c0 is None else data.c0.nbytes)
+    return data.a.nbytes + data.b.nbytes + (0 if data.c0 is None else data.c0.nbytes)  # scales: a few KB
 
 
-def _draw(dtype: str, out: str, shape: Shape, c_prior: bool, storage: Storage, seed: int) -> CaseInputs:
+def _draw(
+    dtype: str, out: str, shape: Shape, c_prior: bool, storage: Storage, seed: int, scales: Scales | None
+) -> CaseInputs:
     dt, odt = get_dtype(dtype), get_dtype(out)
     rng = np.random.default_rng(seed)
     m, n, k, batch = shape.M, shape.N, shape.K, shape.batch
+    if scales is not None:  # FP8 (#36): quantised block by block, with the grids of scales; no C0 (beta = 0)
+        (a, sa), (b, sb) = (draw_quantised(rng, op, shape, dtype, scales) for op in "AB")
+        for x in (a, b, sa, sb):
+            x.flags.writeable = False
+        return CaseInputs(a, b, None, storage, batch, sa, sb)
+    if dtype == "int8":
+        a, b = draw_int8(rng, batch * m, k), draw_int8(rng, batch * k, n)
+        a.flags.writeable = b.flags.writeable = False
+        return CaseInputs(a, b, None, storage, batch)
     a = random_matrix(rng, (batch * m, k), np_dtype(dt))
     b = random_matrix(rng, (batch * k, n), np_dtype(dt))
     c0 = random_matrix(rng, (batch * m, n), np_dtype(odt)) if c_prior else None
@@ -304,10 +322,12 @@ def _draw(dtype: str, out: str, shape: Shape, c_prior: bool, storage: Storage, s
 
 
 def np_dtype(dt: DType) -> np.dtype:
-    if dt.storage == "bfloat16":
+    """The host type of ``dt``'s elements (bf16 and FP8 from ml_dtypes; CuPy has none of them, so the device holds
+    their bits)."""
+    if dt.storage == "bfloat16" or dt.storage.startswith("float8"):
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(getattr(ml_dtypes, dt.storage))
     return np.dtype(dt.storage)
 
 
@@ -324,12 +344,14 @@ def upload_bits(cp: Any, host: np.ndarray) -> Any:
 def bits_to_float64(xp: Any, bits: Any, dt: DType) -> Any:
     if dt.name == "bf16":
         return _bf16_bits_to(xp, bits, xp.float64)
+    if dt.name in FP8:  # each byte's value from the format's table (no CuPy type for it)
+        return xp.asarray(fp8_table(dt.name))[bits]
     contiguous = bits if bits.flags.c_contiguous else xp.ascontiguousarray(bits)
     return contiguous.view(np_dtype(dt)).astype(xp.float64)
 
 
 def uint_type(xp: Any, itemsize: int) -> Any:
-    return {2: xp.uint16, 4: xp.uint32, 8: xp.uint64}[itemsize]
+    return {1: xp.uint8, 2: xp.uint16, 4: xp.uint32, 8: xp.uint64}[itemsize]
 
 
 def random_matrix(rng: np.random.Generator, shape: tuple[int, int], storage: np.dtype) -> np.ndarray:

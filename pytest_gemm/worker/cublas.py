@@ -34,9 +34,9 @@ __all__ = [
 ]
 
 #: cudaDataType of each dtype's elements (tf32 is stored as fp32)
-_CUDA_TYPE = {"fp32": 0, "tf32": 0, "fp64": 1, "fp16": 2, "bf16": 14}
+_CUDA_TYPE = {"fp32": 0, "tf32": 0, "fp64": 1, "fp16": 2, "bf16": 14, "int8": 3, "int32": 10}
 #: cublasComputeType_t
-_COMPUTE_16F, _COMPUTE_32F, _COMPUTE_64F, _COMPUTE_32F_FAST_TF32 = 64, 68, 70, 77
+_COMPUTE_16F, _COMPUTE_32F, _COMPUTE_64F, _COMPUTE_32F_FAST_TF32, _COMPUTE_32I = 64, 68, 70, 77, 72
 _OP_N, _OP_T = 0, 1
 _GEMM_DEFAULT = -1
 
@@ -45,14 +45,14 @@ def compute_type(dtype: str, accumulate: str | None) -> int:
     """cuBLAS's compute type for a kernel of ``dtype`` that declares ``accumulate``."""
     if accumulate == "fp16":
         return _COMPUTE_16F
-    return {"fp64": _COMPUTE_64F, "tf32": _COMPUTE_32F_FAST_TF32}.get(dtype, _COMPUTE_32F)
+    return {"fp64": _COMPUTE_64F, "tf32": _COMPUTE_32F_FAST_TF32, "int8": _COMPUTE_32I}.get(dtype, _COMPUTE_32F)
 
 
 def scalar_type(dtype: str, accumulate: str | None) -> type:
     """The host type of alpha and beta that cuBLAS reads for this compute type."""
     if accumulate == "fp16":
         return np.float16
-    return np.float64 if dtype == "fp64" else np.float32
+    return {"fp64": np.float64, "int8": np.int32}.get(dtype, np.float32)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from ..compiler.nvrtc import compile_kernel
 from ..judge.accuracy import Truth, count_changed
 from ..judge.causes import outside_cells
 from ..records.dtypes import DType, get_dtype
-from ..records.outcome import ErrorStats, Fault, Verification, cuda_version
+from ..records.outcome import ErrorStats, Fault, Verification
 from ..records.verdicts import Check
 from ..specs.archs import arch_runs_on
 from ..specs.cases import Case, launch_geometry, precision
@@ -39,9 +39,11 @@ from .buffers import (
 )
 from .cublas import gemm_runner, peer_output
 from .diagnose import determinism_fault, trace, which_misreading
-from .environment import cupy_environment
+from .environment import cupy_environment, device_facts
 from .errors import DeviceUnavailable, LaunchRefused
+from .fp8_peer import fp8_runner, no_peer
 from .python_calls import python_launcher
+from .scaled import ScaledCase, scaled_case
 from .tma import operand_map, parameter_sizes
 
 __all__ = ["GpuRunner", "device_name", "open_device"]
@@ -103,6 +105,7 @@ class GpuRunner:
         self.compiles = {"nvrtc": 0, "cache": 0}  # kernels this worker compiled, and found compiled
         self._tensor_maps: dict[tuple, np.ndarray] = {}
         self._cublas: int | None = None  # a cuBLAS handle for the peer and the timed reference, made on first use
+        self.scaled: ScaledCase | None = None  # the current FP8 case's grids of scales (made with its A, #36)
         # runs a Python kernel's launch and says on which other streams it put work, or why it cannot (the timer's)
         self.stream_check: Callable[[Callable[[], None]], tuple[int, ...] | str] | None = None
         attribute = cupy.cuda.runtime.deviceGetAttribute
@@ -122,28 +125,7 @@ class GpuRunner:
 
     def facts(self) -> dict[str, Any]:
         """What CUDA and CuPy say about this device and its software (NVML adds the rest)."""
-        cp = self.cp
-        from cupy_backends.cuda.libs import cublas
-
-        handle = cublas.create()
-        try:
-            cublas_version = cublas.getVersion(handle)
-        finally:
-            cublas.destroy(handle)
-        runtime = cp.cuda.runtime.runtimeGetVersion()
-        driver = cp.cuda.runtime.driverGetVersion()
-        return {
-            "name": self.name,
-            "compute_capability": f"{self.capability[0]}.{self.capability[1]}",
-            "sm_count": self.sm_count,
-            "l2_bytes": self.l2_bytes,
-            "cuda_max_sm_clock_mhz": self.max_clock_mhz,
-            "pci_bus_id": self.pci_bus_id,
-            "cuda_driver_api_version": cuda_version(driver),
-            "cuda_runtime_version": cuda_version(runtime),
-            "cupy_version": cp.__version__,
-            "cublas_version": f"{cublas_version // 10000}.{cublas_version % 10000 // 100}.{cublas_version % 100}",
-        }
+        return device_facts(self)
 
     # -- kernels ---------------------------------------------------------------------------------
     def load(self, case: Case, path: str) -> None:
@@ -211,7 +193,10 @@ class GpuRunner:
 
     # -- buffers ---------------------------------------------------------------------------------
     def guarded_input(self, case: Case, name: str, data: CaseInputs) -> GuardedMatrix:
-        """Operand ``name`` ("A" or "B") of the case in a fresh guarded buffer."""
+        """Operand ``name`` ("A" or "B") of the case in a fresh guarded buffer; with A, an FP8 case's grids of scales in
+        fresh ones too (:attr:`scaled`, which every launch of the case reads)."""
+        if name == "A":
+            self.scaled = scaled_case(self.cp, case, data, self.guards)
         return self._guarded(case, name, get_dtype(case.dtype), data.stored(data.a if name == "A" else data.b, name))
 
     def guarded_output(self, case: Case, data: CaseInputs, fill: np.ndarray | None) -> GuardedMatrix:
@@ -248,6 +233,7 @@ class GpuRunner:
             if strays is not None:
                 c_faults = where_landed(c_faults, strays, gc.rows, gc.cols, c_transposed)
             faults = ga.guard_faults(cp, "A") + gb.guard_faults(cp, "B") + c_faults
+            faults += self.scaled.faults(cp) if self.scaled else []
             for name, g, bits in (("A", ga, a_bits), ("B", gb, b_bits)):
                 changed = count_changed(cp, bits, data.logical(g.matrix(bits.dtype), name))
                 if changed:
@@ -294,8 +280,13 @@ class GpuRunner:
         cp = self.cp
         dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
         a64, b64 = bits_to_float64(cp, a_bits, dt), bits_to_float64(cp, b_bits, dt)
+        if case.spec.scales is not None:  # FP8: the product of exactly the dequantised operands (#36 item 3)
+            assert self.scaled is not None and self.scaled.case is case
+            a64, b64 = self.scaled.dequantised(cp, "A", a64), self.scaled.dequantised(cp, "B", b64)
         c064 = None if c0_bits is None else bits_to_float64(cp, c0_bits, out)
-        return Truth.of(cp, a64, b64, c064, case.ab.alpha, case.ab.beta, out, case.shape.batch)
+        truth = Truth.of(cp, a64, b64, c064, case.ab.alpha, case.ab.beta, out, case.shape.batch)
+        truth.figures = dt.exact or case.spec.scales is not None  # the peers' calc_diff and cosine too (#36)
+        return truth
 
     def output(self, case: Case, gc: GuardedMatrix, data: CaseInputs, c0_bits: Any) -> tuple[Any, Any]:
         """C (logical order, float64), and where it still holds, bit for bit, what it started as."""
@@ -368,6 +359,10 @@ class GpuRunner:
             "ldb": size(gb.ld),
             "ldc": size(gc.ld),
         }
+        if self.scaled is not None and self.scaled.case is case:  # an FP8 kernel's scales (#36)
+            grids = self.scaled.grids
+            values.update(scale_a=grids["A"].pointer(), scale_b=grids["B"].pointer())
+            values.update(ld_scale_a=size(grids["A"].ld), ld_scale_b=size(grids["B"].ld))
         for arg, (operand, g, gdt) in zip(MAP_ARGS, (("A", ga, dt), ("B", gb, dt), ("C", gc, out))):
             if arg in spec.args:
                 values[arg] = self._tensor_map(case, operand, g, gdt)
@@ -381,9 +376,11 @@ class GpuRunner:
             self._tensor_maps.clear()
         return operand_map(self._tensor_maps, case, operand, g, dt)
 
-    def peer(self, case: Case, data: CaseInputs, truth: Truth, bits: tuple[Any, Any, Any]) -> ErrorStats:
+    def peer(self, case: Case, data: CaseInputs, truth: Truth, bits: tuple[Any, Any, Any]) -> ErrorStats | None:
         """cuBLAS on the kernel's work (:func:`.cublas.peer_output`), judged by the same bound."""
         dt, out = precision(case)
+        if no_peer(case, self.capability):  # no GEMM of cuBLAS's to compare with (#36)
+            return None
         result = peer_output(self.cp, self.cublas_gemm(case, dt, out), data, bits, case.shape, out)
         return truth.judge(self.cp, result, case.shape.K, dt, out)
 
@@ -391,6 +388,9 @@ class GpuRunner:
         """cuBLAS's GEMM of this case (:func:`.cublas.gemm_runner`), on this runner's stream."""
         from cupy_backends.cuda.libs import cublas
 
+        if case.spec.scales is not None:  # FP8: cuBLASLt's, through torch, on this runner's stream (#36)
+            assert self.scaled is not None and self.scaled.case is case
+            return fp8_runner(self.cp, case, self.scaled, out, self.index, self.stream.ptr)
         if self._cublas is None:
             self._cublas = cublas.create()
         cublas.setStream(self._cublas, self.stream.ptr)

@@ -16,7 +16,8 @@ import numpy as np
 from ..judge.accuracy import Truth
 from ..judge.causes import Evidence, causes_of, error_map, error_sources, some
 from ..judge.misread import may_be_misread, misreading
-from ..records.dtypes import get_dtype
+from ..judge.scale_misread import int_candidates, scale_candidates
+from ..records.dtypes import FP8, get_dtype
 from ..records.outcome import ErrorMap, ErrorSource, ErrorStats, Fault, Misread
 from ..records.shapes import Shape
 from ..records.verdicts import Check
@@ -31,6 +32,7 @@ class GpuRunner(Protocol):
 
     cp: Any
     sm_count: int
+    scaled: Any  # an FP8 case's grids of scales (:class:`~.scaled.ScaledCase`), or None
 
     def guarded_input(self, case: Case, name: str, data: CaseInputs) -> GuardedMatrix: ...
     def guarded_output(self, case: Case, data: CaseInputs, fill: np.ndarray | None) -> GuardedMatrix: ...
@@ -134,6 +136,8 @@ def _rerun(
     gb = runner.guarded_input(case, "B", data)
     gc = runner.guarded_output(case, data, data.stored(c0, "C"))
     regions = {**ga.regions("A"), **gb.regions("B"), **gc.regions("C")}
+    if runner.scaled is not None:  # an FP8 kernel's grids of scales, made with its A (#36)
+        regions |= {**runner.scaled.grids["A"].regions("scale_a"), **runner.scaled.grids["B"].regions("scale_b")}
     if nan_regions is not None:
         for region, view in regions.items():
             if region not in nan_regions:
@@ -168,14 +172,27 @@ def which_misreading(
     (:func:`~pytest_gemm.judge.misread.misreading`), from the data in hand (``bits``: A, B and the prior C as
     uploaded; no launch). A diagnosis only: where the GPU's memory cannot hold its candidates, the output is judged
     without it (None), never failed for it."""
-    if not may_be_misread(stats, case.shape.batch):
+    scaled = runner.scaled if case.spec.scales is not None else None
+    written_nan = stats.nonfinite - stats.unwritten  # FP8 read as the other format writes NaN, not its poison
+    unreadable = scaled is not None and 2 * written_nan > stats.total
+    if not may_be_misread(stats, case.shape.batch) and not unreadable:
         return None
     cp, (dt, out), inputs = runner.cp, precision(case), get_dtype(case.dtype)
     a_bits, b_bits, c0_bits = bits
     try:
         a64, b64 = bits_to_float64(cp, a_bits, inputs), bits_to_float64(cp, b_bits, inputs)
         c064 = None if c0_bits is None else bits_to_float64(cp, c0_bits, out)
-        return misreading(cp, got, a64, b64, c064, case.ab.alpha, case.ab.beta, data.storage, dt, out, truth)
+        extra: Any = ()
+        if scaled is not None:  # #36 item 5: the scales' and the format's slips, then the readings of exact values
+            other = get_dtype(next(f for f in FP8 if f != inputs.name))
+            others = bits_to_float64(cp, a_bits, other), bits_to_float64(cp, b_bits, other)
+            grids = scaled.values(cp, "A"), scaled.values(cp, "B")
+            extra = scale_candidates(cp, (a64, b64), grids, scaled.scales, case.shape, others)
+            a64, b64 = scaled.dequantised(cp, "A", a64), scaled.dequantised(cp, "B", b64)
+        elif inputs.exact:
+            extra = int_candidates(cp, truth.value, truth.gscale)
+        args = (case.ab.alpha, case.ab.beta, data.storage, dt, out, truth)
+        return misreading(cp, got, a64, b64, c064, *args, extra=extra)
     except Exception as exc:
         if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":  # CuPy's is not a MemoryError
             return None

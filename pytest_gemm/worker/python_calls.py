@@ -10,11 +10,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..records.dtypes import DType, get_dtype
+from ..records.dtypes import FP8, DType, get_dtype
 from ..specs.cases import Case
 from ..specs.spec import ARRAYS, KernelFileError, KernelSpec
 from .buffers import GuardedMatrix, case_inputs, np_dtype, uint_type
 from .errors import guarded_call
+from .scaled import scale_dtype
 
 __all__ = ["autotune_choices", "first_call", "python_launcher"]
 
@@ -35,13 +36,16 @@ def python_launcher(
     out = get_dtype(spec.output_dtype(case.dtype))
     torch = spec.arrays == "torch"  # torch takes bf16 as its bits (CuPy has no type for it)
     operands = tuple(zip("ABC", matrices, (dt, dt, out)))
-    views = [g.matrix(uint_type(cp, t.itemsize) if torch and t.name == "bf16" else np_dtype(t)) for _, g, t in operands]
+    views = [g.matrix(uint_type(cp, t.itemsize) if _as_bits(t, torch) else np_dtype(t)) for _, g, t in operands]
     views = [v.swapaxes(-1, -2) if case.storage.transposed(op) else v for (op, _, _), v in zip(operands, views)]
+    dtypes = [t for *_, t in operands]
+    if runner.scaled is not None and runner.scaled.case is case:  # an FP8 kernel's grids of scales, logical (#36)
+        views += [runner.scaled.logical_view(cp, op) for op in "AB"]
+        dtypes += [scale_dtype(runner.scaled.scales)] * 2
     cuda_errors = (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)
     params = case.variant.as_dict()
     scalars = (case.ab.alpha, case.ab.beta) if spec.has_alpha_beta else ()  # alpha_beta=False: C = A B only
     if torch:
-        dtypes = [t for *_, t in operands]
         stream, device, where = runner.stream.ptr, runner.index, (path, spec.path, cuda_errors)
         return torch_launcher(spec, fn, views, dtypes, stream, device, scalars, params, where)
     return lambda: guarded_call(lambda: fn(*views, *scalars, **params), path, spec.path, cuda_errors)
@@ -92,11 +96,21 @@ def torch_launcher(
     return lambda: guarded_call(call, path, shown, cuda_errors)
 
 
+#: the dtypes CuPy has no type for: its arrays hold their bits, and torch's tensors are viewed as the type of the
+#: dtype's storage name (torch and ml_dtypes name them alike)
+_BITS = ("bf16", *FP8, "ue8m0")
+
+
+def _as_bits(dt: DType, torch: bool) -> bool:
+    """Whether a view of ``dt`` holds its bits: FP8 always (CuPy's arrays of it are uint8), bf16 for torch."""
+    return dt.name in _BITS and (torch or dt.name != "bf16")
+
+
 def _tensor(torch: Any, view: Any, dt: DType) -> Any:
-    """A torch tensor on ``view``'s memory, with its shape and strides: bf16, which CuPy has no type for, arrives as its
-    bits (uint16) and is viewed as torch's bfloat16."""
+    """A torch tensor on ``view``'s memory, with its shape and strides: bf16, FP8 and UE8M0, which CuPy has no type for,
+    arrive as their bits and are viewed as torch's type."""
     tensor = torch.from_dlpack(view)
-    return tensor.view(torch.bfloat16) if dt.name == "bf16" else tensor
+    return tensor.view(getattr(torch, dt.storage)) if dt.name in _BITS else tensor
 
 
 def autotune_choices(fn: Callable[..., Any], call: Callable[[], object]) -> tuple[str, ...]:

@@ -17,7 +17,16 @@ from .errors import LaunchRefused
 __all__ = ["encode_tensor_map", "operand_map", "parameter_sizes"]
 
 # CUtensorMapDataType by storage type, and the other cuTensorMapEncodeTiled choices the harness makes
-_TMA_DATA_TYPES = {"float16": 6, "float32": 7, "float64": 8, "bfloat16": 9}
+_TMA_DATA_TYPES = {
+    "float16": 6,
+    "float32": 7,
+    "float64": 8,
+    "bfloat16": 9,
+    "float8_e4m3fn": 0,
+    "float8_e5m2": 0,
+    "int8": 0,
+    "int32": 3,
+}
 _TMA_SWIZZLE_MODES = {0: 0, 32: 1, 64: 2, 128: 3}
 _TMA_L2_PROMOTION_128B = 2
 _TMA_OOB_FILL_ZEROS = 0
