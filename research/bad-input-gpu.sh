@@ -4,11 +4,9 @@
 # Usage: research/bad-input-gpu.sh OUTDIR   (from the repo root, after `pip install -e .`)
 set -uo pipefail
 out="$1"
-mkdir -p "$out"
 sum="$out/bad-input-gpu.txt"
-: >"$sum"
 . "$(dirname "$0")/step.sh"
-p=(python3 -m pytest -p no:cacheprovider -p no:randomly -rfEs)
+: >"$sum"  # a fresh summary each run
 naive=kernels/01_naive.cu
 # row 2: buffers past the GPU's memory fail before anything is allocated, with the numbers
 step too-big 300 "does not fit|needs at least|GB" "${p[@]}" --gemm-kernels $naive --gemm-shapes 100000x100000x100000 \

@@ -10,11 +10,8 @@
 set -uo pipefail
 out="$1"
 parts="${2:-orders,batched,sweep,step12,step12-time}"
-mkdir -p "$out"
 sum="$out/reach-gpu.txt"
-touch "$sum"
 . "$(dirname "$0")/step.sh"
-p=(python3 -m pytest -p no:cacheprovider -p no:randomly -rfEs)
 sweep_pattern="sweep:|passed|failed|Error"
 # The correctness steps share the GPU: the sweep runs beside the others (none of them is timed); timing runs alone.
 if want sweep; then

@@ -1,6 +1,10 @@
 # Sourced by research/*-gpu.sh: `step NAME SECONDS PATTERN COMMAND...` runs COMMAND under a time limit, its output in
 # $out/NAME.log, and appends to $sum its exit code, wall time, the command and the lines that match PATTERN;
-# `want PART` says whether PART is among the script's comma-separated $parts.
+# `want PART` says whether PART is among the script's comma-separated $parts. Sourcing it makes the folder $out and
+# the summary $sum (set them first), and `p`, the pytest command every step runs.
+mkdir -p "$out"
+touch "$sum"
+p=(python3 -m pytest -p no:cacheprovider -p no:randomly -rfEs)
 want() { [[ ",$parts," == *",$1,"* ]]; }
 step() {
     local name=$1 limit=$2 pattern=$3; shift 3

@@ -10,11 +10,8 @@
 set -uo pipefail
 out="$1"
 parts="${2:-tests,tutorial,thirdparty}"
-mkdir -p "$out"
 sum="$out/torch-gpu.txt"
-touch "$sum"
 . "$(dirname "$0")/step.sh"
-p=(python3 -m pytest -p no:cacheprovider -p no:randomly -rfEs)
 want tests && step tests 300 "passed|failed|FAILED|Error" "${p[@]}" tests/test_gpu_torch.py -q
 want tutorial && step tutorial 300 "passed|failed|FAILED|Error" "${p[@]}" -q -m gpu \
     --gemm-kernels tests/kernels_torch/triton_matmul.py -k "not (past_a or own_stream or tf32 or no_beta)" \

@@ -13,6 +13,7 @@ from conftest import ROOT, failure_section, outcomes_in, requires_gpu, run_kerne
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
 SHAPES = "256,384x256x640,1000x520x700,64x64x9,1x512x256"
+KERNELS = ROOT / "tests" / "kernels_fp8"
 
 
 @pytest.fixture(scope="module")
@@ -20,15 +21,15 @@ def correct_run(tmp_path_factory):
     pytest.importorskip("torch", reason="cuBLASLt's FP8 GEMM, the peer, is reached through torch")
     work = tmp_path_factory.mktemp("fp8")
     files = ("fp8_naive.cu", "int8_naive.cu", "torch_scaled.py")
-    return run_kernel_files(work, ROOT / "tests" / "kernels_fp8", files, "--gemm-shapes", SHAPES, "-vv")
+    return run_kernel_files(work, KERNELS, files, "--gemm-shapes", SHAPES, "-vv", "-k", "not fault")
 
 
 @pytest.fixture(scope="module")
 def faults_run(tmp_path_factory):
     pytest.importorskip("torch", reason="cuBLASLt's FP8 GEMM, the peer, is reached through torch")
     work = tmp_path_factory.mktemp("fp8_faults")
-    files = ("fp8_faults.cu", "int8_overflow.cu")
-    return run_kernel_files(work, ROOT / "tests" / "kernels_fp8_faults", files, "--gemm-shapes", "512x512x512")
+    files = ("fp8_naive.cu", "int8_naive.cu")  # their fault kernels: the plain ones with a bug each
+    return run_kernel_files(work, KERNELS, files, "--gemm-shapes", "512x512x512", "-k", "fault")
 
 
 def test_correct_fp8_and_int8_kernels_pass_in_every_scaling_mode(correct_run):
@@ -53,11 +54,11 @@ def test_fp8_and_int8_cases_are_timed_against_cublas(correct_run):
 @pytest.mark.parametrize(
     ("test", "said"),
     [
-        ("fp8_wrong_granularity[fp8_e4m3-512x512x512]", "matches A's scales applied at 128 x 128 blocks"),
-        ("fp8_transposed_scales[fp8_e4m3-512x512x512]", "matches B's grid of scales read in its other order"),
-        ("fp8_scales_ignored[fp8_e4m3-512x512x512]", "matches the scales ignored"),
-        ("fp8_e5m2_as_e4m3[fp8_e4m3-512x512x512]", "matches A and B read as fp8_e5m2, the other FP8 format"),
-        ("int8_overflow[int8-512x512x512]", "matches the sums accumulated in 16 bits"),
+        ("fp8_fault[FAULT1-fp8_e4m3-512x512x512]", "matches A's scales applied at 128 x 128 blocks"),  # granularity
+        ("fp8_fault[FAULT2-fp8_e4m3-512x512x512]", "matches B's grid of scales read in its other order"),  # transposed
+        ("fp8_fault[FAULT3-fp8_e4m3-512x512x512]", "matches the scales ignored"),
+        ("fp8_fault[FAULT4-fp8_e4m3-512x512x512]", "matches A and B read as fp8_e5m2, the other FP8 format"),
+        ("int8_fault_overflow[int8-512x512x512]", "matches the sums accumulated in 16 bits"),
     ],
 )
 def test_each_fault_is_named(faults_run, test, said):
@@ -68,7 +69,7 @@ def test_each_fault_is_named(faults_run, test, said):
 
 def test_a_read_past_a_grid_of_scales_is_traced_to_it(faults_run):
     """The last K block's scales read one past A's grid: NaN from its guard, traced there."""
-    test = "fp8_scales_past_the_grid[fp8_e4m3-512x512x512]"
+    test = "fp8_fault[FAULT5-fp8_e4m3-512x512x512]"
     assert outcomes_in(faults_run).get(test) == "FAILED", faults_run[-4000:]
     section = failure_section(faults_run, test)
     assert "reads past the end of scale_a" in section, section

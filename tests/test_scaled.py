@@ -93,7 +93,7 @@ def _named(scales: Scales, shape: Shape, got: np.ndarray, values, grids, exact, 
     truth = Truth.of(np, *exact, None, 1.0, 0.0, get_dtype("bf16"))
     stats = truth.judge(np, got, shape.K, get_dtype("fp8_e4m3"), get_dtype("bf16"))
     assert not stats.passed
-    extra = scale_candidates(np, values, grids, scales, shape, other)
+    extra = scale_candidates(np, values, grids, tuple(exact), scales, shape, other)
     return misreading(np, got, *exact, None, 1.0, 0.0, Storage(), get_dtype("fp8_e4m3"), get_dtype("bf16"), truth,
                       extra=extra)  # fmt: skip
 
@@ -126,7 +126,7 @@ def test_e5m2_data_read_as_e4m3_is_named():
     assert all(np.isfinite(r).all() for r in read)  # e5m2 bytes are all finite as e4m3
     got = _bf16(dequantised(np, read[0], grids[0], (1, 128)) @ dequantised(np, read[1], grids[1], (128, 128)))
     truth = Truth.of(np, *exact, None, 1.0, 0.0, get_dtype("bf16"))
-    extra = scale_candidates(np, values, grids, scales, shape, tuple(read))
+    extra = scale_candidates(np, values, grids, tuple(exact), scales, shape, tuple(read))
     found = misreading(np, got, *exact, None, 1.0, 0.0, Storage(), get_dtype("fp8_e5m2"), get_dtype("bf16"), truth,
                        extra=extra)  # fmt: skip
     assert found is not None and found.kind == Misreading.OTHER_FP8

@@ -55,16 +55,16 @@ def scale_candidates(
     xp: Any,
     values: tuple[Any, Any],
     grids: tuple[Any, Any],
+    exact: tuple[Any, Any],
     scales: Scales,
     shape: Shape,
     other: tuple[Any, Any] | None = None,
 ) -> Iterator[tuple[Misreading, str, Any, Any]]:
     """Each misreading of an FP8 case's scales or data that applies: (its word, the block a slip reads at, the C it
     gives, the scale G of its bound). ``values`` are A's and B's FP8 elements as float64 (logical, unscaled),
-    ``grids`` their scales (float64, logical), ``other`` the elements read as the other FP8 format (NaN where a byte
-    is NaN there; None: not tried)."""
+    ``grids`` their scales (float64, logical), ``exact`` the operands dequantised (the truth's), ``other`` the
+    elements read as the other FP8 format (NaN where a byte is NaN there; None: not tried)."""
     (qa, qb), blocks = values, [scales.block(op, shape) for op in "AB"]
-    exact = [dequantised(xp, q, g, b) for q, g, b in zip(values, grids, blocks)]
 
     def product(x: Any, y: Any) -> tuple[Any, Any]:
         return x @ y, xp.abs(x) @ xp.abs(y)

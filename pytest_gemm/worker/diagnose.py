@@ -187,8 +187,9 @@ def which_misreading(
             other = get_dtype(next(f for f in FP8 if f != inputs.name))
             others = bits_to_float64(cp, a_bits, other), bits_to_float64(cp, b_bits, other)
             grids = scaled.values(cp, "A"), scaled.values(cp, "B")
-            extra = scale_candidates(cp, (a64, b64), grids, scaled.scales, case.shape, others)
-            a64, b64 = scaled.dequantised(cp, "A", a64), scaled.dequantised(cp, "B", b64)
+            exact = scaled.dequantised(cp, "A", a64), scaled.dequantised(cp, "B", b64)
+            extra = scale_candidates(cp, (a64, b64), grids, exact, scaled.scales, case.shape, others)
+            a64, b64 = exact
         elif inputs.exact:
             extra = int_candidates(cp, truth.value, truth.gscale)
         args = (case.ab.alpha, case.ab.beta, data.storage, dt, out, truth)

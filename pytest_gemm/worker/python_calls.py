@@ -40,7 +40,7 @@ def python_launcher(
     views = [v.swapaxes(-1, -2) if case.storage.transposed(op) else v for (op, _, _), v in zip(operands, views)]
     dtypes = [t for *_, t in operands]
     if runner.scaled is not None and runner.scaled.case is case:  # an FP8 kernel's grids of scales, logical (#36)
-        views += [runner.scaled.logical_view(cp, op) for op in "AB"]
+        views += [runner.scaled.logical_view(op) for op in "AB"]
         dtypes += [scale_dtype(runner.scaled.scales)] * 2
     cuda_errors = (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)
     params = case.variant.as_dict()

@@ -52,14 +52,14 @@ class ScaledCase:
         """``x64`` (the operand's FP8 elements as float64, logical) times its scales: its exact values."""
         return dequantised(cp, x64, self.values(cp, operand), self.scales.block(operand, self.case.shape))
 
-    def stored_view(self, cp: Any, operand: str) -> Any:
+    def stored_view(self, operand: str) -> Any:
         """The kernel's grid as it lies in its buffer (stored order, without the rows' padding), in its own type."""
         g, dt = self.grids[operand], scale_dtype(self.scales)
         return g.matrix(np.float32 if dt.name == "fp32" else np.uint8)  # UE8M0: its bytes (CuPy has no type for it)
 
-    def logical_view(self, cp: Any, operand: str) -> Any:
+    def logical_view(self, operand: str) -> Any:
         """The kernel's grid seen in logical order (a view): what a Python kernel is given."""
-        view = self.stored_view(cp, operand)
+        view = self.stored_view(operand)
         return view.T if self.scales.transposed(operand) else view
 
     def faults(self, cp: Any) -> list[Fault]:
@@ -68,7 +68,7 @@ class ScaledCase:
         for op, arg in (("A", "scale_a"), ("B", "scale_b")):
             found += self.grids[op].guard_faults(cp, arg)
             stored = self.host(op).T if self.scales.transposed(op) else self.host(op)
-            changed = count_changed(cp, upload_bits(cp, stored), self.stored_view(cp, op))
+            changed = count_changed(cp, upload_bits(cp, stored), self.stored_view(op))
             if changed:
                 found.append(Fault(Check.INPUT_MODIFIED, f"{arg} (scales are inputs, read-only)", changed))
         return found

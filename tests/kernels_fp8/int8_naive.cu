@@ -21,3 +21,13 @@ dtypes = ["int8"]
 block = [16, 16]
 grid = ["(N + 15) // 16", "(M + 15) // 16"]
 */
+
+/* pytest-gemm
+name = "int8_fault_overflow"
+entry = "int8_gemm<1>"
+args = ["A", "B", "C", "M", "N", "K"]
+dtypes = ["int8"]
+block = [16, 16]
+grid = ["(N + 15) // 16", "(M + 15) // 16"]
+description = "accumulates in 16 bits: the overflow the harness must name (run with -k fault)"
+*/
