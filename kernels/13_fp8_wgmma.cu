@@ -3,11 +3,12 @@
 // Change from step 12 (bf16, B stored N x K, 128 x 256 tiles of wgmma m64n256k16 summing straight into fp32):
 // - Operands are e4m3 bytes: wgmma m64n128k32 e4m3 x e4m3 -> f32, A and B both K-major (FP8 wgmma reads B only
 //   K-major, which is why step 12 gained its N x K variant). A stage is 128 of K: a 128 x 128 box of A and a
-//   BN x 128 box of B, both 128-byte rows in the 128-byte swizzle, so the descriptors are step 12's with a k-step
-//   of 32 bytes (32 e4m3).
+//   BN x 128 box of B, both 128-byte rows in the 128-byte swizzle, so the descriptors are those of step 12's N x K
+//   kernels; a k-step is still 32 bytes, now 32 e4m3.
 // - Promotion every 128 of K (DeepGEMM's scheme): Hopper's FP8 MMA keeps about 13 bits of its running sum and
-//   truncates (measured in #36: docs/verification.md), so each stage's four wgmma sum into a fresh 64-register fp32
-//   tile, and once they are done each thread adds that tile times s_a[row] s_b[block] into its fp32 accumulators.
+//   truncates (measured in #36: docs/verification.md), so the four wgmma of a stage (of each half of it, below) sum
+//   into a fresh 64-register fp32 tile, and once they are done each thread adds that tile times s_a[row] s_b[block]
+//   into its fp32 accumulators.
 //   The stage's scales come with it: A's 128 (one a row of the tile, M-major in the grid, so contiguous) by a bulk
 //   copy on the stage's barrier, B's one per 128 columns read from global memory before the wait.
 // - BN = 256 (the default): each consumer warpgroup owns 64 x 256 as two 128-wide halves, one of B's scales each;
@@ -23,17 +24,17 @@
 // scales, through torch, in the same run; docs/data/h100-2026-11-26-step13.md): BN = 256 1083 TFLOP/s, 86.9% of
 // cuBLASLt (86.6-87.2% over the 6 runs), and 1048 TFLOP/s, 81.8% (81.7-82.5%), where cuBLASLt made 1228-1257 and
 // 1257-1298; step 12 made 752 (bf16) at 4096^3 (docs/results.md). BN = 128 in the same runs: 75.8% and 73.4%. On an H200 (2 runs of a
-// build differing only in how the epilogue's one-thread steps are written): BN = 256 97.9% and 94.6%, BN = 128 82.0%
-// and 78.5%. On the llm shapes (one run on each H100) BN = 256 makes 80.0-92.1% at M = 2048 and 4096, and 47% at
+// build differing only in how its one-thread steps, the TMA stores and the stage's release, are written): BN = 256
+// 97.9% and 94.6%, BN = 128 82.0% and 78.5%. On the llm shapes (one run on each H100) BN = 256 makes 80.0-92.1% at M = 2048 and 4096, and 47% at
 // M = 16 (16 of the 132 SMs get a tile).
 // What did not help (single runs, BN = 128, before BN = 256): two tiles of sums, so that a stage's wgmma run while
 // the previous stage's are promoted (H100: no faster at either size); issuing the next tile's first wgmma before the
 // epilogue (H200: no faster). Both were timed as built without ptxas's warnings that it serialised the wgmma (C7514,
-// C7518), which took loops where every path into a point has the same wgmma in flight. With BN = 256 neither fits in
-// the registers.
+// C7518), which took loops where every path into a point has the same wgmma in flight. With BN = 256 the first does
+// not fit in the registers (two tiles of sums beside 128 accumulators); the second was not tried.
 //
-// arch: sm_90a (wgmma, setmaxnreg). ptxas: 168 registers, no spills (the compile report); setmaxnreg gives the
-// consumers 232 and the producer 40.
+// arch: sm_90a (wgmma, setmaxnreg). ptxas: no spills (the compile report); its 168 registers are the launch bound's
+// cap for 384 threads, and setmaxnreg gives the consumers 232 and the producer 40.
 // requires: TMA's 16-byte row pitch: K % 16 for A and B (one byte an element), N % 8 for C (bf16); M may be
 // anything, and M, N and K tails are zero-filled by TMA and clipped by its stores. The header's align = 16 pads
 // each K block's row of A's scales to 16 bytes, as the bulk copy needs.
@@ -60,7 +61,8 @@ requires = ["K % 16 == 0", "N % 8 == 0"]
 #define BM 128
 #define BK 128                            // one block of scales per stage: a stage's sums are promoted at once
 #define HALVES (BN / 128)                 // 128-wide column blocks of a tile: one of B's scales each
-#define STAGES (4 - BN / 256)             // as many as fit beside the epilogue's buffer (shared_mem in the header)
+#define STAGES (4 - BN / 256)             // 3 for BN = 256, as many as fit beside the epilogue's buffer; 4 for 128
+                                          // (5 would fit; not measured). shared_mem in the header follows it
 #define BAND 16                           // tile rows per band of the tile order
 #define A_BYTES (BM * BK)                 // 16 KB: 128 rows of 128 e4m3 (128 bytes)
 #define B_BYTES (BN * BK)                 // BN rows of 128 k (B stored N x K): 16 KB a half
@@ -259,11 +261,11 @@ __global__ void __launch_bounds__(384, 1)
             if (t128 == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // last tile's boxes read
             consumer_barrier(consumer);
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int rl = warp * 16 + lane / 4 + half * 8;
+            for (int lower = 0; lower < 2; ++lower) {  // this thread's rows r_lo, then r_lo + 8
+                const int rl = warp * 16 + lane / 4 + lower * 8;
 #pragma unroll
                 for (int j = 0; j < BN / 8; ++j) {
-                    __nv_bfloat162 v = __floats2bfloat162_rn(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+                    __nv_bfloat162 v = __floats2bfloat162_rn(acc[4 * j + 2 * lower], acc[4 * j + 2 * lower + 1]);
                     const unsigned at = cbuf + (j / 8) * C_BOX_BYTES + rl * 128 + (((j % 8) ^ (rl % 8)) << 4) + 4 * (lane % 4);
                     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(*reinterpret_cast<unsigned*>(&v)) : "memory");
                 }

@@ -2,7 +2,7 @@
 # The bundled kernels' speed against cuBLAS (issue 18's tables): the default variant of steps 8, 10, 11 and 12 (step
 # 12 with B stored K x N and N x K: 'hgemm_wgmma_ws' selects hgemm_wgmma_ws_nxk_* too) and both variants of step 13
 # (FP8, against cuBLASLt's FP8 GEMM with the same block scales) at 4096^3 and 8192^3 (alpha 1, beta 0) in RUNS
-# separate pytest runs, then the tensor-core steps on the llm shapes once; research/kernel_speed.py prints the tables
+# separate pytest runs, then the tensor-core steps on the llm shapes LLM_RUNS times; research/kernel_speed.py prints the tables
 # from the saved benchmark JSON (tables.md: every shape; square.md: 4096^3 and 8192^3 side by side).
 # Usage: research/kernel-speed.sh OUT [RUNS (default 3)] [LLM_RUNS (default 1)]
 #   KERNELS: which kernel files (space-separated; default every step above), e.g. KERNELS=kernels/13_fp8_wgmma.cu
@@ -24,6 +24,7 @@ for i in $(seq 1 "$runs"); do
         >"$out/square-$i.log" 2>&1
     echo "square run $i: exit $?: $(tail -n 1 "$out/square-$i.log")"
 done
+[ ${#tensor_cores[@]} -eq 0 ] && llm_runs=0  # (an empty file list would make pytest take the ini's kernels/)
 for i in $(seq 1 "$llm_runs"); do
     python3 -m pytest -q -p no:randomly -p no:cacheprovider --gemm-kernels "${tensor_cores[@]}" --gemm-shapes llm \
         -k "($defaults) and not (a0.7b1.3 or a-1.5b0)" --benchmark-json "$out/llm-$i.json" >"$out/llm-$i.log" 2>&1

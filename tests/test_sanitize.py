@@ -60,6 +60,8 @@ def test_the_sanitizer_runs_on_the_first_edge_shape_a_kernels_rules_allow():
     assert (case.shape, case.dtype, case.ab.beta) == (Shape(67, 45, 37), "fp32", 0.0)
     square = next(s for s in parse_cu_file(BROKEN / "faults.cu") if s.name == "wrong_operand")  # M == N == K
     assert sanitize_case(square).shape == Shape(128, 128, 128)
+    (fp8,) = parse_cu_file(KERNELS / "13_fp8_wgmma.cu")  # K % 16: still tails in M, N and K
+    assert sanitize_case(fp8).shape == Shape(100, 104, 80)
     assert sanitize_case(naive, ["fp16"]) is None  # no selected dtype
 
 
