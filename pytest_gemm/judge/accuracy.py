@@ -17,7 +17,7 @@ judged"):
   themselves may be rounded before they are summed (CuPy's fp16 ``A @ B`` of a 1 x K and a K x 1 matrix is),
   ``u_out R / sqrt(3)`` in the rms, so ``4 u_out R`` is about seven of its standard deviations. ``|C*|`` alone
   failed CuPy's own ``alpha * (A @ B) + beta * C`` in fp16 by up to 770x where beta C0 cancels alpha A B. The
-  last two terms are the absolute rounding errors of the subnormal range (#34 item 6): C's roundings to its
+  last two terms are the absolute rounding errors of the subnormal range: C's roundings to its
   type's subnormal spacing (``tiny_out``, times (|alpha| + 1) / 2, or (|alpha| + 3) / 2 with beta:
   :func:`subnormal_floor`) and the accumulation's own (``acc_tiny``), from the dtypes; without them a correct
   fp16 GEMM failed at K = 1, where outputs near 1e-7 are fp16 subnormals;
@@ -74,7 +74,7 @@ MAX_TILES_LISTED = 8
 
 
 def matmul(x: Any, y: Any, batch: int = 1) -> Any:
-    """``x @ y``; for a batch (#34 item 3), of each pair of stacked matrices: x is (batch m) x k, y (batch k) x n,
+    """``x @ y``; for a batch, of each pair of stacked matrices: x is (batch m) x k, y (batch k) x n,
     and the product (batch m) x n, each batch's rows after the other's."""
     if batch == 1:
         return x @ y
@@ -292,7 +292,7 @@ class Truth:
     spread: float  # S, :func:`sum_scale`
     subnormal: float | None = None  # :func:`subnormal_floor` of the case's scalars
     batch: int = 1  # the matrices are a batch's, stacked (:func:`matmul`)
-    figures: bool = False  # judged outputs carry calc_diff and the cosine similarity (FP8 and INT8, #36)
+    figures: bool = False  # judged outputs carry calc_diff and the cosine similarity (FP8 and INT8)
 
     @classmethod
     def of(

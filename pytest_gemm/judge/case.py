@@ -39,7 +39,7 @@ LOW_PRECISION = 1e-2
 
 
 def findings(result: Verification) -> tuple[Finding, ...]:
-    """What is wrong with a verified output, most telling first: the misreading it matches (#34 item 7), the bitwise
+    """What is wrong with a verified output, most telling first: the misreading it matches, the bitwise
     checks, the traced sources of its wrong elements (or, untraced, its unwritten and non-finite ones), the normwise
     test, the wrong values."""
     k = result.kernel
@@ -109,7 +109,7 @@ def diagnose(case: Case, verification: Verification) -> Diagnosis:
 
 def _declared(case: Case) -> dict[str, Any]:
     """What the case's kernel header declares that changes its checks: its storage orders ('' when all are
-    row-major) and accumulation ('' for the default) too (#34 items 1 and 4)."""
+    row-major) and accumulation ('' for the default) too."""
     spec, storage = case.spec, case.storage
     return {
         "always_reads_c": spec.always_reads_c,
@@ -147,7 +147,7 @@ def _finite_ratio(stats: ErrorStats) -> float:
     return min(stats.max_ratio, 1.0) if stats.bad <= stats.nonfinite else stats.max_ratio
 
 
-#: the findings that come from the accuracy bound (#34 item 6), each with the ratio (of an output's statistics) it
+#: the findings that come from the accuracy bound, each with the ratio (of an output's statistics) it
 #: is measured by; where the peer fails the bound, it explains such a finding of the kernel's up to the peer's own
 #: ratio. Misreadings are not here (a misread output is wrong whatever the bound), nor faults, unwritten elements,
 #: guard reads or non-finite ones
@@ -159,17 +159,17 @@ BY_THE_BOUND: dict[ErrorCause | Check | Misreading, Callable[[ErrorStats], float
 
 
 def explained(finding: Finding, kernel: ErrorStats, peer: ErrorStats) -> bool:
-    """Whether a peer that fails the bound explains this finding of the kernel's output (#34 item 6): one of the
+    """Whether a peer that fails the bound explains this finding of the kernel's output: one of the
     bound's own, with the kernel's ratio no larger than the peer's (or than 1)."""
     ratio = BY_THE_BOUND.get(finding.kind)
     return ratio is not None and ratio(kernel) <= max(1.0, ratio(peer))
 
 
 def calibration(case: Case, v: Verification) -> CaseResult | None:
-    """The standing rule (#34 item 6): the peer is judged by the kernel's bound on every case, and where it fails,
-    the bound is wrong on this case: a calibration error, skipped, unless the kernel has findings the peer's failure
-    does not explain (errors beyond the peer's, a misreading, faults, ...), which fail it. None where the peer
-    passes (or there is none)."""
+    """The calibration rule (docs/verification.md#how-results-are-judged): the peer is judged by the kernel's bound on
+    every case, and where it fails, the bound is wrong on this case: a calibration error, skipped, unless the kernel
+    has findings the peer's failure does not explain (errors beyond the peer's, a misreading, faults, ...), which fail
+    it. None where the peer passes (or there is none)."""
     if v.peer is None or v.peer.passed:
         return None
     left = tuple(f for f in findings(v) if not explained(f, v.kernel, v.peer))
@@ -222,7 +222,7 @@ def judge_outcome(
     problems += record.suspicious
     if not problems:
         return CaseResult("passed", kind="case", margin=margin, timing=record)
-    if problems == [TimingProblem.REFERENCE_WRONG]:  # the standing rule (#34 item 6) on the timed launches too
+    if problems == [TimingProblem.REFERENCE_WRONG]:  # the calibration rule on the timed launches too
         diagnosis = Diagnosis(Verdict.CALIBRATION, **_scalars(case), seed=verification.seed,
                               problems=tuple(problems), kernel=run.last_output, peer=peer)  # fmt: skip
         return CaseResult("skipped", kind="case", diagnosis=diagnosis, margin=margin, timing=record)

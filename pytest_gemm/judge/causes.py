@@ -45,7 +45,7 @@ class Evidence:
 
 
 _GUARDS = {"A": ErrorCause.GUARD_A, "B": ErrorCause.GUARD_B, "C": ErrorCause.GUARD_C}
-_GUARDS |= {"scale_a": ErrorCause.GUARD_SCALES, "scale_b": ErrorCause.GUARD_SCALES}  # an FP8 kernel's grids (#36)
+_GUARDS |= {"scale_a": ErrorCause.GUARD_SCALES, "scale_b": ErrorCause.GUARD_SCALES}  # an FP8 kernel's grids
 
 
 def guard_cause(region: str) -> ErrorCause:

@@ -1,4 +1,4 @@
-"""The figures FP8 and INT8 peers report beside a bound (#36 item 3), so that results compare with theirs: DeepGEMM's
+"""The figures FP8 and INT8 peers report beside a bound, so that results compare with theirs: DeepGEMM's
 ``calc_diff`` and the cosine similarity. Pure: ``xp`` is NumPy or CuPy."""
 
 from __future__ import annotations

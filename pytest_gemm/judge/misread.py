@@ -1,4 +1,4 @@
-"""Which misreading a wrong output is (#34 item 7): re-judge it, from the data in hand, against plausible misreadings.
+"""Which misreading a wrong output is: re-judge it, from the data in hand, against plausible misreadings.
 
 A kernel that reads A where it should read B, or B's stored elements in the other order, writes "wrong values" in
 nearly every element. Each :class:`~pytest_gemm.records.verdicts.Misreading` gives another C' (and its own scale
@@ -11,7 +11,7 @@ matches one when at least :data:`MATCH` of its elements lie within that bound:
 * C written transposed: C' stored in C's other order and read back in the declared one (the alpha A B part only,
   as a kernel that reads and writes C at the same wrong address does, or the whole of it);
 * alpha ignored (alpha != 1), beta taken as 0 or as 1, both scalars ignored;
-* a strided batch's matrices mixed up (#34 item 3), batch by batch where the readings above do not explain the
+* a strided batch's matrices mixed up, batch by batch where the readings above do not explain the
   whole: batch j's C holding batch i's result (a write into another batch's C), or computed from batch i's A or B.
   The batches tried for each are the usual slips' (the first, the neighbours, the last, the mirror): a stride
   ignored reads batch 0, an index off by one a neighbour.

@@ -6,7 +6,7 @@ fp32 on the CUDA cores (tensor cores cannot do true fp32), fp64, tf32, fp16 and 
 cores with fp32 accumulation. They come from NVIDIA's architecture whitepapers (A100: 19.5 fp32,
 19.5 fp64 tensor, 156 tf32, 312 fp16/bf16 TFLOP/s at 108 SMs x 1410 MHz; H100 SXM: 67 fp32,
 67 fp64 tensor, 495 tf32, 989 fp16/bf16 TFLOP/s at 132 SMs, for fp32/fp64 at 1980 MHz and for the
-tensor cores at 1830 MHz); FP8 and INT8 on the tensor cores (#36): A100 624 INT8 TOPS, H100 SXM 1979 FP8
+tensor cores at 1830 MHz); FP8 and INT8 on the tensor cores: A100 624 INT8 TOPS, H100 SXM 1979 FP8
 TFLOP/s and 1979 INT8 TOPS, dense.
 
 The clock is the highest SM clock the device reports (NVML's max clock, else CUDA's), so the

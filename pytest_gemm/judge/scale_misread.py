@@ -1,4 +1,4 @@
-"""The misreadings of a scaled or integer GEMM (#36 item 5), as candidates for ``judge.misread``.
+"""The misreadings of a scaled or integer GEMM, as candidates for ``judge.misread``.
 
 Scales applied at the wrong granularity, or read from their grid in the other order, leave stripes of error 128
 wide; so each is re-judged as its own candidate output: the same FP8 elements with each operand's scales taken the way

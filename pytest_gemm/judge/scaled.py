@@ -1,4 +1,4 @@
-"""Scaled low precision (#36 item 3): FP8 operands quantised block by block, their exact dequantised values, and the
+"""Scaled low precision: FP8 operands quantised block by block, their exact dequantised values, and the
 figures peers report (DeepGEMM's ``calc_diff``, the cosine similarity).
 
 The harness draws each operand in float64, with magnitudes that change from block to block (so that a scale applied

@@ -244,7 +244,7 @@ class GemmCaseItem(_TextFailure, pytest.Function):
 
 
 def skip_case(item: GemmCaseItem, result: CaseResult) -> NoReturn:
-    """Skip a judged case: with the worker's reason, or for a calibration error (#34 item 6), whose diagnosis travels
+    """Skip a judged case: with the worker's reason, or for a calibration error, whose diagnosis travels
     with the report, so that saved runs keep it and the end of the run counts it."""
     if result.diagnosis is None:
         pytest.skip(result.message)

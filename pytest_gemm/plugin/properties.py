@@ -40,7 +40,7 @@ GPU = "gemm_gpu"  # a case run on a GPU: the worker's device facts
 #: cost of isolation: starting workers, passing requests and outcomes)
 WORKER = "gemm_worker"
 MARGIN = "gemm_margin"  # a verified case: how far inside the verification bounds its output was
-UNTIMED = "gemm_untimed"  # a verified case that timing was asked for and cuBLAS cannot time (#36): why
+UNTIMED = "gemm_untimed"  # a verified case that timing was asked for and cuBLAS cannot time: why
 COMPILE = "gemm_compile"  # a compile item: its CompileRecord, as a dict
 DIAGNOSIS = "gemm_diagnosis"  # a failed case: its Diagnosis (error map pooled), as a dict
 HEATMAP = "gemm_heatmap"  # a failed case whose heatmap was drawn as it ended: the picture, in the report folder

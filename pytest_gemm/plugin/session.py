@@ -131,7 +131,7 @@ class GemmSession:
             skip_case(item, result)
         if result.margin is not None:
             item.user_properties.append((MARGIN, result.margin))
-        if result.outcome == "passed" and result.message:  # verified, not timed: why (#36)
+        if result.outcome == "passed" and result.message:  # verified, not timed: why
             item.user_properties.append((UNTIMED, result.message))
         if result.timing is not None:
             item.user_properties.append((GPU, gpu))

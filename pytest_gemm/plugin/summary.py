@@ -88,9 +88,9 @@ def write(session: GemmSession, tr: Any) -> None:
         tr.write_line(f"pytest-gemm: {kernel} declares {'; '.join(lines)}")
     tests = session.ledger.tests.values()
     miscalibrated = sum(r.diagnosis is not None and r.diagnosis.miscalibrated for r in tests)
-    if miscalibrated:  # #34 item 6: not silent, though no correct kernel fails for it
+    if miscalibrated:  # a calibration error: not silent, though no correct kernel fails for it
         tr.write_line(calibration_line(miscalibrated), yellow=True)
-    untimed: dict[str, int] = {}  # verified, but cuBLAS has no GEMM of them to time against (#36)
+    untimed: dict[str, int] = {}  # verified, but cuBLAS has no GEMM of them to time against
     for r in tests:
         if r.kind == "case" and r.outcome == "passed" and r.timing is None and r.message:
             untimed[r.message] = untimed.get(r.message, 0) + 1

@@ -25,7 +25,7 @@ class Finding:
     ``count`` is how many elements it concerns (of C, or changed, for a bitwise check; for a ``Misreading``, how
     many match it); ``rows`` and ``cols`` the first and last row and column of C holding them and ``tiles`` how
     many 32x32 tiles of C do (None: not traced to elements); ``region`` names the guard region a read went past
-    ("the guard after A"), or where a bitwise check found a change; ``batches`` (a batch's mix-up, #34 item 3):
+    ("the guard after A"), or where a bitwise check found a change; ``batches`` (a batch's mix-up):
     each batch that matched and the batch whose data it holds, the first few of ``batch_count``.
     """
 
@@ -37,7 +37,7 @@ class Finding:
     region: str = ""
     batches: tuple[tuple[int, int], ...] = ()
     batch_count: int = 0
-    as_read: str = ""  # a misreading of scales' granularity: the block they were applied at (#36 item 5)
+    as_read: str = ""  # a misreading of scales' granularity: the block they were applied at
 
 
 @dataclass(frozen=True)
@@ -75,12 +75,12 @@ class Diagnosis:
     nondeterministic: str = ""
     storage: str = ""  # each operand's declared order (specs.storage.Storage.text); '' for all row-major
     accumulate: str = ""  # a declared accumulation ("fp16"); '' for the dtype's default
-    scaling: str = ""  # an FP8 kernel's scales in words (specs.scaling.Scales.describe); '' for none (#36)
+    scaling: str = ""  # an FP8 kernel's scales in words (specs.scaling.Scales.describe); '' for none
     said: tuple[str, ...] = ()  # a saved run's sentences from before diagnoses were data (no findings then)
 
     @property
     def miscalibrated(self) -> bool:
-        """Whether cuBLAS failed the bound on this case (a calibration error: #34 item 6), in verification or in its
+        """Whether cuBLAS failed the bound on this case (a calibration error), in verification or in its
         timed launches, beside the kernel's own timing problems or alone."""
         return self.kind == Verdict.CALIBRATION or TimingProblem.REFERENCE_WRONG in self.problems
 

@@ -17,7 +17,7 @@ class DType:
     promotions to fp32; 0 for the others (their inputs are exact); ``u_acc`` the unit
     roundoff of accumulation; ``u_store`` the unit roundoff of storing a value in this type; ``tiny`` the
     smallest positive subnormal of the storage type (the spacing of its subnormal range) and ``acc_tiny`` that of
-    the accumulation type (#34 item 6: the per-element bound's absolute term for outputs that underflow).
+    the accumulation type (the per-element bound's absolute term for outputs that underflow).
     """
 
     name: str
@@ -33,7 +33,7 @@ class DType:
     tiny: float  # smallest positive subnormal of the storage type
     acc_tiny: float  # smallest positive subnormal of the accumulation type
     output: str = ""  # C's dtype when the header names none (empty: the inputs' own)
-    exact: bool = False  # integer arithmetic: the output must equal the truth bit for bit (#36 item 1)
+    exact: bool = False  # integer arithmetic: the output must equal the truth bit for bit
 
     @property
     def default_output(self) -> str:
@@ -70,7 +70,7 @@ DTYPES: dict[str, DType] = {
             _T64,
             _T64,
         ),
-        # FP8 (#36): the operands are exact (quantised by the harness, judged against the product of exactly the
+        # FP8: the operands are exact (quantised by the harness, judged against the product of exactly the
         # dequantised values) and sums are promoted to fp32; u_in is the tensor cores' own precision between
         # promotions: Hopper's FP8 MMA keeps 13 bits below a sum's leading bit (measured on an H100; cuBLASLt's FP8
         # GEMM into fp32 erred by 2^-13.2 of the norm at every K). Guard and poison are the format's two NaN patterns
@@ -112,13 +112,13 @@ DTYPES: dict[str, DType] = {
         DType("int32", "int32", "int32_t", 4, 0.0, 0.0, 0.0, "int32", 0x8000_0001, 0x8000_0000, 0.5, 0.0, "", True),
     )
 }
-#: the FP8 formats: inputs with scales (#36 item 2)
+#: the FP8 formats: inputs with scales
 FP8 = ("fp8_e4m3", "fp8_e5m2")
 #: the dtypes a kernel may declare as its inputs (int32 is INT8's output only)
 INPUT_DTYPES = tuple(name for name in DTYPES if name != "int32")
 #: the dtypes C may be (FP8 and INT8 are inputs only)
 OUTPUT_DTYPES = tuple(name for name in DTYPES if name not in (*FP8, "int8"))
-#: the element type of an FP8 kernel's scales (#36 item 2), by the header's ``type``: fp32, or UE8M0 (one byte, the
+#: the element type of an FP8 kernel's scales, by the header's ``type``: fp32, or UE8M0 (one byte, the
 #: power of two 2^(e - 127); 0xFF, its NaN, in the guard and never a scale)
 SCALE_DTYPES: dict[str, DType] = {
     "fp32": DTYPES["fp32"],
@@ -139,7 +139,7 @@ _ACCUMULATIONS: dict[str, tuple[float, float]] = {"fp16": (_U16, _T16)}
 
 
 def accumulating(dt: DType, accumulate: str | None) -> DType:
-    """``dt`` as a kernel that declares ``accumulate`` computes it (#34 item 4): ``"fp16"`` accumulates with
+    """``dt`` as a kernel that declares ``accumulate`` computes it: ``"fp16"`` accumulates with
     fp16's unit roundoff and subnormal spacing; None is the dtype's own (fp32, or fp64 for fp64)."""
     if accumulate is None:
         return dt

@@ -56,7 +56,7 @@ class ErrorStats:
     n_bad_tiles: int
     n_tiles: int
     tile: int = 32
-    #: the figures FP8 and INT8 peers report beside the bound (#36 item 3): DeepGEMM's calc_diff and the cosine
+    #: the figures FP8 and INT8 peers report beside the bound: DeepGEMM's calc_diff and the cosine
     #: similarity of the output and the truth (None where not computed, or where the output is not finite)
     calc_diff: float | None = None
     cosine: float | None = None
@@ -100,15 +100,15 @@ class Fault:
 
 @dataclass(frozen=True)
 class Misread:
-    """The misreading a wrong output matches (#34 item 7): ``matched`` of its elements lie within that reading's
-    bound (``judge.misread``). For a batch's mix-up (#34 item 3), ``batches`` pairs each batch that matched with the
+    """The misreading a wrong output matches: ``matched`` of its elements lie within that reading's
+    bound (``judge.misread``). For a batch's mix-up, ``batches`` pairs each batch that matched with the
     batch whose data it holds (the first few; ``batch_count`` of them in all)."""
 
     kind: Misreading
     matched: int
     batches: tuple[tuple[int, int], ...] = ()
     batch_count: int = 0
-    as_read: str = ""  # the block a slip of granularity applies scales at ("128x128", "tensor"; #36 item 5)
+    as_read: str = ""  # the block a slip of granularity applies scales at ("128x128", "tensor")
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ class Verification:
     error_map: ErrorMap | None = None  # only for an output that failed
     sources: tuple[ErrorSource, ...] = ()  # where its wrong elements came from, most telling first
     misread: Misread | None = None  # the misreading most of a wrong output matches, when one does
-    # a Python kernel's first launch, watched by CUPTI (#35): the streams besides the harness's it launched work on
+    # a Python kernel's first launch, watched by CUPTI: the streams besides the harness's it launched work on
     # (CUPTI's ids: the first STREAMS_KEPT and one more), or why that could not be checked
     other_streams: tuple[int, ...] = ()
     unchecked_streams: str = ""
@@ -195,7 +195,7 @@ class Outcome:
     nvml_after: dict[str, Any] | None = None
     failure: Failure | None = None
     skip: str | None = None  # why this device cannot run the case (e.g. a kernel built for another arch)
-    untimed: str = ""  # why a verified case was not timed though timing was asked for (no cuBLAS GEMM of it, #36)
+    untimed: str = ""  # why a verified case was not timed though timing was asked for (no cuBLAS GEMM of it)
     phase_s: dict[str, float] = field(default_factory=dict)  # seconds spent in each phase
     output: str = ""  # what the worker printed while it ran the case (a kernel's printf, warnings)
     worker: int = 0  # process id of the worker that ran it

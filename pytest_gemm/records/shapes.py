@@ -15,7 +15,7 @@ class ShapeError(ValueError):
 @dataclass(frozen=True, order=True)
 class Shape:
     """A GEMM problem's sizes: C (M x N) = A (M x K) times B (K x N). Written ``MxNxK`` in ids, files and text;
-    a strided batch of ``batch`` such GEMMs (#34 item 3) is written with a ``b`` suffix, ``MxNxKb8``."""
+    a strided batch of ``batch`` such GEMMs is written with a ``b`` suffix, ``MxNxKb8``."""
 
     M: int
     N: int
@@ -88,7 +88,7 @@ SHAPE_SETS: dict[str, list[Shape]] = {
         Shape(2048, 4096, 11008),
         Shape(4096, 14336, 4096),
     ],
-    # Strided batches (#34 item 3): attention-sized heads, a batch of odd sizes, a long batch of small GEMMs, and
+    # Strided batches: attention-sized heads, a batch of odd sizes, a long batch of small GEMMs, and
     # a few large ones; run by kernels that take a batch, skipped by the others.
     "batched": [
         Shape(256, 256, 256, 4),

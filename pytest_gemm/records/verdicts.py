@@ -88,7 +88,7 @@ class ErrorCause(_Word):
     GUARD_A = "read past A"  # a NaN that came from the guard memory before or after A
     GUARD_B = "read past B"  # the same for B
     GUARD_C = "read past C"  # the same for C (a wrong ldc, or reading beyond C's edge)
-    GUARD_SCALES = "read past the scales"  # the same for an FP8 kernel's grid of scales (#36): past its edge block
+    GUARD_SCALES = "read past the scales"  # the same for an FP8 kernel's grid of scales: past its edge block
     READ_C = "C read although beta = 0"  # right once C holds finite prior data: the kernel read C
     UNWRITTEN = "unwritten"  # still holds the poison it was given before the launch
     ARITHMETIC = "NaN or Inf from arithmetic"  # non-finite, and none of the above
@@ -112,8 +112,8 @@ class Check(_Word):
 
 
 class Misreading(_Word):
-    """How a wrong output was computed, when (nearly) all of it matches a plausible misreading of the inputs (#34
-    item 7): the most telling finding of a wrong output (``judge.misread``), listed before its wrong values."""
+    """How a wrong output was computed, when (nearly) all of it matches a plausible misreading of the inputs: the
+    most telling finding of a wrong output (``judge.misread``), listed before its wrong values."""
 
     B_ORDER = "B read in the other order"  # B's stored elements read as if stored K x N where N x K, or the reverse
     A_ORDER = "A read in the other order"  # the same for A (M x K and K x M)
@@ -124,11 +124,11 @@ class Misreading(_Word):
     BETA_IGNORED = "beta ignored"  # C = alpha A B: beta taken as 0
     BETA_AS_ONE = "beta taken as 1"  # C = alpha A B + C
     ALPHA_BETA_IGNORED = "alpha and beta ignored"  # C = A B
-    # a strided batch's matrices mixed up (#34 item 3), batch by batch: Misread.batches says which with which
+    # a strided batch's matrices mixed up, batch by batch: Misread.batches says which with which
     OTHER_BATCH_A = "another batch's A read"  # batch j's C is alpha A_i B_j + beta C0_j
     OTHER_BATCH_B = "another batch's B read"  # batch j's C is alpha A_j B_i + beta C0_j
     OTHER_BATCH_C = "another batch's result written"  # batch j's C holds batch i's result: a write into another C
-    # an FP8 kernel's scales or data misread (#36 item 5); Misread.as_read names the block a granularity's slip reads at
+    # an FP8 kernel's scales or data misread; Misread.as_read names the block a granularity's slip reads at
     SCALES_IGNORED = "scales ignored"  # C = A B of the FP8 elements as they are
     A_SCALES_IGNORED = "A's scales ignored"
     B_SCALES_IGNORED = "B's scales ignored"
@@ -147,7 +147,7 @@ class TimingProblem(_Word):
     FASTER_THAN_CUBLAS = "far faster than cuBLAS"  # judge.metrics.FASTER_THAN_CUBLAS times, where cuBLAS is not tiny
     WRONG_WHEN_TIMED = "wrong output when timed"  # the last timed launch's output is wrong: state between launches?
     REFERENCE_WRONG = "cuBLAS wrong when timed"  # cuBLAS's timed launches fail the bound: a calibration error
-    OTHER_STREAM = "launched on another stream"  # GPU work outside the harness's stream (#35): neither waited nor timed
+    OTHER_STREAM = "launched on another stream"  # GPU work outside the harness's stream: neither waited nor timed
 
 
 class Verdict(_Word):
@@ -158,6 +158,6 @@ class Verdict(_Word):
     NO_RESULT = "no result"  # the worker answered with neither a result nor a failure
     WRONG_OUTPUT = "wrong output"  # the verification failed: its findings, error statistics and error map
     TIMING = "timing"  # verified, but the timed launches cannot be believed: its TimingProblems
-    #: the peer (cuBLAS) fails the bound on this case, so the bound is wrong there (#34 item 6): a pytest-gemm
+    #: the peer (cuBLAS) fails the bound on this case, so the bound is wrong there: a pytest-gemm
     #: calibration error; the kernel is not judged by that bound (skipped), only by its other findings
     CALIBRATION = "calibration error"

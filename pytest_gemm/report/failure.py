@@ -42,7 +42,7 @@ def stats_line(stats: ErrorStats) -> str:
     if math.isinf(stats.norm_tol):  # a saved run of a version that judged outputs under 16 elements per element only
         normwise = f"normwise {stats.norm_error:.3g}, not judged in this run"
     figures = ""
-    if stats.calc_diff is not None and stats.cosine is not None:  # FP8 and INT8 (#36): as the peers report them
+    if stats.calc_diff is not None and stats.cosine is not None:  # FP8 and INT8: as the peers report them
         figures = f"; calc_diff {stats.calc_diff:.3g}, cosine similarity {stats.cosine:.9f}"
     return f"max {_x(stats.max_ratio)}, median {_x(stats.median_ratio)} of the per-element bound; {normwise}{figures}"
 
@@ -168,7 +168,7 @@ def diagnosis_lines(d: Diagnosis) -> list[str]:
 
 
 def calibration_text(d: Diagnosis) -> str:
-    """A calibration error (#34 item 6): which bound the peer fails (in its timed launches, where those did), by how
+    """A calibration error: which bound the peer fails (in its timed launches, where those did), by how
     much, and what follows: the kernel is not judged by it, or, where it failed, only for what the peer's failure
     does not explain (its findings, its own timing problems)."""
     p, k = d.peer, d.kernel
@@ -341,8 +341,8 @@ def _problem(problem: TimingProblem, d: Diagnosis, record: CaseRecord | None) ->
 
 
 def _timing(name: str, d: Diagnosis, record: CaseRecord | None, replay: str) -> list[str]:
-    """The kernel's own timing problems, then cuBLAS's timed output failing the bound, a calibration error (#34 item
-    6) said beside them."""
+    """The kernel's own timing problems, then cuBLAS's timed output failing the bound (a calibration error)
+    said beside them."""
     problems = [_problem(p, d, record) for p in d.problems if p != TimingProblem.REFERENCE_WRONG]
     if TimingProblem.REFERENCE_WRONG in d.problems:
         problems.append(calibration_text(d))

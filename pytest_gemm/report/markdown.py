@@ -44,7 +44,7 @@ def markdown(cases: Mapping[str, CaseResult]) -> str:
         record = result.timing
         gate = record.gate if record else None
         notes = [*(gate.notes if gate else ()), *(f"throttled: {t}" for t in (record.throttle if record else ()))]
-        declared = record or result.diagnosis  # a declared accumulation, as the tables show it (#34 item 4)
+        declared = record or result.diagnosis  # a declared accumulation, as the tables show it
         if declared is not None and declared.accumulate:
             notes.insert(0, dtype_label(declared.dtype, declared.accumulate))
         if result.message and result.outcome != "passed":

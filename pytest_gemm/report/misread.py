@@ -1,4 +1,4 @@
-"""A misread output in words (#34 item 7): the reading it matches (``judge.misread``), with the orders the header
+"""A misread output in words: the reading it matches (``judge.misread``), with the orders the header
 declares where the reading concerns one: "matches B read as N x K; the header says K x N"."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ def _dims(order: str) -> str:
 
 
 def _reading(kind: Misreading, d: Diagnosis, as_read: str = "") -> str:
-    """What a misread output matches, with the header's order where the reading concerns one (#34 item 7)."""
+    """What a misread output matches, with the header's order where the reading concerns one."""
     try:
         storage = Storage.of_text(d.storage)
     except ValueError:  # a hand-edited saved run: the reading, without the orders
@@ -44,7 +44,7 @@ def _reading(kind: Misreading, d: Diagnosis, as_read: str = "") -> str:
     }[kind]  # fmt: skip
 
 
-#: how a misreading of an FP8 kernel's scales or data, or an INT8 kernel's sums, reads (#36 item 5)
+#: how a misreading of an FP8 kernel's scales or data, or an INT8 kernel's sums, reads
 _SCALED = {
     Misreading.SCALES_IGNORED: "the scales ignored (C = A B of the FP8 elements as they are)",
     Misreading.A_SCALES_IGNORED: "A's scales ignored (B's applied)",
@@ -88,7 +88,7 @@ _MIXED = {
 
 
 def _mixed(f: Finding, d: Diagnosis) -> str:
-    """A batch's mix-up (#34 item 3): which batch holds which batch's data."""
+    """A batch's mix-up: which batch holds which batch's data."""
     listed = ", ".join(_MIXED[f.kind].format(j=j, i=i) for j, i in f.batches)
     more = ", ..." if f.batch_count > len(f.batches) else ""
     return f"{f.kind} ({listed}{more}; {f.batch_count} of {d.shape.batch} batches)"

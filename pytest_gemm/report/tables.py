@@ -47,7 +47,7 @@ def format_time(seconds: float) -> str:
 
 
 def dtype_label(dtype: str, accumulate: str = "") -> str:
-    """A dtype as tables show it, with the accumulation its kernel declares: ``fp16 (fp16 acc)`` (#34 item 4); such
+    """A dtype as tables show it, with the accumulation its kernel declares: ``fp16 (fp16 acc)``; such
     cases are timed against cuBLAS accumulating the same way, so they get tables of their own."""
     return f"{dtype} ({accumulate} acc)" if accumulate else dtype
 
@@ -65,7 +65,7 @@ def notable(record: CaseRecord) -> bool:
 
 
 def launch_bound(record: CaseRecord) -> bool:
-    """Whether the host takes longer to make a Python kernel's launch call than the GPU to run it (#35 item 3)."""
+    """Whether the host takes longer to make a Python kernel's launch call than the GPU to run it."""
     return record.host_s is not None and record.host_s > record.median_s
 
 

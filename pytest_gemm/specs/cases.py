@@ -138,7 +138,7 @@ def expand(spec: KernelSpec, shapes: list[Shape], dtypes: list[str] | None = Non
 
 
 def _unbatched(spec: KernelSpec, shape: Shape) -> str | None:
-    """Why a kernel that runs one GEMM at a time skips a batched shape (#34 item 3)."""
+    """Why a kernel that runs one GEMM at a time skips a batched shape."""
     if shape.batch == 1 or spec.batched:
         return None
     how = "batched=True" if spec.kind == "py" else "batch (and stride_a, stride_b, stride_c) in args"
@@ -315,7 +315,7 @@ SANITIZE_SHAPES = (
 )
 
 
-#: the batch a batched kernel runs under compute-sanitizer (#34 item 3)
+#: the batch a batched kernel runs under compute-sanitizer
 SANITIZE_BATCH = 3
 
 

@@ -40,7 +40,7 @@ GUARD_ROWS = 256  # the guard after a buffer also covers this many extra rows (t
 LD_PAD = 16  # extra elements per row when the kernel takes lda/ldb/ldc; the padding is guarded too
 #: rows (of ld) left between two matrices of a batch when the kernel takes that operand's batch stride (stride_a,
 #: stride_b, stride_c): guarded like the rest, so a kernel that ignores the stride it is given reads NaN or writes
-#: where it is seen (#34 item 3); a kernel that takes no stride gets its batch packed
+#: where it is seen; a kernel that takes no stride gets its batch packed
 BATCH_GAP_ROWS = 16
 MAX_COPIES = 32  # input sets rotated through when one set fits in L2
 F64 = 8  # bytes of a float64: the truth, the bound and the checks work in double precision
@@ -76,7 +76,7 @@ def guard_layout(
     """The layout of a guarded buffer of ``cols``-wide rows: ``padded`` when the kernel takes its leading
     dimension (the rows are then :data:`LD_PAD` elements longer); without ``guards`` the matrix alone. A batch of
     ``batch`` matrices of ``rows`` rows follow each other, :data:`BATCH_GAP_ROWS` rows apart when ``gap`` (the kernel
-    takes their stride), packed otherwise; ``ld``, when given, is the rows' length (a grid of scales', #36)."""
+    takes their stride), packed otherwise; ``ld``, when given, is the rows' length (a grid of scales')."""
     ld = ld or cols + (LD_PAD if padded else 0)
     before = GUARD_BYTES // itemsize if guards else 0
     after = max(before, GUARD_ROWS * ld) if guards else 0

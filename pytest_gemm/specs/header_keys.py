@@ -21,7 +21,7 @@ from .tensor_maps import MAP_ARGS, SWIZZLES, TensorMapSpec
 
 __all__ = ["ARG_NAMES", "BATCH_ARGS", "DEVICE_NAMES", "ENTRY", "SHAPE_NAMES", "HeaderChecker"]
 
-#: a strided batch's arguments (#34 item 3): the batch count and each operand's batch stride, in elements
+#: a strided batch's arguments: the batch count and each operand's batch stride, in elements
 BATCH_ARGS = ("batch", "stride_a", "stride_b", "stride_c")
 ARG_NAMES = ("M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc", *MAP_ARGS, *BATCH_ARGS, *SCALE_ARGS)
 SHAPE_NAMES = frozenset({"M", "N", "K", "batch"})
@@ -30,7 +30,7 @@ ENTRY = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<.*>)?\s*$", re.DOTALL)
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 MIXED_OUTPUT = ("fp16", "bf16", "tf32")  # input dtypes whose C may be fp32 (c_dtype)
 FP8_OUTPUTS = ("bf16", "fp16", "fp32")  # the C an FP8 GEMM writes (cuBLASLt's, with the same scales)
-#: why Hopper's fast FP8 accumulation cannot be declared (#36 item 3; docs/verification.md, "FP8 and INT8")
+#: why Hopper's fast FP8 accumulation cannot be declared (docs/verification.md#fp8-and-int8)
 FAST_ACCUMULATION = (
     "Hopper's fast FP8 accumulation cannot be judged: measured on an H100 it keeps 13 bits below a sum's leading bit, "
     "truncating, and never promotes (an all-positive sum lost 18% at K = 32768), so no bound tells it from a wrong "
@@ -283,7 +283,7 @@ class HeaderChecker:
     def c_dtype(self, c_dtype: str, dtypes: tuple[str, ...]) -> None:
         """An output dtype cuBLAS, the peer, can write for these inputs: the inputs' own, or fp32 for fp16, bf16
         and tf32 inputs (a wider C than cuBLAS's GemmEx computes is not a GEMM the harness can compare); bf16, fp16
-        or fp32 for FP8 inputs, int32 for INT8 (#36 item 1)."""
+        or fp32 for FP8 inputs, int32 for INT8."""
         for dtype in dtypes:
             if dtype in FP8 or dtype == "int8":
                 allowed = FP8_OUTPUTS if dtype in FP8 else ("int32",)

@@ -1,4 +1,4 @@
-"""How an FP8 kernel scales its operands (#36 item 2): each operand's granularity, the scales' type, and how each grid
+"""How an FP8 kernel scales its operands: each operand's granularity, the scales' type, and how each grid
 of scales is stored.
 
 A holds one scale for the whole matrix (``"tensor"``), one a row (``"row"``, per token) or one for each 1 x 128 block

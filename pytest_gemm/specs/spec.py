@@ -43,7 +43,7 @@ __all__ = [
     "spec_from_mapping",
 ]
 
-#: what a Python kernel may be given (the decorator's ``arrays``): CuPy arrays, or torch tensors (#35) on the same
+#: what a Python kernel may be given (the decorator's ``arrays``): CuPy arrays, or torch tensors on the same
 #: memory, and what each needs installed in the worker
 ARRAYS = {"cupy": "cupy", "torch": "torch"}
 
@@ -122,11 +122,11 @@ class KernelSpec:
     storage: Storage = field(default_factory=Storage)  # the orders the header fixes (swept ones: storage_for)
     size_type: str = DEFAULT_SIZE_TYPE  # the C type of M, N, K, lda, ldb, ldc and batch (a key of storage.SIZE_TYPES)
     stride_type: str | None = None  # the C type of the batch strides; None: the size_type
-    batched: bool = False  # runs strided batches (#34 item 3): a .cu kernel takes batch, a .py one says batched
-    arrays: str = "cupy"  # what a Python kernel is given: a key of ARRAYS (#35: "torch" tensors)
+    batched: bool = False  # runs strided batches: a .cu kernel takes batch, a .py one says batched
+    arrays: str = "cupy"  # what a Python kernel is given: a key of ARRAYS ("cupy" arrays or "torch" tensors)
     alpha_beta: bool = True  # a Python kernel takes alpha and beta (False: it computes C = A B, called without them)
     accumulate: str | None = None  # a declared accumulation ("fp16"); None: fp32, or fp64 for fp64
-    scales: Scales | None = None  # an FP8 kernel's scales (#36 item 2)
+    scales: Scales | None = None  # an FP8 kernel's scales
     options: tuple[str, ...] = ()
     params: tuple[tuple[str, tuple[int, ...]], ...] = ()
     c_dtype: str | None = None

@@ -167,7 +167,7 @@ class GpuBackend:
                 results["verification"] = verification = self.runner.verify(case, request.seed)
             if request.timing is None or not verification.passed:
                 return Outcome(phase_s=phases, **results)
-            untimed = no_peer(case, self.runner.capability)  # cuBLAS has no GEMM of it to time against (#36)
+            untimed = no_peer(case, self.runner.capability)  # cuBLAS has no GEMM of it to time against
             if untimed:
                 return Outcome(phase_s=phases, untimed=untimed, **results)
             with phase("time"):
@@ -262,7 +262,7 @@ class GpuBackend:
 
 
 def _torch_on_gpu() -> Any:
-    """torch, where a kernel file imported it and it has used the GPU in this worker (#35); else None."""
+    """torch, where a kernel file imported it and it has used the GPU in this worker; else None."""
     torch = sys.modules.get("torch")
     return torch if torch is not None and torch.cuda.is_initialized() else None
 

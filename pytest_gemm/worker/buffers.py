@@ -37,7 +37,7 @@ __all__ = [
 @dataclass
 class GuardedMatrix:
     """A matrix stored at the centre of a larger buffer whose rest holds a NaN bit pattern; or a strided batch of
-    ``batch`` matrices, one every ``stride`` elements (#34 item 3), the rows between them guarded too."""
+    ``batch`` matrices, one every ``stride`` elements, the rows between them guarded too."""
 
     flat: Any  # unsigned-integer view of the whole buffer
     start: int
@@ -254,7 +254,7 @@ class CaseInputs:
     storage: Storage
     batch: int = 1
     #: an FP8 case's grids of scales, logical (A's: M-blocks x K-blocks; B's: K-blocks x N-blocks), as the kernel
-    #: gets them (float32, or UE8M0 bytes); None for a case without scales (#36 item 2)
+    #: gets them (float32, or UE8M0 bytes); None for a case without scales
     scale_a: np.ndarray | None = None
     scale_b: np.ndarray | None = None
 
@@ -303,7 +303,7 @@ def _draw(
     dt, odt = get_dtype(dtype), get_dtype(out)
     rng = np.random.default_rng(seed)
     m, n, k, batch = shape.M, shape.N, shape.K, shape.batch
-    if scales is not None:  # FP8 (#36): quantised block by block, with the grids of scales; no C0 (beta = 0)
+    if scales is not None:  # FP8: quantised block by block, with the grids of scales; no C0 (beta = 0)
         (a, sa), (b, sb) = (draw_quantised(rng, op, shape, dtype, scales) for op in "AB")
         for x in (a, b, sa, sb):
             x.flags.writeable = False

@@ -5,7 +5,7 @@ CuPy's elementwise and reduction kernels, which CuPy compiles with NVRTC the fir
 used on a machine (then loads from its disk cache). The worker's warm-up pays most of that, but a
 case can still meet one CuPy has not compiled yet, and on a fresh machine with several workers
 compiling at once that can take longer than a case's limit (docs/measurements.md#the-workers-start).
-That is the harness's cost, not the kernel's. A Python kernel's compilers are watched the same way (#35): Triton's
+That is the harness's cost, not the kernel's. A Python kernel's compilers are watched the same way: Triton's
 JIT and its autotuner, torch.compile's tracing and code generation, and cpp_extension's builds. Its first call runs
 in a setup phase of its own, where most of that happens; a later one compiles again only where Triton specializes
 anew (the timed launches' buffers are packed where the verified ones are padded, say).

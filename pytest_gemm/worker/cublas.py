@@ -3,7 +3,7 @@
 cuBLAS is column-major. A row-major C (stored M x N) is the column-major N x M matrix C^T = B^T A^T, so cuBLAS
 is asked for that (the usual operand swap); a column-major C (stored N x M) is A B as it stands. Each operand is
 then passed as it is stored, with ``transa``/``transb`` saying whether cuBLAS must transpose it, and its own
-leading dimension; a batch (#34 item 3) is cuBLAS's strided-batched GEMM on the same bytes, each operand with its
+leading dimension; a batch is cuBLAS's strided-batched GEMM on the same bytes, each operand with its
 own batch stride. Its dtypes are the kernel's: the inputs' type, C's type (fp16 in, fp32 out is ``Ctype`` fp32),
 and the compute type the kernel declares (CUBLAS_COMPUTE_16F for ``accumulate = "fp16"``).
 """

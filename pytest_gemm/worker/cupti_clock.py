@@ -122,7 +122,7 @@ class CuptiClock:
 def other_streams(work: list[tuple[int, int, int, int]]) -> tuple[int, ...]:
     """The streams (CUPTI's ids) other than the prepare kernels' on which a batch's records show launched work, the
     first :data:`STREAMS_KEPT` and one more (which says there are more): a kernel that launches there is neither
-    synchronised nor timed by the harness (#35)."""
+    synchronised nor timed by the harness."""
     opened = {w[0] for w in work if w[3] == 1}
     found = sorted({w[0] for w in work if w[3] == 0 and w[0] not in opened}) if opened else []
     return tuple(found[: STREAMS_KEPT + 1])

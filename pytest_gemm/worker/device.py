@@ -105,7 +105,7 @@ class GpuRunner:
         self.compiles = {"nvrtc": 0, "cache": 0}  # kernels this worker compiled, and found compiled
         self._tensor_maps: dict[tuple, np.ndarray] = {}
         self._cublas: int | None = None  # a cuBLAS handle for the peer and the timed reference, made on first use
-        self.scaled: ScaledCase | None = None  # the current FP8 case's grids of scales (made with its A, #36)
+        self.scaled: ScaledCase | None = None  # the current FP8 case's grids of scales (made with its A)
         # runs a Python kernel's launch and says on which other streams it put work, or why it cannot (the timer's)
         self.stream_check: Callable[[Callable[[], None]], tuple[int, ...] | str] | None = None
         attribute = cupy.cuda.runtime.deviceGetAttribute
@@ -280,12 +280,12 @@ class GpuRunner:
         cp = self.cp
         dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
         a64, b64 = bits_to_float64(cp, a_bits, dt), bits_to_float64(cp, b_bits, dt)
-        if case.spec.scales is not None:  # FP8: the product of exactly the dequantised operands (#36 item 3)
+        if case.spec.scales is not None:  # FP8: the product of exactly the dequantised operands
             assert self.scaled is not None and self.scaled.case is case
             a64, b64 = self.scaled.dequantised(cp, "A", a64), self.scaled.dequantised(cp, "B", b64)
         c064 = None if c0_bits is None else bits_to_float64(cp, c0_bits, out)
         truth = Truth.of(cp, a64, b64, c064, case.ab.alpha, case.ab.beta, out, case.shape.batch)
-        truth.figures = dt.exact or case.spec.scales is not None  # the peers' calc_diff and cosine too (#36)
+        truth.figures = dt.exact or case.spec.scales is not None  # the peers' calc_diff and cosine too
         return truth
 
     def output(self, case: Case, gc: GuardedMatrix, data: CaseInputs, c0_bits: Any) -> tuple[Any, Any]:
@@ -309,7 +309,7 @@ class GpuRunner:
         """Run the kernel once and wait for it (CUDA errors propagate to the worker, which classifies them): for a
         Python kernel, for the whole device, so that what it queued on a stream of its own is finished before its
         output is read. With ``watch``, a Python kernel's launch is watched (:attr:`stream_check`): the other streams
-        it put work on (a fault, #35), or why that cannot be told (none where nothing is watched)."""
+        it put work on (a fault), or why that cannot be told (none where nothing is watched)."""
         call = self.launcher(case, ga, gb, gc, get_dtype(case.dtype))
         python = case.spec.kind == "py"
         streams: tuple[int, ...] | str
@@ -359,7 +359,7 @@ class GpuRunner:
             "ldb": size(gb.ld),
             "ldc": size(gc.ld),
         }
-        if self.scaled is not None and self.scaled.case is case:  # an FP8 kernel's scales (#36)
+        if self.scaled is not None and self.scaled.case is case:  # an FP8 kernel's scales
             grids = self.scaled.grids
             values.update(scale_a=grids["A"].pointer(), scale_b=grids["B"].pointer())
             values.update(ld_scale_a=size(grids["A"].ld), ld_scale_b=size(grids["B"].ld))
@@ -379,7 +379,7 @@ class GpuRunner:
     def peer(self, case: Case, data: CaseInputs, truth: Truth, bits: tuple[Any, Any, Any]) -> ErrorStats | None:
         """cuBLAS on the kernel's work (:func:`.cublas.peer_output`), judged by the same bound."""
         dt, out = precision(case)
-        if no_peer(case, self.capability):  # no GEMM of cuBLAS's to compare with (#36)
+        if no_peer(case, self.capability):  # no GEMM of cuBLAS's to compare with
             return None
         result = peer_output(self.cp, self.cublas_gemm(case, dt, out), data, bits, case.shape, out)
         return truth.judge(self.cp, result, case.shape.K, dt, out)
@@ -388,7 +388,7 @@ class GpuRunner:
         """cuBLAS's GEMM of this case (:func:`.cublas.gemm_runner`), on this runner's stream."""
         from cupy_backends.cuda.libs import cublas
 
-        if case.spec.scales is not None:  # FP8: cuBLASLt's, through torch, on this runner's stream (#36)
+        if case.spec.scales is not None:  # FP8: cuBLASLt's, through torch, on this runner's stream
             assert self.scaled is not None and self.scaled.case is case
             return fp8_runner(self.cp, case, self.scaled, out, self.index, self.stream.ptr)
         if self._cublas is None:

@@ -136,7 +136,7 @@ def _rerun(
     gb = runner.guarded_input(case, "B", data)
     gc = runner.guarded_output(case, data, data.stored(c0, "C"))
     regions = {**ga.regions("A"), **gb.regions("B"), **gc.regions("C")}
-    if runner.scaled is not None:  # an FP8 kernel's grids of scales, made with its A (#36)
+    if runner.scaled is not None:  # an FP8 kernel's grids of scales, made with its A
         regions |= {**runner.scaled.grids["A"].regions("scale_a"), **runner.scaled.grids["B"].regions("scale_b")}
     if nan_regions is not None:
         for region, view in regions.items():
@@ -183,7 +183,7 @@ def which_misreading(
         a64, b64 = bits_to_float64(cp, a_bits, inputs), bits_to_float64(cp, b_bits, inputs)
         c064 = None if c0_bits is None else bits_to_float64(cp, c0_bits, out)
         extra: Any = ()
-        if scaled is not None:  # #36 item 5: the scales' and the format's slips, then the readings of exact values
+        if scaled is not None:  # the scales' and the format's slips, then the readings of exact values
             other = get_dtype(next(f for f in FP8 if f != inputs.name))
             others = bits_to_float64(cp, a_bits, other), bits_to_float64(cp, b_bits, other)
             grids = scaled.values(cp, "A"), scaled.values(cp, "B")

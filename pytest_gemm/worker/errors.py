@@ -79,7 +79,7 @@ class KernelRaised(Exception):
 
 class KernelCudaError(KernelRaised):
     """A CUDA error that a Python kernel's library raised (torch, Triton): CUDA's fault, as a ``.cu`` kernel's would be,
-    not one of the kernel's Python; ``out_of_memory`` when torch ran out of GPU memory (#35 item 5)."""
+    not one of the kernel's Python; ``out_of_memory`` when torch ran out of GPU memory."""
 
     def __init__(self, message: str, details: list[str], out_of_memory: bool = False) -> None:
         super().__init__(message, details)

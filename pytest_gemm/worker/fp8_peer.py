@@ -1,4 +1,4 @@
-"""cuBLASLt's FP8 GEMM with the kernel's scaling, through torch (#36 item 4): the peer and the timed reference of an
+"""cuBLASLt's FP8 GEMM with the kernel's scaling, through torch: the peer and the timed reference of an
 FP8 case. torch's ``_scaled_mm`` reaches cuBLASLt's own FP8 kernels on Hopper for per-tensor, per-row/column
 (outer-vector) and DeepSeek-V3's 1 x 128 / 128 x 128 scaling (measured on an H100: docs/architecture.md says why torch
 rather than nvmath-python). cuBLASLt reads A row-major and B column-major (B stored N x K) and its own layout of the

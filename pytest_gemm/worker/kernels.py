@@ -72,5 +72,5 @@ def _import(path: Path, shown: str) -> ModuleType:
     return module
 
 
-#: the packages whose absence a kernel file's import error names as what to install (#35: torch kernels)
+#: the packages whose absence a kernel file's import error names as what to install (torch and Triton kernels)
 NEEDS_INSTALL = ("torch", "triton")

@@ -1,5 +1,5 @@
 """A Python kernel's call: views of the operands as stored, as CuPy arrays, or as torch tensors for the kernels that
-ask for them (``arrays="torch"``, #35): zero-copy views of the harness's buffers through DLPack, and the harness's
+ask for them (``arrays="torch"``): zero-copy views of the harness's buffers through DLPack, and the harness's
 stream as torch's current stream for the whole call, so that what torch and Triton launch lands where the harness
 synchronises and times. Part of the worker package; torch is imported here only, and only for such kernels."""
 
@@ -39,7 +39,7 @@ def python_launcher(
     views = [g.matrix(uint_type(cp, t.itemsize) if _as_bits(t, torch) else np_dtype(t)) for _, g, t in operands]
     views = [v.swapaxes(-1, -2) if case.storage.transposed(op) else v for (op, _, _), v in zip(operands, views)]
     dtypes = [t for *_, t in operands]
-    if runner.scaled is not None and runner.scaled.case is case:  # an FP8 kernel's grids of scales, logical (#36)
+    if runner.scaled is not None and runner.scaled.case is case:  # an FP8 kernel's grids of scales, logical
         views += [runner.scaled.logical_view(op) for op in "AB"]
         dtypes += [scale_dtype(runner.scaled.scales)] * 2
     cuda_errors = (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)
@@ -115,7 +115,7 @@ def _tensor(torch: Any, view: Any, dt: DType) -> Any:
 
 def autotune_choices(fn: Callable[..., Any], call: Callable[[], object]) -> tuple[str, ...]:
     """``call`` (the kernel ``fn``'s first call for a case), and what each Triton autotuner of ``fn``'s module that it
-    ran chose for it (#35 item 4): ``name: config``, as Triton writes a config. An autotuner tunes once for each value
+    ran chose for it: ``name: config``, as Triton writes a config. An autotuner tunes once for each value
     of its key and sets its ``best_config`` on every run, so the choices are read from the autotuners it left set."""
     space = getattr(inspect.unwrap(fn), "__globals__", {})
     tuners = _autotuners(space)
@@ -144,7 +144,7 @@ def _autotuners(space: dict[str, Any]) -> list[Any]:
 
 
 def first_call(runner: Any, case: Case, seed: int) -> tuple[str, ...]:
-    """A Python kernel's first call for a case (#35 item 4), by ``runner`` (a :class:`~.device.GpuRunner` that loaded
+    """A Python kernel's first call for a case, by ``runner`` (a :class:`~.device.GpuRunner` that loaded
     it) on guarded buffers of the case's own layout and inputs, freed afterwards: Triton's JIT and autotuning,
     torch.compile and load_inline happen here, in the setup phase, before verification (the compile watch gives them
     progress). The autotuned Triton kernels it called, each with its choice (:func:`autotune_choices`)."""

@@ -110,7 +110,7 @@ MAX_BATCH = 64
 CUPTI_BATCH_DEVICE_S = 0.05
 MAX_CUPTI_BATCH = 256
 FIRST_CUPTI_BATCH = 32  # then 64, 128... up to the batch that CUPTI_BATCH_DEVICE_S gives
-#: the rounds at the start of each batch whose launch calls are timed on the host (#35 item 3): later in a batch, a
+#: the rounds at the start of each batch whose launch calls are timed on the host: later in a batch, a
 #: launch call can wait for room in CUDA's launch queue (the GPU's pace, not the host's cost); 16 rounds queue about
 #: 130 operations (prepare kernels, launches, events), well within its 1024 or so entries
 HOST_TIMED_ROUNDS = 16

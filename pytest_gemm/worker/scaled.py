@@ -1,4 +1,4 @@
-"""An FP8 case's scales on the device (#36): the guarded grids the kernel reads, the exact dequantised operands the
+"""An FP8 case's scales on the device: the guarded grids the kernel reads, the exact dequantised operands the
 truth is computed from, and the checks that the kernel left its scales alone. Part of the worker package."""
 
 from __future__ import annotations

@@ -225,7 +225,7 @@ class Timer:
 
     @staticmethod
     def _host_median(case: Case, measured: Measured) -> tuple[float, float] | None:
-        """A Python kernel's median host time to make one launch call, and cuBLAS's (#35 item 3): its own code's cost
+        """A Python kernel's median host time to make one launch call, and cuBLAS's: its own code's cost
         (Triton's launcher, torch's dispatch), which a caller pays too. None for a ``.cu`` kernel, whose call is the
         harness's own (CuPy's), not the kernel's."""
         if case.spec.kind != "py" or not measured.host_k:
@@ -233,7 +233,7 @@ class Timer:
         return float(np.median(measured.host_k)), float(np.median(measured.host_r))
 
     def streams_of(self, call: Callable[[], None]) -> tuple[int, ...] | str:
-        """Run ``call`` (a Python kernel's launch, #35) under CUPTI, between a prepare kernel and a mark kernel on the
+        """Run ``call`` (a Python kernel's launch) under CUPTI, between a prepare kernel and a mark kernel on the
         harness's stream, and wait for the whole device: the streams besides the harness's that its GPU work went to
         (CUPTI's ids, :func:`.cupti_clock.other_streams`), or why CUPTI cannot tell. ``call`` runs once in every case:
         where CUPTI cannot watch, unwatched."""
