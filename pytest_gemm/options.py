@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .judge.gate import DEFAULT_METRIC, DEFAULT_THRESHOLD
+from .judge.gate import DEFAULT_BASELINES, DEFAULT_METRIC, DEFAULT_THRESHOLD
 from .records.case_record import METRICS
 from .records.dtypes import INPUT_DTYPES
-from .records.request import COMPILE_TIMEOUT, SANITIZER_TOOLS, TIMERS
+from .records.request import COMPILE_TIMEOUT, SANITIZER_TOOLS, TIMERS, TimingSettings
 from .records.shapes import Shape, ShapeError, parse_shapes
 from .specs.archs import known_arch
 from .specs.spec import DEFAULT_MAX_VARIANTS
@@ -146,9 +146,11 @@ def _flag(name: str, text: str, *, ini: bool = True) -> Option:
     return Option(name, "false", text, flag=True, ini=ini)
 
 
-#: the timeout: long enough for the slowest phase of a legitimate case (docs/architecture.md), short
+#: the timeout: long enough for the slowest phase of a legitimate case (docs/measurements.md#the-workers-start), short
 #: enough that a hanging kernel costs one minute, not the run
-DEFAULT_TIMEOUT = "60"
+DEFAULT_TIMEOUT = 60.0
+#: the timing settings' defaults, whose record (TimingSettings) defines them
+_TIMING = TimingSettings()
 
 OPTIONS = (
     Option(
@@ -178,7 +180,7 @@ OPTIONS = (
     ),
     Option(
         "timeout",
-        DEFAULT_TIMEOUT,
+        f"{DEFAULT_TIMEOUT:g}",
         "seconds a case may run in the GPU worker without progress (a verification, a batch of timed "
         "launches, which gets max-time more) before the worker is killed and replaced and the case fails "
         "as timed out",
@@ -195,26 +197,26 @@ OPTIONS = (
     ),
     Option(
         "max-time",
-        "1.0",
+        str(_TIMING.max_time),
         "timing: seconds per case after which timing stops even if the noise target is not met",
         _number(float, 0.0, 3600.0),
     ),
     Option(
         "min-samples",
-        "10",
+        str(_TIMING.min_samples),
         "timing: fewest kernel/cuBLAS pairs timed per case, whatever the time cap",
         _number(int, 3, 100_000),
     ),
     Option(
         "noise",
-        "0.005",
+        str(_TIMING.noise),
         "timing: stop once each median's 95%% interval half-width is within this fraction (or within one step "
         "of the GPU's clock, where that is wider)",
         _number(float, 1e-4, 0.5),
     ),
     Option(
         "baselines",
-        "baselines",
+        DEFAULT_BASELINES,
         "gate: folder of baseline files (one JSON file per GPU model), relative to the rootdir (in the pytest-gemm "
         "command: to the current folder, or to --root for merge)",
         command=True,
@@ -276,7 +278,7 @@ OPTIONS = (
     ),
     Option(
         "timer",
-        "cupti",
+        _TIMING.timer,
         "timing: 'cupti' (each kernel's own start and end on the GPU, from CUPTI's activity records, as Nsight "
         "Compute measures; falls back to the events, saying why, where CUPTI cannot be used) or 'events' (CUDA "
         "events around each launch, which adds the launch's device latency, about 3 us on an H100)",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .judge.gate import DEFAULT_METRIC, DEFAULT_THRESHOLD
+from .judge.gate import DEFAULT_BASELINES, DEFAULT_METRIC, DEFAULT_THRESHOLD
 from .options import BY_NAME, DEFAULT_TIMEOUT, OptionError
 from .records.request import COMPILE_TIMEOUT, TimingSettings
 from .records.shapes import Shape
@@ -37,9 +37,9 @@ class Settings:
     dtypes: list[str] | None
     archs: list[str]
     seed: int
-    timeout: float = float(DEFAULT_TIMEOUT)
+    timeout: float = DEFAULT_TIMEOUT
     timing: TimingSettings = field(default_factory=TimingSettings)
-    gate: GateSettings = field(default_factory=lambda: GateSettings(Path("baselines")))
+    gate: GateSettings = field(default_factory=lambda: GateSettings(Path(DEFAULT_BASELINES)))
     require_gpu: bool = False  # no usable CUDA device is a usage error
     max_variants: int = DEFAULT_MAX_VARIANTS  # most variants one kernel may have (--gemm-max-variants)
     report: Path | None = None  # the report folder (--gemm-report), or None

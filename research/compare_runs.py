@@ -28,15 +28,20 @@ def verdicts(path: str) -> dict[str, str]:
     return out
 
 
+#: the JUnit property that says where a case ran: in a test's result (gemm_result), or of its own (older runs)
+_WORKER = ("gemm_result", "gemm_worker")
+
+
 def worker_costs(path: str) -> str:
     """Where a run's GPU cases spent their time: in worker phases, and waiting beyond them (isolation)."""
     phases: dict[str, float] = {}
     wall = inside = 0.0
     pids, cases, longest = set(), 0, ("", 0.0, "")
     for prop in ET.parse(path).getroot().iter("property"):
-        if prop.get("name") != "gemm_worker":
+        value = ast.literal_eval(prop.get("value", "{}")) if prop.get("name") in _WORKER else None  # a dict's repr
+        note = value.get("worker") if prop.get("name") == "gemm_result" else value  # the worker, in the test's result
+        if not note:
             continue
-        note = ast.literal_eval(prop.get("value", "{}"))  # our own repr of a dict of numbers
         cases += 1
         pids.add(note["pid"])
         wall += note.get("wall_s", 0.0)

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 from pytest_gemm.judge.scaled import draw_quantised
+from pytest_gemm.records.scales import Scales
 from pytest_gemm.records.shapes import Shape
-from pytest_gemm.specs.scaling import Scales
 
 DEV = "cuda"
 M = N = 256

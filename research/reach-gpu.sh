@@ -15,12 +15,12 @@ sum="$out/reach-gpu.txt"
 sweep_pattern="sweep:|passed|failed|Error"
 # The correctness steps share the GPU: the sweep runs beside the others (none of them is timed); timing runs alone.
 if want sweep; then
-    step sweep "${GEMM_SWEEP_LIMIT:-560}" "$sweep_pattern" "${p[@]}" tests/test_gpu_false_alarms.py -q -s &
+    step sweep "${GEMM_SWEEP_LIMIT:-560}" "$sweep_pattern" "${p[@]}" tests/gpu/test_gpu_false_alarms.py -q -s &
 fi
 want orders && step orders 150 "passed|failed|Error|FAILED|matches|parameter" \
-    "${p[@]}" tests/test_gpu_orders.py tests/test_misreadings.py -k "orders or cupy" -q
+    "${p[@]}" tests/gpu/test_gpu_orders.py tests/gpu/test_gpu_misreadings.py -k "orders or cupy" -q
 want batched && step batched 200 "passed|failed|FAILED|Error|matches|gap" \
-    "${p[@]}" tests/test_gpu_batched.py -q
+    "${p[@]}" tests/gpu/test_gpu_batched.py -q
 want step12 && step step12 120 "passed|failed|FAILED|Error" \
     "${p[@]}" --gemm-kernels kernels/12_wgmma_ws.cu --gemm-shapes quick,100x640x72 --benchmark-skip -q -k nxk
 want thirdparty && step thirdparty 200 "passed|failed|FAILED|Error|skipped|  - " "${p[@]}" -q \

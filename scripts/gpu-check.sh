@@ -22,14 +22,14 @@
 #                     give the device tool carry: [".thirdparty"]) on quick,edge, verification only, 4 xdist workers
 #                     (GEMM_THIRDPARTY_DIRS: which folders, GEMM_THIRDPARTY_WORKERS: how many xdist workers,
 #                     GEMM_THIRDPARTY_SHAPES: which shape sets)
-#                     `reach` runs research/reach-gpu.sh (issue 34: storage orders, strided batches, size types, declared
+#                     `reach` runs research/reach-gpu.sh (storage orders, strided batches, size types, declared
 #                     accumulation, misreadings, the false-alarm sweep, step 12 in both orders of B, timed 3 times;
 #                     GEMM_SWEEP_SEEDS, GEMM_SWEEP_LARGE_SEEDS as there; GEMM_REACH_PARTS picks its parts)
-#                     `torch` runs research/torch-gpu.sh (issue 35: Triton and torch kernels, the tutorial matmul on
+#                     `torch` runs research/torch-gpu.sh (Triton and torch kernels, the tutorial matmul on
 #                     every shape set, the third-party Triton kernels of .thirdparty/issue35; GEMM_TORCH_PARTS picks)
-#                     `fp8` runs tests/test_gpu_scaled.py (issue 36: FP8 and INT8 kernels in every scaling mode,
+#                     `fp8` runs tests/gpu/test_gpu_scaled.py (FP8 and INT8 kernels in every scaling mode,
 #                     the fault kernels' diagnoses), research/fp8_accuracy.py and research/fp8_peer_layouts.py
-#                     `bad-input` runs research/bad-input-gpu.sh (issue 33's rows that need a GPU: a shape past
+#                     `bad-input` runs research/bad-input-gpu.sh (the rows of docs/bad-input.md that need a GPU: a shape past
 #                     the GPU's memory or the kernel's int arguments, a compile past its limit, a selection
 #                     that leaves no GPU case, the compile cache, the README's sample run)
 #   GEMM_MULTI_GPU=1  also run research/multi-gpu-acceptance.sh (one GPU against all of them; needs 2 or more)
@@ -101,8 +101,8 @@ if [[ $parts == *,torch,* ]] && enough torch; then
         >/dev/null 2>&1
     echo "== torch: $(grep -c '^== ' "$out/torch/torch-gpu.txt" 2>/dev/null) steps (torch/torch-gpu.txt)"
 fi
-if [[ $parts == *,fp8,* ]]; then  # issue 36: FP8 and INT8 kernels and faults, then the measurements behind the bound
-    run fp8-tests tests/test_gpu_scaled.py -m gpu
+if [[ $parts == *,fp8,* ]]; then  # FP8 and INT8 kernels and faults, then the measurements behind the bound
+    run fp8-tests tests/gpu/test_gpu_scaled.py -m gpu
     if enough fp8-research; then
         timeout "$(limit)" python3 research/fp8_accuracy.py >"$out/fp8-accuracy.txt" 2>&1
         timeout "$(limit)" python3 research/fp8_peer_layouts.py >"$out/fp8-peer-layouts.txt" 2>&1

@@ -6,7 +6,7 @@ RUN.json is pytest-benchmark's JSON of a pytest-gemm run (``--benchmark-json``) 
 ``run.json``, of one GPU model. The page names the GPU, the date and the command; it counts the
 run's tests and names the failed ones, and gives, per dtype, each kernel variant's TFLOP/s at
 every shape and its % of cuBLAS at the largest (the alpha = 1, beta = 0 cases).
-tests/test_results_doc.py checks that the committed page is this script's output from the
+tests/project/test_results_doc.py checks that the committed page is this script's output from the
 committed run.
 """
 

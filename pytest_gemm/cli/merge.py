@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..baselines.store import BaselineFile, baseline_path, gpu_slug, load
-from ..judge.gate import DEFAULT_METRIC, DEFAULT_THRESHOLD, GatePolicy
+from ..judge.gate import DEFAULT_BASELINES, DEFAULT_METRIC, DEFAULT_THRESHOLD, GatePolicy
 from ..records.case_record import CaseRecord, GateResult
 from ..report.outputs import output_file_problem, report_folder_problem, summary_problems, write_summary
 from ..report.regression import gate_line
@@ -202,7 +202,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     except m.MergeError as exc:
         raise CliError(str(exc)) from None
     data, out, root = merged.data, Path(args.out), Path(args.root)
-    folder = root / (args.baselines or data.settings.get("baselines") or "baselines")
+    folder = root / (args.baselines or data.settings.get("baselines") or DEFAULT_BASELINES)
     found = _baselines(by_gpu(data), folder)
     if args.report:
         flag, allow = switch("overwrite-report"), args.overwrite_report

@@ -12,6 +12,7 @@ from operator import attrgetter
 from typing import Any
 
 from ..records.case_record import CaseRecord, gpu_identity, max_sm_clock
+from ..records.declarations import Declarations
 from ..records.diagnosis import MAX_OUTPUT_LINES, Diagnosis, Finding
 from ..records.outcome import ErrorStats, Outcome, Verification
 from ..records.result import CaseResult
@@ -71,18 +72,9 @@ def findings(result: Verification) -> tuple[Finding, ...]:
     return tuple(found)
 
 
-def wrong_output(
-    v: Verification,
-    dtype: str,
-    *,
-    always_reads_c: bool = False,
-    nondeterministic: str = "",
-    storage: str = "",
-    accumulate: str = "",
-    scaling: str = "",
-) -> Diagnosis:
-    """The diagnosis of an output of ``dtype`` that failed its verification (``always_reads_c``, ``nondeterministic``,
-    ``storage``, ``accumulate``, ``scaling``: what the kernel's header declares, as :class:`Diagnosis` holds it)."""
+def wrong_output(v: Verification, dtype: str, declared: Declarations | None = None) -> Diagnosis:
+    """The diagnosis of an output of ``dtype`` that failed its verification (``declared``: what the kernel's header
+    declares that changes its checks)."""
     return Diagnosis(
         Verdict.WRONG_OUTPUT,
         dtype,
@@ -94,34 +86,23 @@ def wrong_output(
         kernel=v.kernel,
         peer=v.peer,
         error_map=v.error_map,
-        always_reads_c=always_reads_c,
-        nondeterministic=nondeterministic,
-        storage=storage,
-        accumulate=accumulate,
-        scaling=scaling,
+        declared=declared or Declarations(),
     )
 
 
 def diagnose(case: Case, verification: Verification) -> Diagnosis:
     """The diagnosis of a case whose output failed its verification."""
-    return wrong_output(verification, case.dtype, **_declared(case))
-
-
-def _declared(case: Case) -> dict[str, Any]:
-    """What the case's kernel header declares that changes its checks: its storage orders ('' when all are
-    row-major) and accumulation ('' for the default) too."""
-    spec, storage = case.spec, case.storage
-    return {
-        "always_reads_c": spec.always_reads_c,
-        "nondeterministic": spec.nondeterministic,
-        "storage": "" if storage.is_default else storage.text,
-        "accumulate": spec.accumulate or "",
-        "scaling": spec.scales.describe() if spec.scales else "",
-    }
+    return wrong_output(verification, case.dtype, case.declarations)
 
 
 def _scalars(case: Case) -> dict[str, Any]:
-    return {"dtype": case.dtype, "shape": case.shape, "alpha": case.ab.alpha, "beta": case.ab.beta, **_declared(case)}
+    return {
+        "dtype": case.dtype,
+        "shape": case.shape,
+        "alpha": case.ab.alpha,
+        "beta": case.ab.beta,
+        "declared": case.declarations,
+    }
 
 
 def _peak(gpu: dict[str, Any], dtype: str) -> float | None:

@@ -31,6 +31,7 @@ from ..records.request import TIMERS
 from ..records.verdicts import OTHER_GPUS, REFERENCE_MOVED, SOURCE_CHANGED, TIMER_CHANGED, GateVerdict
 
 __all__ = [
+    "DEFAULT_BASELINES",
     "DEFAULT_METRIC",
     "DEFAULT_THRESHOLD",
     "FAILS_WITH",
@@ -42,6 +43,7 @@ __all__ = [
 
 DEFAULT_THRESHOLD = 0.05  # --gemm-threshold: slower than the baseline by more than this fraction (and significantly)
 DEFAULT_METRIC = "ratio"  # --gemm-gate-metric: a key of METRICS
+DEFAULT_BASELINES = "baselines"  # --gemm-baselines: the folder of baseline files, relative to the rootdir
 #: the option (--gemm-NAME) with which each verdict fails a test; a regression always does
 FAILS_WITH = {GateVerdict.NEW: "fail-new", GateVerdict.UNSTABLE: "fail-unstable"}
 
@@ -97,7 +99,10 @@ def judge(
     ``threshold`` is the run's; a kernel's own ``regression_threshold`` (in its record) overrides it.
     """
     result = _verdict(record, entry, metric, threshold)
-    return replace(result, fails=(policy or GatePolicy()).fails(result.verdict))
+    result = replace(result, fails=(policy or GatePolicy()).fails(result.verdict))
+    if result.verdict == GateVerdict.REGRESSED and entry is not None:  # what its failure shows it against
+        result = replace(result, baseline=compared_record(entry, record, result))
+    return result
 
 
 def _verdict(record: CaseRecord, entry: Mapping[str, Any] | None, metric: str, threshold: float) -> GateResult:

@@ -28,8 +28,8 @@ GEMMs of the whole batch more. Pure: ``xp`` is NumPy or CuPy; it uses the array 
 
 Why 99%: a misread kernel may be wrong in a few more places (an edge tile, a NaN from elsewhere), and a match by
 chance is no risk: an element lies within another product's bound (a few units in the last place of its magnitude)
-by chance only rarely. In tests/test_misreadings.py's outputs (every reading, order and dtype), a reading other
-than the one simulated matched at most 0.3% of the elements.
+by chance only rarely. In tests/unit/judge/test_misreadings.py's outputs (every reading, order and dtype), a
+reading other than the one simulated matched at most 0.3% of the elements.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from typing import Any
 
 from ..records.dtypes import DType
 from ..records.outcome import ErrorStats, Misread
+from ..records.storage import LOGICAL, Storage
 from ..records.verdicts import Misreading
-from ..specs.storage import LOGICAL, Storage
 from .accuracy import Truth, element_ratios
 
 __all__ = ["BATCHES_LISTED", "MATCH", "may_be_misread", "misreading"]

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..records.scales import BLOCK, Scales
 from ..records.shapes import Shape
+from ..records.storage import LOGICAL
 from ..records.verdicts import Misreading
-from ..specs.scaling import BLOCK, Scales
-from ..specs.storage import LOGICAL
 from .scaled import dequantised, expand
 
 __all__ = ["int_candidates", "scale_candidates"]

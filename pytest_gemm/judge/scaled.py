@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from ..records.dtypes import get_dtype
+from ..records.scales import BLOCK, Scales
 from ..records.shapes import Shape
-from ..specs.scaling import BLOCK, INT8_MAX, Scales
-from ..specs.storage import LOGICAL
+from ..records.storage import LOGICAL
+from ..specs.scaling import INT8_MAX
 
 __all__ = [
     "FP8_MAX",

@@ -37,10 +37,8 @@ def _capability(text: str) -> tuple[int, int]:
 class Lookahead:
     """The cases queued for items that have not run yet."""
 
-    def __init__(
-        self, config: pytest.Config, settings: Settings, timed: bool, workers: Callable[[], GpuWorkers]
-    ) -> None:
-        self.config, self.settings, self.timed, self._workers = config, settings, timed, workers
+    def __init__(self, settings: Settings, timed: bool, workers: Callable[[], GpuWorkers]) -> None:
+        self.settings, self.timed, self._workers = settings, timed, workers
         self._ahead: dict[str, tuple[Request, Future[Done]]] = {}  # node id -> its case, submitted ahead
         self._items: list[pytest.Item] = []
         self._order: dict[str, int] = {}  # node id -> its place in the run (without xdist)

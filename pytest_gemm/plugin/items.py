@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 
@@ -14,10 +14,8 @@ from ..compiler.nvrtc import CompileError, NvrtcUnavailable
 from ..isolation.sanitizer import find_sanitizer, run_tool
 from ..options import label
 from ..records.case_record import CompileRecord
-from ..records.plain import to_plain
-from ..records.result import CaseResult
-from ..report.failure import failure_text
-from ..report.regression import case_command, replay_command
+from ..records.result import CaseResult, ItemResult
+from ..report.regression import case_command
 from ..specs.archs import parse_arch
 from ..specs.cases import (
     Case,
@@ -34,8 +32,8 @@ from ..specs.limits import KernelResources, launch_problems, limits_for_arch, ne
 from ..specs.spec import KernelFileError, KernelSpec, Variant
 from .benchmark import DeviceClock
 from .compile_ahead import timeout_text
-from .properties import CASE, COMPILE, DIAGNOSIS
-from .stash import SESSION
+from .properties import RESULT
+from .stash import SESSION, Host
 
 __all__ = [
     "GemmCaseItem",
@@ -44,8 +42,8 @@ __all__ = [
     "GemmSanitizeItem",
     "KernelFile",
     "UnimportedKernelFile",
+    "add_result",
     "check_variant_count",
-    "skip_case",
 ]
 
 
@@ -66,9 +64,14 @@ class _TextFailure:
         return super().repr_failure(excinfo)  # type: ignore[misc]
 
 
-def _session(config: pytest.Config) -> Any:
-    """The run's GemmSession."""
+def _session(config: pytest.Config) -> Host:
+    """The run's session (plugin/session.py)."""
     return config.stash[SESSION]
+
+
+def add_result(item: pytest.Item, result: ItemResult) -> None:
+    """Give a test's result to its report (one user property, which crosses from xdist workers)."""
+    item.user_properties.append((RESULT, result.to_dict()))
 
 
 class KernelFile(pytest.File):
@@ -90,7 +93,7 @@ class KernelFile(pytest.File):
             raise self.CollectError(str(exc)) from None
         _session(self.config).selection.add(expanded)  # what --gemm-dtypes and --gemm-shapes left is said
         for spec, cases in expanded:
-            if spec.kind == "cu":
+            if spec.kind.compiled:
                 for variant in spec.variants():
                     for arch in (spec.arch,) if spec.arch else settings.archs:
                         parts = [spec.name] if len(specs) > 1 else []
@@ -189,7 +192,7 @@ class GemmCompileItem(_TextFailure, pytest.Item):
             cannot_launch=bool(problems),
             near_limits=tuple(near),
         )
-        self.user_properties.append((COMPILE, record.to_dict()))
+        add_result(self, ItemResult(CaseResult("failed" if problems else "passed", kind="compile"), compiled=record))
         if problems:
             raise GemmFailure(
                 f"{spec.path}: {record.kernel} compiles for {self.arch} but can never launch there:\n"
@@ -212,10 +215,10 @@ class GemmCaseItem(_TextFailure, pytest.Function):
     @classmethod
     def from_case(cls, parent: KernelFile, case: Case, base_seed: int, source_sha256: str) -> GemmCaseItem:
         def gemm_case(request: pytest.FixtureRequest) -> None:
-            _session(request.config).run_case(request.node, None)
+            _session(request.config).runner.run(request.node, None)
 
         def gemm_timed_case(request: pytest.FixtureRequest, benchmark: Any) -> None:
-            _session(request.config).run_case(request.node, benchmark)
+            _session(request.config).runner.run(request.node, benchmark)
 
         # Every case is also timed unless --benchmark-skip; only timed cases ask for pytest-benchmark's
         # fixture, so that --benchmark-only keeps them (and skips the compile items).
@@ -234,22 +237,12 @@ class GemmCaseItem(_TextFailure, pytest.Function):
         item.gemm_seed = case_seed(base_seed, item.nodeid)
         item.add_marker("gemm")
         item.add_marker("gpu")
-        item.user_properties.append((CASE, {"file": case.spec.path, "kernel": case.spec.name, "case": case.id}))
         if case.skip_reason:
             item.add_marker(pytest.mark.skip(reason=case.skip_reason))
         return item
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, self.case.spec.line - 1, self.name
-
-
-def skip_case(item: GemmCaseItem, result: CaseResult) -> NoReturn:
-    """Skip a judged case: with the worker's reason, or for a calibration error, whose diagnosis travels
-    with the report, so that saved runs keep it and the end of the run counts it."""
-    if result.diagnosis is None:
-        pytest.skip(result.message)
-    item.user_properties.append((DIAGNOSIS, to_plain(result.diagnosis)))
-    pytest.skip(failure_text(item.name, result, replay_command(item.nodeid, item.case.shape, item.base_seed)))
 
 
 #: how much longer than --gemm-timeout one tool may take (the tools slow launches down many times)
@@ -260,7 +253,7 @@ def sanitize_items(parent: pytest.File, specs: list[KernelSpec], tools: tuple[st
     """The sanitize items of a kernel file's .cu kernels."""
     settings = _session(parent.config).settings
     for spec in specs:
-        if spec.kind != "cu":
+        if not spec.kind.compiled:
             continue
         case = sanitize_case(spec, settings.dtypes)
         for tool in tools:
@@ -289,11 +282,12 @@ class GemmSanitizeItem(_TextFailure, pytest.Item):
         sanitizer = find_sanitizer()
         if sanitizer is None:
             pytest.skip("compute-sanitizer not found (it comes with the CUDA toolkit: put its bin/ on PATH)")
-        reason = session.workers.probe()
+        workers = session.runner.workers
+        reason = workers.probe()
         if reason is not None:
             pytest.skip(f"no CUDA device: {reason}")
-        session.workers.drain()  # nothing else runs on the GPU beside the tool
-        pin = session.workers.gpus[0].entry if session.workers.gpus else None
+        workers.drain()  # nothing else runs on the GPU beside the tool
+        pin = workers.gpus[0].entry if workers.gpus else None
         case, timeout = self.case, SLOWER * session.settings.timeout
         request = to_request(case, str(self.path), session.settings.seed, None)
         kernel = self.spec.entry.split("<")[0].strip()

@@ -1,8 +1,14 @@
-"""The user properties pytest-gemm puts on test reports (they travel from xdist workers as plain data).
+"""The user properties pytest-gemm puts on test reports: two records, each in its codec, which travel from xdist
+workers to the reporting process as plain data.
 
-JUnit XML writes a test's properties as its teardown report holds them: what only carries data from the
-process that ran a case to the one that reports (``TRANSIENT``) leaves the item once its call report is made,
-so that the XML stays small whatever the matrices' size.
+* :data:`FACTS`: every case item the run selected, its :class:`~pytest_gemm.records.result.CaseFacts` (set after
+  selection, where collection runs);
+* :data:`RESULT`: every test pytest-gemm ran, its :class:`~pytest_gemm.records.result.ItemResult` (the judged
+  result, and where and how it ran).
+
+JUnit XML writes a test's properties as its teardown report holds them: once the call report is made, the item
+keeps the result's slim form (:meth:`~pytest_gemm.records.result.ItemResult.slim`: no diagnosis, no GPU facts), so
+that the XML stays small whatever the matrices' size.
 """
 
 from __future__ import annotations
@@ -11,43 +17,25 @@ from typing import Any
 
 import pytest
 
-__all__ = [
-    "CASE",
-    "COMPILE",
-    "DECLARED",
-    "DIAGNOSIS",
-    "GPU",
-    "HEATMAP",
-    "MARGIN",
-    "NO_DEVICE",
-    "RECORD",
-    "SOURCE",
-    "TRANSIENT",
-    "WHOLE_FILE",
-    "WORKER",
-    "props",
-]
+from ..records.result import CaseFacts, ItemResult
 
-CASE = "gemm_case"  # every case item: which file, kernel and case it is
-WHOLE_FILE = "gemm_file_whole"  # every case item: whether its whole kernel file is selected (by -k, -m, ids)
-SOURCE = "gemm_source"  # every case item run: its kernel file and that file's SHA-256 as collected (for saved runs)
-DECLARED = "gemm_declared"  # a case item whose kernel's header declares what changes its checks: those lines
-NO_DEVICE = "gemm_no_device"  # a case skipped because there is no CUDA device: the reason
-RECORD = "gemm_timing"  # a timed case: its CaseRecord, as a dict
-GPU = "gemm_gpu"  # a case run on a GPU: the worker's device facts
-#: a case run in a worker: its process id, why it was replaced after the case, what it compiled, the seconds
-#: of each phase in the worker, and the wall time the pytest process waited for it (the difference is the
-#: cost of isolation: starting workers, passing requests and outcomes)
-WORKER = "gemm_worker"
-MARGIN = "gemm_margin"  # a verified case: how far inside the verification bounds its output was
-UNTIMED = "gemm_untimed"  # a verified case that timing was asked for and cuBLAS cannot time: why
-COMPILE = "gemm_compile"  # a compile item: its CompileRecord, as a dict
-DIAGNOSIS = "gemm_diagnosis"  # a failed case: its Diagnosis (error map pooled), as a dict
-HEATMAP = "gemm_heatmap"  # a failed case whose heatmap was drawn as it ended: the picture, in the report folder
-#: what reaches the controlling process with the call report and is then taken off the item (not in JUnit XML)
-TRANSIENT = (DIAGNOSIS, GPU)
+__all__ = ["FACTS", "RESULT", "facts_of", "result_of"]
+
+FACTS = "gemm_case"
+RESULT = "gemm_result"
 
 
-def props(report: pytest.TestReport, key: str) -> list[Any]:
-    """The values of one user property on a report."""
+def _values(report: pytest.TestReport, key: str) -> list[Any]:
     return [value for name, value in report.user_properties if name == key]
+
+
+def result_of(report: pytest.TestReport) -> ItemResult | None:
+    """The test's result, as the process that ran it made it (None: pytest-gemm ran nothing, or not in this phase)."""
+    found = _values(report, RESULT)
+    return ItemResult.from_dict(found[-1]) if found else None
+
+
+def facts_of(report: pytest.TestReport) -> CaseFacts | None:
+    """A case's facts as the run selected it (None: not a case)."""
+    found = _values(report, FACTS)
+    return CaseFacts.from_dict(found[-1]) if found else None

@@ -8,6 +8,8 @@ run (under ``--co`` and pytest-xdist at the end only), so that a green run that 
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,13 +17,15 @@ import pytest
 
 from ..options import label
 from ..records.dtypes import DTYPES
+from ..records.result import CaseFacts
+from ..report.failure import kernel_declarations
 from ..settings import Settings
 from ..specs.cases import Case
 from ..specs.footprint import int_args_problem
 from ..specs.spec import KernelSpec
 from .passed_on import heard, pass_on
 
-__all__ = ["Selection"]
+__all__ = ["Selection", "case_facts"]
 
 #: kernels named in a line; more are counted ("and 3 more")
 NAMED = 4
@@ -127,3 +131,22 @@ class Selection:
             self.error = said["error"]
             return [(self.error, True)]  # it says what the line would
         return [(line, False) for line in new if self.error is None]
+
+
+def case_facts(items: list[pytest.Item]) -> Callable[[Any], CaseFacts]:
+    """Each case item's facts as the run selected it (``items``: the selected items, before a shard takes its
+    share): whether its kernel file's every case is among them, and its kernel's declarations in words."""
+    selected: Counter[Any] = Counter(item.parent for item in items if hasattr(item, "case"))
+
+    def facts(item: Any) -> CaseFacts:
+        spec = item.case.spec
+        return CaseFacts(
+            file=spec.path,
+            kernel=spec.name,
+            case=item.case.id,
+            sha256=item.source_sha256,
+            whole=selected[item.parent] == getattr(item.parent, "n_cases", -1),
+            declared=tuple(kernel_declarations(spec)),
+        )
+
+    return facts

@@ -92,6 +92,7 @@ class GateResult:
     baseline_file_missing: bool = False
     compared_with: str = ""  # which recorded GPUs the case was compared with: a key of COMPARED_WITH ('' for new)
     fails: bool = False  # whether this verdict fails the test (judge.gate.GatePolicy, with the run's settings)
+    baseline: dict[str, Any] | None = None  # a regression's baseline entry, with the numbers it was compared with
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ failure text, the HTML page, the heatmap and the summary. A new check adds a kin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from .declarations import Declarations
 from .outcome import ErrorMap, ErrorStats, Failure
 from .shapes import Shape
 from .verdicts import Check, ErrorCause, Misreading, TimingProblem, Verdict
@@ -71,11 +72,7 @@ class Diagnosis:
     problems: tuple[TimingProblem, ...] = ()
     streams: tuple[int, ...] = ()  # OTHER_STREAM: CUPTI's ids of the other streams the kernel launched on
     output: str = ""
-    always_reads_c: bool = False  # the header's declarations that change the checks
-    nondeterministic: str = ""
-    storage: str = ""  # each operand's declared order (specs.storage.Storage.text); '' for all row-major
-    accumulate: str = ""  # a declared accumulation ("fp16"); '' for the dtype's default
-    scaling: str = ""  # an FP8 kernel's scales in words (specs.scaling.Scales.describe); '' for none
+    declared: Declarations = field(default_factory=Declarations)  # the header's declarations that change the checks
     said: tuple[str, ...] = ()  # a saved run's sentences from before diagnoses were data (no findings then)
 
     @property
@@ -87,4 +84,4 @@ class Diagnosis:
     @property
     def poisoned(self) -> bool:
         """Whether C held the NaN poison before the launch (beta = 0, and the kernel does not declare it reads C)."""
-        return self.beta == 0 and not self.always_reads_c
+        return self.beta == 0 and not self.declared.always_reads_c

@@ -36,6 +36,17 @@ class DType:
     exact: bool = False  # integer arithmetic: the output must equal the truth bit for bit
 
     @property
+    def by_table(self) -> bool:
+        """Whether its values are read from a table of its 256 byte patterns (the FP8 formats: no arithmetic type for
+        them on the device)."""
+        return self.name in FP8
+
+    @property
+    def as_bits(self) -> bool:
+        """Whether CuPy has no element type for it (bf16, the FP8 formats, UE8M0): the device holds its bits."""
+        return self.storage == "bfloat16" or self.storage.startswith("float8")
+
+    @property
     def default_output(self) -> str:
         """C's dtype when a kernel's header names none: bf16 for FP8 inputs, int32 for INT8, else the inputs'."""
         return self.output or self.name

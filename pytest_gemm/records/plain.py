@@ -63,7 +63,9 @@ def fields_from_plain(cls: type[T], data: Any) -> T:
         raise PlainError(f"{cls.__name__}: unknown field(s) {', '.join(sorted(unknown))}")
     try:
         return cls(**{name: _convert(hints[name], value) for name, value in data.items()})
-    except TypeError as exc:
+    except PlainError:
+        raise  # a field's own value: said as it is
+    except (TypeError, ValueError) as exc:  # a missing field, or a value the record refuses
         raise PlainError(f"{cls.__name__}: {exc}") from None
 
 

@@ -14,10 +14,11 @@ from ..records.diagnosis import Diagnosis, Finding
 from ..records.outcome import PHASES, STREAMS_KEPT, ErrorStats, Failure
 from ..records.result import CaseResult
 from ..records.shapes import Shape
+from ..records.storage import ORDER_FLAGS, ORDERS, Storage
 from ..records.verdicts import Check, ErrorCause, FailureKind, Misreading, TimingProblem, Verdict
 from ..specs.spec import KernelSpec
-from ..specs.storage import ORDER_FLAGS, ORDERS, Storage
 from .misread import misread_text
+from .regression import gate_failure
 
 __all__ = [
     "FINDING_TEXT",
@@ -218,8 +219,13 @@ def declarations(
 
 def declared(d: Diagnosis) -> list[str]:
     """:func:`declarations` of a failed case's kernel, as its diagnosis holds them."""
+    dec = d.declared
+    storage = "" if dec.storage.is_default else dec.storage.text
     return declarations(
-        always_reads_c=d.always_reads_c, nondeterministic=d.nondeterministic, storage=d.storage, accumulate=d.accumulate
+        always_reads_c=dec.always_reads_c,
+        nondeterministic=dec.nondeterministic,
+        storage=storage,
+        accumulate=dec.accumulate,
     )
 
 
@@ -366,6 +372,10 @@ def failure_text(name: str, result: CaseResult, replay: str) -> str:
     """The whole failure text of a failed case ``name`` (``kernel[id]``), or the one-line reason a calibration error's
     case is skipped with; ``replay``: the command that runs it alone."""
     d = result.diagnosis
+    gate = result.timing.gate if result.timing is not None else None
+    if d is None and gate is not None and gate.fails:
+        assert result.timing is not None
+        return gate_failure(result.timing, gate)
     if d is None:
         return f"{name}: {result.message or 'failed'}; replay: {replay}"
     if d.kind == Verdict.CALIBRATION and not result.failed:  # skipped: the reason, on one line

@@ -44,9 +44,9 @@ def markdown(cases: Mapping[str, CaseResult]) -> str:
         record = result.timing
         gate = record.gate if record else None
         notes = [*(gate.notes if gate else ()), *(f"throttled: {t}" for t in (record.throttle if record else ()))]
-        declared = record or result.diagnosis  # a declared accumulation, as the tables show it
-        if declared is not None and declared.accumulate:
-            notes.insert(0, dtype_label(declared.dtype, declared.accumulate))
+        accumulate = record.accumulate if record else result.diagnosis.declared.accumulate if result.diagnosis else ""
+        if accumulate:  # a declared accumulation, as the tables show it
+            notes.insert(0, dtype_label(record.dtype if record else result.diagnosis.dtype, accumulate))
         if result.message and result.outcome != "passed":
             notes.insert(0, result.message[:200])
         cells = [

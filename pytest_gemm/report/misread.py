@@ -4,8 +4,9 @@ declares where the reading concerns one: "matches B read as N x K; the header sa
 from __future__ import annotations
 
 from ..records.diagnosis import Diagnosis, Finding
+from ..records.storage import ORDERS
 from ..records.verdicts import Misreading
-from ..specs.storage import ORDERS, Storage
+from ..specs.families import family_of
 
 __all__ = ["misread_text"]
 
@@ -16,10 +17,7 @@ def _dims(order: str) -> str:
 
 def _reading(kind: Misreading, d: Diagnosis, as_read: str = "") -> str:
     """What a misread output matches, with the header's order where the reading concerns one."""
-    try:
-        storage = Storage.of_text(d.storage)
-    except ValueError:  # a hand-edited saved run: the reading, without the orders
-        return str(kind)
+    storage = d.declared.storage
     op = {Misreading.A_ORDER: "A", Misreading.B_ORDER: "B", Misreading.C_TRANSPOSED: "C"}.get(kind)
     if op is not None:
         declared = storage.order(op)
@@ -60,12 +58,14 @@ def _scaled(kind: Misreading, d: Diagnosis, as_read: str) -> str:
     """A scaled or integer GEMM's misreading in words, with the granularity read and declared; empty for the others."""
     if kind in (Misreading.A_SCALES_GRANULARITY, Misreading.B_SCALES_GRANULARITY):
         op = "A" if kind == Misreading.A_SCALES_GRANULARITY else "B"
-        declared = f"the header declares {d.scaling}" if d.scaling else "the header declares others"
+        scales = d.declared.scales
+        declared = f"the header declares {scales.describe()}" if scales else "the header declares others"
         return f"{op}'s scales applied at {_BLOCKS.get(as_read, as_read or 'another granularity')}; {declared}"
     if kind not in _SCALED:
         return ""
-    other = "fp8_e5m2" if d.dtype == "fp8_e4m3" else "fp8_e4m3"
-    return _SCALED[kind].format(other=other)
+    if kind == Misreading.OTHER_FP8:
+        return _SCALED[kind].format(other=next(f for f in family_of(d.dtype).dtypes if f != d.dtype))
+    return _SCALED[kind]
 
 
 #: the blocks a slip of granularity applies scales at, in words

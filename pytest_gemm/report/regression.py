@@ -4,9 +4,10 @@ commands that run one case alone, and the table cells both the gate and the ``py
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from ..judge.gate import FAILS_WITH
+from ..judge.gate import DEFAULT_BASELINES, FAILS_WITH
 from ..options import label
 from ..records.case_record import METRICS, CaseRecord, GateResult
 from ..records.shapes import Shape
@@ -17,6 +18,7 @@ __all__ = [
     "accept_command",
     "aligned",
     "case_command",
+    "gate_failure",
     "gate_failure_text",
     "gate_line",
     "interval_cell",
@@ -38,7 +40,7 @@ def replay_command(test: str, shape: Shape | str, base_seed: int) -> str:
 
 def accept_command(record: CaseRecord, baselines: str) -> str:
     """The command that records this case's new number as its baseline (``baselines``: the folder as shown)."""
-    extra = () if baselines == "baselines" else (f"--gemm-baselines {baselines}",)
+    extra = () if baselines == DEFAULT_BASELINES else (f"--gemm-baselines {baselines}",)
     return case_command(record.test, record.shape, "--gemm-update-baselines", *extra)
 
 
@@ -100,6 +102,13 @@ def gate_failure_text(
     if result.verdict == GateVerdict.NEW:
         return f"no baseline entry for {record.test} in {baseline_file} ({option}); record it with: {accept}"
     return f"{record.test}: {'; '.join(result.notes)} ({option})"
+
+
+def gate_failure(record: CaseRecord, gate: GateResult) -> str:
+    """The failure text of a case its gate verdict failed, from its gated record alone (the baseline file as shown, and
+    a regression's baseline entry, are the gate's)."""
+    folder = str(Path(gate.baseline_file).parent) if gate.baseline_file else DEFAULT_BASELINES
+    return gate_failure_text(record, gate, gate.baseline, accept_command(record, folder), gate.baseline_file)
 
 
 def gate_line(record: CaseRecord, gate: GateResult) -> str:

@@ -23,13 +23,14 @@ from ..records.plain import PlainError, from_plain, to_plain
 from ..records.result import CaseResult
 from .check import WrongValue, check, check_present, check_settings, key, shown
 from .data import KernelFileRun, RunData, SessionEnd, Shards, stored
-from .legacy import legacy_record, legacy_tests
+from .legacy import legacy_declarations, legacy_record, legacy_tests
 
 __all__ = ["FORMAT", "RunFileError", "read_run", "run_json", "section"]
 
 T = TypeVar("T")
-#: version of the "gemm" section: 2 keeps failed cases' diagnoses in ``tests`` (1 had a ``failures`` list)
-FORMAT = 2
+#: version of the "gemm" section: 2 keeps failed cases' diagnoses in ``tests`` (1 had a ``failures`` list), 3 their
+#: declarations as a typed record (2 had them flat, some in words)
+FORMAT = 3
 
 
 class RunFileError(ValueError):
@@ -113,6 +114,8 @@ def _tests(extra: dict[str, Any]) -> dict[str, CaseResult]:
     tests = {}
     for test, value in raw.items():
         where = key("gemm.tests", test)
+        if isinstance(value, dict) and "diagnosis" in value:
+            value = {**value, "diagnosis": legacy_declarations(value["diagnosis"], key(where, "diagnosis"))}
         result = stored(_record(CaseResult, value, where))
         _at_least(result.duration_s, 0, key(where, "duration_s"))
         _at_least(result.worker_s, 0, key(where, "worker_s"))

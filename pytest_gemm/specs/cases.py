@@ -6,16 +6,17 @@ import hashlib
 import math
 from dataclasses import dataclass
 
+from ..records.declarations import Declarations
 from ..records.dtypes import DType, accumulating, get_dtype
 from ..records.request import COMPILE_TIMEOUT, Request, TimingSettings
 from ..records.shapes import Shape
+from ..records.storage import ORDER_FLAGS, Storage
 from .expr import Expression, ExpressionError
+from .families import family_of
 from .footprint import int_args_problem
 from .header_keys import DEVICE_NAMES, SHAPE_NAMES
 from .limits import MAX_BLOCK, MAX_GRID, MAX_SHARED_PER_BLOCK, MAX_THREADS_PER_BLOCK
-from .scaling import int8_overflow
 from .spec import KernelFileError, KernelSpec, Variant
-from .storage import ORDER_FLAGS, Storage
 from .tensor_maps import TensorMapSpec
 
 __all__ = [
@@ -85,6 +86,11 @@ class Case:
         return self.spec.storage_for(self.variant)
 
     @property
+    def declarations(self) -> Declarations:
+        """What the kernel's header declares that changes this case's checks."""
+        return self.spec.declarations(self.variant)
+
+    @property
     def c_prior(self) -> bool:
         """C starts with finite prior data: beta != 0, or the kernel declares ``always_reads_c``."""
         return self.ab.prior or self.spec.always_reads_c
@@ -124,7 +130,7 @@ def expand(spec: KernelSpec, shapes: list[Shape], dtypes: list[str] | None = Non
     """All cases of one kernel, in a deterministic order; shapes past the harness's integer arguments, or that
     break a ``requires`` rule, get a skip reason."""
     selected = [d for d in spec.dtypes if dtypes is None or d in dtypes]
-    abs_ = AB_CASES if spec.has_alpha_beta else AB_CASES[:1]
+    abs_ = AB_CASES if spec.alpha_beta else AB_CASES[:1]
     cases = []
     for variant in spec.variants():
         storage = spec.storage_for(variant)
@@ -132,7 +138,7 @@ def expand(spec: KernelSpec, shapes: list[Shape], dtypes: list[str] | None = Non
         for dtype in selected:
             for shape in shapes:
                 reason = _unbatched(spec, shape) or past_ints[shape] or _broken_rule(spec, variant, shape)
-                reason = reason or (int8_overflow(shape.K) if dtype == "int8" else None)
+                reason = reason or family_of(dtype).skip(shape)
                 cases += [Case(spec, variant, dtype, shape, ab, reason) for ab in abs_]
     return cases
 
@@ -141,8 +147,10 @@ def _unbatched(spec: KernelSpec, shape: Shape) -> str | None:
     """Why a kernel that runs one GEMM at a time skips a batched shape."""
     if shape.batch == 1 or spec.batched:
         return None
-    how = "batched=True" if spec.kind == "py" else "batch (and stride_a, stride_b, stride_c) in args"
-    return f"{shape.id} is a batch of {shape.batch}; the kernel takes one GEMM at a time (a batched one declares {how})"
+    return (
+        f"{shape.id} is a batch of {shape.batch}; the kernel takes one GEMM at a time (a batched one declares "
+        f"{spec.kind.batched_how})"
+    )
 
 
 def _names(spec: KernelSpec, shape: Shape, variant: Variant) -> dict[str, int]:

@@ -9,9 +9,11 @@ from pathlib import Path
 
 from ..records.request import Request
 from .cases import AlphaBeta, Case
+from .cufile import parse_cu_source
+from .errors import KernelFileError
 from .pyfile import DECLARING, PyFacts, parse_py_source, py_facts
 from .source import HEADER_START, decode_cu, decode_py, file_problem, has_header, holds, is_oversize, read_kernel_bytes
-from .spec import KernelFileError, KernelSpec, Variant, parse_cu_source
+from .spec import KernelSpec, Variant
 
 __all__ = [
     "case_from_request",

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from ..records.dtypes import get_dtype
 from ..records.shapes import Shape
+from ..records.storage import Storage
 from .limits import INT_ARG_MAX
+from .size_types import SIZE_TYPES
 from .spec import KernelSpec
-from .storage import SIZE_TYPES, Storage
 
 __all__ = [
     "BATCH_GAP_ROWS",
@@ -119,7 +120,7 @@ def int_args_problem(spec: KernelSpec, shape: Shape, storage: Storage | None = N
 
     Only what the harness passes counts. A kernel that computes an index such as ``row * K + k`` in an int
     overflows at a smaller shape: that is the kernel's own bug, which verification is there to catch."""
-    if spec.kind == "cu":
+    if spec.kind.compiled:
         for name, (value, how) in harness_ints(spec, shape, storage).items():
             size_type = SIZE_TYPES[spec.stride_type or spec.size_type if name.startswith("stride_") else spec.size_type]
             if value > size_type.max:

@@ -11,15 +11,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..records.dtypes import FP8, INPUT_DTYPES
+from ..records.dtypes import INPUT_DTYPES
+from ..records.storage import ORDER_FLAGS, ORDERS, Storage
 from .archs import known_arch
 from .errors import KernelFileError
 from .expr import Expression, ExpressionError
+from .families import family_of
 from .scaling import SCALE_ARGS
-from .storage import ORDER_FLAGS, ORDERS, SIZE_TYPES, Storage
+from .size_types import SIZE_TYPES
 from .tensor_maps import MAP_ARGS, SWIZZLES, TensorMapSpec
 
-__all__ = ["ARG_NAMES", "BATCH_ARGS", "DEVICE_NAMES", "ENTRY", "SHAPE_NAMES", "HeaderChecker"]
+__all__ = ["ARG_NAMES", "BATCH_ARGS", "DEVICE_NAMES", "ENTRY", "SHAPE_NAMES", "TEMPLATE_WORDS", "HeaderChecker"]
 
 #: a strided batch's arguments: the batch count and each operand's batch stride, in elements
 BATCH_ARGS = ("batch", "stride_a", "stride_b", "stride_c")
@@ -28,8 +30,11 @@ SHAPE_NAMES = frozenset({"M", "N", "K", "batch"})
 DEVICE_NAMES = frozenset({"SM_COUNT"})  # the GPU's, known only in the worker: allowed in ``grid`` (persistent grids)
 ENTRY = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<.*>)?\s*$", re.DOTALL)
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
-MIXED_OUTPUT = ("fp16", "bf16", "tf32")  # input dtypes whose C may be fp32 (c_dtype)
-FP8_OUTPUTS = ("bf16", "fp16", "fp32")  # the C an FP8 GEMM writes (cuBLASLt's, with the same scales)
+#: the words a template argument of the entry may use besides params: literals and C++'s type names
+TEMPLATE_WORDS = re.compile(
+    r"(true|false|bool|float|double|int|unsigned|signed|long|short|char|size_t|u?int(8|16|32|64)_t"
+    r"|half|__half|__nv_bfloat16|nv_bfloat16)"
+)
 #: why Hopper's fast FP8 accumulation cannot be declared (docs/verification.md#fp8-and-int8)
 FAST_ACCUMULATION = (
     "Hopper's fast FP8 accumulation cannot be judged: measured on an H100 it keeps 13 bits below a sum's leading bit, "
@@ -98,7 +103,7 @@ class HeaderChecker:
                 self.fail("dtypes", "int32 is INT8's output (C); declare dtypes = ['int8']")
             if d not in INPUT_DTYPES:
                 self.fail("dtypes", f"unknown dtype {d!r}; expected one of {', '.join(INPUT_DTYPES)}")
-        kinds = {"FP8" if d in FP8 else "INT8" if d == "int8" else "float" for d in value}
+        kinds = {family_of(d).name for d in value}
         if len(kinds) > 1:
             self.fail(
                 "dtypes",
@@ -267,7 +272,7 @@ class HeaderChecker:
         ``"fp32"``, the default for every dtype but fp64 (None)."""
         if value == "fp32" and "fp64" not in dtypes:
             return None
-        if value == "fast" and set(dtypes) <= set(FP8):
+        if value == "fast" and family_of(dtypes[0]).scaled:
             self.fail("accumulate", FAST_ACCUMULATION)
         if value != "fp16":
             self.fail("accumulate", f"expected 'fp16' (or 'fp32', the default for all but fp64), got {value!r}")
@@ -279,20 +284,3 @@ class HeaderChecker:
                 + (f" and c_dtype {c_dtype!r}" if c_dtype else ""),
             )
         return value
-
-    def c_dtype(self, c_dtype: str, dtypes: tuple[str, ...]) -> None:
-        """An output dtype cuBLAS, the peer, can write for these inputs: the inputs' own, or fp32 for fp16, bf16
-        and tf32 inputs (a wider C than cuBLAS's GemmEx computes is not a GEMM the harness can compare); bf16, fp16
-        or fp32 for FP8 inputs, int32 for INT8."""
-        for dtype in dtypes:
-            if dtype in FP8 or dtype == "int8":
-                allowed = FP8_OUTPUTS if dtype in FP8 else ("int32",)
-                if c_dtype not in allowed:
-                    self.fail("c_dtype", f"{dtype} inputs write C as one of {', '.join(allowed)}; got {c_dtype!r}")
-                continue
-            if c_dtype != dtype and not (c_dtype == "fp32" and dtype in MIXED_OUTPUT):
-                self.fail(
-                    "c_dtype",
-                    f"{dtype} inputs with a {c_dtype} C: cuBLAS, the peer, writes C in the inputs' dtype, or in fp32 "
-                    f"for {', '.join(MIXED_OUTPUT)} inputs",
-                )

@@ -11,70 +11,23 @@ naming its line, never silence.
 from __future__ import annotations
 
 import ast
-import inspect
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .spec import KernelFileError, KernelSpec, spec_from_mapping
+from .errors import KernelFileError
+from .header import python_header, python_keys, spec_from_mapping
+from .spec import KernelSpec
 
-__all__ = ["DECLARING", "DECORATOR", "SPEC_ATTR", "PyFacts", "header_from_arguments", "parse_py_source", "py_facts"]
+__all__ = ["DECLARING", "DECORATOR", "SPEC_ATTR", "PyFacts", "parse_py_source", "py_facts"]
 
 DECORATOR = "gemm_kernel"
 #: Text that may be a gemm_kernel decorator (``@gemm_kernel``, ``@pytest_gemm.gemm_kernel``, ``gemm_kernel(``): only
 #: a file that holds it is parsed to find out (one that names gemm_kernel only in an import is not)
 DECLARING = re.compile(rf"@\s*(?:\w+\s*\.\s*)*{DECORATOR}\b|{DECORATOR}\s*\(")
 SPEC_ATTR = "__pytest_gemm__"  # where the decorator leaves the header on the function
-
-
-def header_from_arguments(
-    *,
-    dtypes: Iterable[str],
-    requires: Iterable[str] | str = (),
-    layout: str = "row",
-    storage: dict[str, str] | None = None,
-    accumulate: str | None = None,
-    batched: bool = False,
-    arrays: str = "cupy",
-    alpha_beta: bool = True,
-    params: dict[str, list[int]] | None = None,
-    c_dtype: str | None = None,
-    name: str | None = None,
-    description: str = "",
-    always_reads_c: bool = False,
-    nondeterministic: str | None = None,
-    scales: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The header a ``gemm_kernel(...)`` call states, in the keys of a ``.cu`` header."""
-    data: dict[str, Any] = {"dtypes": list(dtypes), "layout": layout, "description": description}
-    data["always_reads_c"] = always_reads_c
-    if nondeterministic is not None:
-        data["nondeterministic"] = nondeterministic
-    data["requires"] = [requires] if isinstance(requires, str) else list(requires)
-    if params:
-        data["params"] = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in params.items()}
-    if c_dtype is not None:
-        data["c_dtype"] = c_dtype
-    if storage is not None:
-        data["storage"] = storage
-    if accumulate is not None:
-        data["accumulate"] = accumulate
-    if batched:
-        data["batched"] = batched
-    if arrays != "cupy":
-        data["arrays"] = arrays
-    if alpha_beta is not True:
-        data["alpha_beta"] = alpha_beta
-    if name is not None:
-        data["name"] = name
-    if scales is not None:
-        data["scales"] = scales
-    return data
-
-
-_ARGUMENTS = tuple(inspect.signature(header_from_arguments).parameters)  # what gemm_kernel(...) takes
 
 
 def _decorator_name(node: ast.expr) -> str:
@@ -189,11 +142,12 @@ def _arguments(path: str | Path, call: ast.Call) -> dict[str, Any]:
     if call.args:
         raise KernelFileError(path, f"{DECORATOR}(...) takes keyword arguments only", line=call.lineno)
     out = {}
+    arguments = [key.name for key in python_keys()]
     for keyword in call.keywords:
-        if keyword.arg not in _ARGUMENTS:
+        if keyword.arg not in arguments:
             what = "**" if keyword.arg is None else repr(keyword.arg)
             raise KernelFileError(
-                path, f"{DECORATOR}(...): unknown argument {what}; expected {', '.join(_ARGUMENTS)}", line=call.lineno
+                path, f"{DECORATOR}(...): unknown argument {what}; expected {', '.join(arguments)}", line=call.lineno
             )
         try:
             out[keyword.arg] = ast.literal_eval(keyword.value)
@@ -221,10 +175,7 @@ def parse_py_source(path: str | Path, text: str) -> list[KernelSpec]:
             raise _misplaced(path, deco, node, where)
         if not isinstance(deco, ast.Call):
             raise KernelFileError(path, f"use @{DECORATOR}(dtypes=[...]), with its arguments", line=deco.lineno)
-        try:
-            header = header_from_arguments(**_arguments(path, deco))
-        except (TypeError, AttributeError) as exc:
-            raise KernelFileError(path, f"{DECORATOR}(...): {exc}", line=deco.lineno) from None
+        header = python_header(_arguments(path, deco))
         specs.append(
             spec_from_mapping(
                 header, path=path, line=deco.lineno, kind="py", attr=node.name, default_name=node.name, source=text

@@ -8,8 +8,8 @@ parameter sizes from the driver (``cuFuncGetParamInfo``) and refuses such a laun
 from __future__ import annotations
 
 from ..records.dtypes import get_dtype
+from .size_types import SIZE_TYPES
 from .spec import KernelSpec
-from .storage import SIZE_TYPES
 
 __all__ = ["POINTER_BYTES", "TENSOR_MAP_BYTES", "declared_sizes", "signature_problems"]
 

@@ -28,7 +28,6 @@ from ..records.verdicts import FailureKind
 from ..specs.cases import Case
 from ..specs.footprint import case_memory, memory_problem
 from ..specs.spec import KernelFileError
-from .device import GpuRunner, device_name, open_device
 from .errors import (
     KernelCudaError,
     KernelRaised,
@@ -38,11 +37,14 @@ from .errors import (
     is_launch_error,
     is_sticky_name,
 )
-from .fp8_peer import no_peer
-from .kernels import KernelFiles
+from .inputs import InputStrategy, input_strategy
+from .kinds import KernelStrategy, kernel_strategy
 from .nvml import open_monitor
-from .python_calls import first_call
+from .peers import Peer, peer_strategy
+from .prepared import PreparedCase, Watch
+from .runner import GpuRunner, device_name, open_device
 from .timer import Timer
+from .verify import verify
 
 __all__ = ["GpuBackend"]
 
@@ -75,18 +77,18 @@ class GpuBackend:
     """Runs requests on the first visible CUDA device; raises DeviceUnavailable when there is none."""
 
     def __init__(self, cubin_cache: str | None = None) -> None:
-        self.files = KernelFiles()
         cubins = CubinCache(Path(cubin_cache)) if cubin_cache else None
-        self.runner: GpuRunner = open_device(0, cubins, self.files.function)
+        self.runner: GpuRunner = open_device(0, cubins)
         self.cp = self.runner.cp
         self.monitor = open_monitor(self.runner.pci_bus_id)
         # which GPU this is, and which others this process sees (the pytest process plans its GPUs from them)
         seen = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "visible_devices": self.list_devices()}
         self._facts = {"available": True, **self.runner.facts(), **self.monitor.facts(), **seen}
         self.timer = Timer(self.runner)  # compiles its kernels in a thread, while the warm-up verifies
+        self._watch: Watch | None = None  # the warm-up's launches are not watched: they need not wait for the timer
         self._warm_up()
         self.timer.ready()
-        self.runner.stream_check = self.timer.streams_of  # a Python kernel's first verification launch, under CUPTI
+        self._watch = self.timer.streams_of  # a Python kernel's verification launch, watched under CUPTI
 
     def _warm_up(self) -> None:
         """Pay the first-use costs of verification (CuPy's JIT-compiled elementwise kernels, cuBLAS's handle)
@@ -133,6 +135,7 @@ class GpuBackend:
         phases: dict[str, float] = {}
         results: dict[str, Any] = {}
         case: Case | None = None
+        kernel: KernelStrategy | None = None
 
         @contextmanager
         def phase(name: str):
@@ -141,42 +144,50 @@ class GpuBackend:
             try:
                 yield
             except Exception as exc:
-                raise _Failed(self._failure(exc, name, case)) from None
+                raise _Failed(self._failure(exc, name, kernel)) from None
             finally:
                 phases[name] = time.perf_counter() - start
 
         try:
             with phase("load"):
-                case = self.files.case(request)
+                case = self.runner.files.case(request)
                 reason = self.runner.cannot_run(case.spec)
-                if not reason:
-                    self.runner.load(case, request.path)
+                if not reason:  # the case's strategies, chosen once; a Python kernel's file is imported here
+                    inputs = input_strategy(case)
+                    kernel = kernel_strategy(self.runner, case, inputs, request.path)
+                    peer = peer_strategy(case, inputs, self.runner.capability)
             if reason:
                 return Outcome(skip=reason, phase_s=phases)
+            assert kernel is not None
             with phase("compile"):
-                self.runner.prepare(case)
-            python = case.spec.kind == "py"
-            if python:  # its first call, in a phase of its own: compiling and autotuning there show progress
+                kernel.check()
+            prepared = None
+            if kernel.setup_call:  # its first call, in a phase of its own: compiling and autotuning there show progress
                 with phase("setup"):
-                    self._check_memory(case, request.timing)
-                    results["autotuned"] = first_call(self.runner, case, request.seed)
+                    prepared = self._prepare(case, request, kernel, inputs, peer)
+                    results["autotuned"] = prepared.setup_call()
                     _release_torch()  # what autotuning and compiling left in torch's cache, before verification
             with phase("verify"):
-                if not python:
-                    self._check_memory(case, request.timing)
-                results["verification"] = verification = self.runner.verify(case, request.seed)
+                prepared = prepared or self._prepare(case, request, kernel, inputs, peer)
+                results["verification"] = verification = verify(prepared)
             if request.timing is None or not verification.passed:
                 return Outcome(phase_s=phases, **results)
-            untimed = no_peer(case, self.runner.capability)  # cuBLAS has no GEMM of it to time against
-            if untimed:
-                return Outcome(phase_s=phases, untimed=untimed, **results)
+            if peer.reason:  # no GEMM of cuBLAS's to time it against
+                return Outcome(phase_s=phases, untimed=peer.reason, **results)
             with phase("time"):
                 results["nvml_before"] = self.monitor.sample()
-                results["timing"] = self.timer.time_case(case, request.seed, request.timing, lambda: notify("time"))
+                results["timing"] = self.timer.time_case(prepared, request.timing, lambda: notify("time"))
                 results["nvml_after"] = self.monitor.sample()
             return Outcome(phase_s=phases, **results)
         except _Failed as failed:
             return Outcome(failure=failed.failure, phase_s=phases, **_partial(results))
+
+    def _prepare(
+        self, case: Case, request: Request, kernel: KernelStrategy, inputs: InputStrategy, peer: Peer
+    ) -> PreparedCase:
+        """The case prepared on this GPU, once it is known to fit (its inputs drawn)."""
+        self._check_memory(case, request.timing)
+        return PreparedCase(self.runner, case, request.seed, kernel, inputs, peer, watch=self._watch)
 
     def _check_memory(self, case: Case, timing: TimingSettings | None) -> None:
         """Refuse a case whose verification (or timing, when it is timed) cannot fit in the device's free memory
@@ -189,7 +200,7 @@ class GpuBackend:
             case.dtype,
             case.shape,
             case.c_prior,
-            guards=self.runner.guards,
+            guards=True,
             timed=timing is not None,
             cold_cache=timing is not None and timing.cold_cache,
             l2_bytes=self.runner.l2_bytes,
@@ -203,7 +214,7 @@ class GpuBackend:
             raise TooBigForDevice(*problem)
 
     # -- what went wrong -------------------------------------------------------------------------
-    def _failure(self, exc: Exception, phase: str, case: Case | None) -> Failure:
+    def _failure(self, exc: Exception, phase: str, kernel: KernelStrategy | None) -> Failure:
         cp = self.cp
         if isinstance(exc, KernelFileError):
             return Failure(FailureKind.KERNEL_FILE, str(exc), phase)
@@ -219,7 +230,7 @@ class GpuBackend:
             if exc.out_of_memory:
                 self._release_memory()
                 return Failure(FailureKind.CUDA_ERROR, f"out of GPU memory: {exc}", phase, exc.details)
-            failure = self._cuda_failure(str(exc), phase, case)
+            failure = self._cuda_failure(str(exc), phase, kernel)
             return replace(failure, details=failure.details + exc.details)
         if isinstance(exc, KernelRaised):
             return Failure(FailureKind.KERNEL_RAISED, str(exc), phase, exc.details, replace_worker=not self._usable())
@@ -227,16 +238,16 @@ class GpuBackend:
             self._release_memory()
             return Failure(FailureKind.CUDA_ERROR, f"out of GPU memory: {exc}", phase)
         if isinstance(exc, (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)):
-            return self._cuda_failure(str(exc), phase, case)
+            return self._cuda_failure(str(exc), phase, kernel)
         return internal_failure(exc, phase)
 
-    def _cuda_failure(self, message: str, phase: str, case: Case | None) -> Failure:
+    def _cuda_failure(self, message: str, phase: str, kernel: KernelStrategy | None) -> Failure:
         name = cuda_error_name(message)
         if is_sticky_name(name) or not self._usable():
             return Failure(FailureKind.CUDA_ERROR, message, phase, replace_worker=True)
-        if is_launch_error(name) and case is not None:
+        if is_launch_error(name) and kernel is not None:
             try:
-                details = tuple(self.runner.launch_details(case))
+                details = tuple(kernel.launch_details())
             except Exception:
                 details = ()
             return Failure(FailureKind.LAUNCH, message, phase, details)

@@ -1,4 +1,4 @@
-"""Device buffers of a case: matrices at the centre of guarded buffers, seeded inputs, and bit conversions."""
+"""Device buffers: matrices at the centre of guarded buffers, where writes past them landed, and bit conversions."""
 
 from __future__ import annotations
 
@@ -9,21 +9,15 @@ from typing import Any
 import numpy as np
 
 from ..judge.accuracy import to_host
-from ..judge.scaled import draw_int8, draw_quantised, fp8_table
-from ..records.dtypes import FP8, DType, get_dtype
+from ..judge.scaled import fp8_table
+from ..records.dtypes import DType
 from ..records.outcome import Fault
-from ..records.shapes import Shape
 from ..records.verdicts import Check
-from ..specs.cases import Case
 from ..specs.footprint import guard_layout
-from ..specs.scaling import Scales
-from ..specs.storage import Storage
 
 __all__ = [
-    "CaseInputs",
     "GuardedMatrix",
     "bits_to_float64",
-    "case_inputs",
     "guarded",
     "np_dtype",
     "random_matrix",
@@ -243,88 +237,10 @@ def guarded(
     return g
 
 
-@dataclass(frozen=True)
-class CaseInputs:
-    """A case's host data (logical A, B and prior C) and each operand's storage order. A batch's matrices are
-    stacked, one batch's rows after the other's: A is (batch M) x K, B (batch K) x N, C (batch M) x N."""
-
-    a: np.ndarray
-    b: np.ndarray
-    c0: np.ndarray | None
-    storage: Storage
-    batch: int = 1
-    #: an FP8 case's grids of scales, logical (A's: M-blocks x K-blocks; B's: K-blocks x N-blocks), as the kernel
-    #: gets them (float32, or UE8M0 bytes); None for a case without scales
-    scale_a: np.ndarray | None = None
-    scale_b: np.ndarray | None = None
-
-    def stored(self, x: np.ndarray, operand: str) -> np.ndarray:
-        """``x``, logical operand ``operand`` (stacked), in the kernel's storage order (an operand stored transposed
-        is stored as the transpose, each matrix of a batch its own), stacked."""
-        return transposed_each(x, self.batch) if self.storage.transposed(operand) else x
-
-    def logical(self, x: Any, operand: str) -> Any:
-        """A stored array of operand ``operand`` seen in logical order: a view for one matrix; a batch (stacked, or
-        batch x rows x cols) stacked in logical order."""
-        if x.ndim == 2 and self.batch > 1:
-            x = x.reshape(self.batch, -1, x.shape[-1])
-        if self.storage.transposed(operand):
-            x = x.swapaxes(-1, -2)
-        return x.reshape(-1, x.shape[-1]) if x.ndim == 3 else x
-
-
-def case_inputs(case: Case, seed: int) -> CaseInputs:
-    """The seeded inputs of a case: the same seed always gives the same A, B and prior C.
-
-    A case's verification and its timing use the same inputs, so the last sets drawn are kept (read-only) for
-    its timing rather than drawn again (what drawing them twice cost: docs/measurements.md#drawing-the-inputs).
-    """
-    out = case.spec.output_dtype(case.dtype)
-    key = (case.dtype, out, case.shape, case.c_prior, case.storage, seed, case.spec.scales)
-    data = _INPUTS.pop(key, None) or _draw(*key)
-    _INPUTS[key] = data  # the most recently used last
-    while len(_INPUTS) > _INPUTS_KEPT or (len(_INPUTS) > 1 and sum(map(_nbytes, _INPUTS.values())) > _INPUTS_BYTES):
-        del _INPUTS[next(iter(_INPUTS))]
-    return data
-
-
-_INPUTS: dict[tuple, CaseInputs] = {}
-_INPUTS_KEPT = 2  # sets: the case being timed (cases come one at a time) and one more
-_INPUTS_BYTES = 1 << 30
-
-
-def _nbytes(data: CaseInputs) -> int:
-    return data.a.nbytes + data.b.nbytes + (0 if data.c0 is None else data.c0.nbytes)  # scales: a few KB
-
-
-def _draw(
-    dtype: str, out: str, shape: Shape, c_prior: bool, storage: Storage, seed: int, scales: Scales | None
-) -> CaseInputs:
-    dt, odt = get_dtype(dtype), get_dtype(out)
-    rng = np.random.default_rng(seed)
-    m, n, k, batch = shape.M, shape.N, shape.K, shape.batch
-    if scales is not None:  # FP8: quantised block by block, with the grids of scales; no C0 (beta = 0)
-        (a, sa), (b, sb) = (draw_quantised(rng, op, shape, dtype, scales) for op in "AB")
-        for x in (a, b, sa, sb):
-            x.flags.writeable = False
-        return CaseInputs(a, b, None, storage, batch, sa, sb)
-    if dtype == "int8":
-        a, b = draw_int8(rng, batch * m, k), draw_int8(rng, batch * k, n)
-        a.flags.writeable = b.flags.writeable = False
-        return CaseInputs(a, b, None, storage, batch)
-    a = random_matrix(rng, (batch * m, k), np_dtype(dt))
-    b = random_matrix(rng, (batch * k, n), np_dtype(dt))
-    c0 = random_matrix(rng, (batch * m, n), np_dtype(odt)) if c_prior else None
-    for x in (a, b, c0):
-        if x is not None:
-            x.flags.writeable = False
-    return CaseInputs(a, b, c0, storage, batch)
-
-
 def np_dtype(dt: DType) -> np.dtype:
     """The host type of ``dt``'s elements (bf16 and FP8 from ml_dtypes; CuPy has none of them, so the device holds
     their bits)."""
-    if dt.storage == "bfloat16" or dt.storage.startswith("float8"):
+    if dt.as_bits:
         import ml_dtypes
 
         return np.dtype(getattr(ml_dtypes, dt.storage))
@@ -344,7 +260,7 @@ def upload_bits(cp: Any, host: np.ndarray) -> Any:
 def bits_to_float64(xp: Any, bits: Any, dt: DType) -> Any:
     if dt.name == "bf16":
         return _bf16_bits_to(xp, bits, xp.float64)
-    if dt.name in FP8:  # each byte's value from the format's table (no CuPy type for it)
+    if dt.by_table:  # each byte's value from the format's table (no CuPy type for it)
         return xp.asarray(fp8_table(dt.name))[bits]
     contiguous = bits if bits.flags.c_contiguous else xp.ascontiguousarray(bits)
     return contiguous.view(np_dtype(dt)).astype(xp.float64)

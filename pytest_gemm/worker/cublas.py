@@ -18,8 +18,9 @@ import numpy as np
 
 from ..records.dtypes import DType
 from ..records.shapes import Shape
-from ..specs.storage import Storage
-from .buffers import CaseInputs, bits_to_float64, transposed_each, uint_type
+from ..records.storage import Storage
+from .buffers import bits_to_float64, transposed_each, uint_type
+from .operands import CaseInputs
 
 __all__ = [
     "GemmCall",

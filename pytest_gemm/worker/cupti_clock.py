@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..records.outcome import STREAMS_KEPT
-from .cupti_buffers import CONCURRENT_KERNEL, MEMCPY, MEMSET, Row, activity_buffers
+from .cupti_buffers import activity_buffers
+from .cupti_records import CONCURRENT_KERNEL, MEMCPY, MEMSET, Row
 
 __all__ = [
     "HARNESS_KERNELS",

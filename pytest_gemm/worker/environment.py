@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
-from ..records.outcome import cuda_version
-
-__all__ = ["cupy_environment", "device_facts"]
+__all__ = ["cupy_environment"]
 
 
 def cupy_environment() -> None:
@@ -19,29 +16,3 @@ def cupy_environment() -> None:
     # most of what CuPy compiled in the main job, for counts and norms that take microseconds either way
     # (measured: docs/measurements.md#the-workers-start)
     os.environ.setdefault("CUPY_ACCELERATORS", "")
-
-
-def device_facts(runner: Any) -> dict[str, Any]:
-    """What CUDA and CuPy say about a :class:`~.device.GpuRunner`'s device and its software (NVML adds the rest)."""
-    cp = runner.cp
-    from cupy_backends.cuda.libs import cublas
-
-    handle = cublas.create()
-    try:
-        cublas_version = cublas.getVersion(handle)
-    finally:
-        cublas.destroy(handle)
-    runtime = cp.cuda.runtime.runtimeGetVersion()
-    driver = cp.cuda.runtime.driverGetVersion()
-    return {
-        "name": runner.name,
-        "compute_capability": f"{runner.capability[0]}.{runner.capability[1]}",
-        "sm_count": runner.sm_count,
-        "l2_bytes": runner.l2_bytes,
-        "cuda_max_sm_clock_mhz": runner.max_clock_mhz,
-        "pci_bus_id": runner.pci_bus_id,
-        "cuda_driver_api_version": cuda_version(driver),
-        "cuda_runtime_version": cuda_version(runtime),
-        "cupy_version": cp.__version__,
-        "cublas_version": f"{cublas_version // 10000}.{cublas_version % 10000 // 100}.{cublas_version % 100}",
-    }

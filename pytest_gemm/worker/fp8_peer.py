@@ -1,59 +1,21 @@
 """cuBLASLt's FP8 GEMM with the kernel's scaling, through torch: the peer and the timed reference of an
 FP8 case. torch's ``_scaled_mm`` reaches cuBLASLt's own FP8 kernels on Hopper for per-tensor, per-row/column
-(outer-vector) and DeepSeek-V3's 1 x 128 / 128 x 128 scaling (measured on an H100: docs/architecture.md says why torch
-rather than nvmath-python). cuBLASLt reads A row-major and B column-major (B stored N x K) and its own layout of the
-scales, so the peer is given copies in those layouts, made once per set of operands, outside any timed call: the same
-FP8 bytes and the same scales (UE8M0 ones as the fp32 powers of two they are). torch is imported here only."""
+(outer-vector) and DeepSeek-V3's 1 x 128 / 128 x 128 scaling (measured on an H100: docs/measurements.md#the-fp8-peer
+says why torch rather than nvmath-python). cuBLASLt reads A row-major and B column-major (B stored N x K) and its own
+layout of the scales, so the peer is given copies in those layouts, made once per set of operands, outside any timed
+call: the same FP8 bytes and the same scales (UE8M0 ones as the fp32 powers of two they are). torch is imported here
+only."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from typing import Any
 
 from ..records.dtypes import DType
+from ..records.scales import Scales
 from ..specs.cases import Case
-from .scaled import ScaledCase
 
-__all__ = ["fp8_runner", "no_peer"]
-
-
-#: the pairs of granularities (A's, B's) cuBLASLt's FP8 GEMM scales by, through torch (its joint scaling modes)
-PEER_SCALINGS = (("tensor", "tensor"), ("row", "col"), ("1x128", "128x128"))
-
-
-def no_peer(case: Case, capability: tuple[int, int]) -> str | None:
-    """Why cuBLAS(Lt) has no GEMM of an FP8 or INT8 case to compare with and time against, on a GPU of ``capability``
-    (None when it has). Measured on an H100 (torch 2.11, cuBLAS 13.1): no e5m2 x e5m2 FP8 GEMM; FP8 wants K and N
-    multiples of 16 (torch: "Expected trailing dimension of mat1 to be divisible by 16"), 1 x 128 blocks M a multiple
-    of 4; INT8's gemmEx answered CUBLAS_STATUS_NOT_SUPPORTED at 15 x 16 x 17 and K = 1001. torch writes C row-major:
-    a C stored N x M would be a copy inside the timed call, so it has no peer either."""
-    shape, scales = case.shape, case.spec.scales
-    if case.dtype == "int8":
-        return (
-            "cuBLAS's INT8 GEMM takes M, N and K multiples of 4" if shape.M % 4 or shape.N % 4 or shape.K % 4 else None
-        )
-    if scales is None:
-        return None
-    pair = (scales.A, scales.B)
-    if case.dtype == "fp8_e5m2":
-        return "cuBLASLt has no e5m2 x e5m2 FP8 GEMM (torch: two Float8_e5m2 matrices are not supported)"
-    if pair not in PEER_SCALINGS:
-        return f"cuBLASLt's FP8 GEMM has no mode that scales A {scales.A} with B {scales.B}"
-    if shape.K % 16 or shape.N % 16:
-        return "cuBLASLt's FP8 GEMM takes K and N multiples of 16"
-    if scales.A == "1x128" and shape.M % 4:
-        return (
-            "cuBLASLt's FP8 GEMM with 1 x 128 blocks takes M a multiple of 4 (M = 1 and 2: CUBLAS_STATUS_NOT_SUPPORTED)"
-        )
-    if case.storage.transposed("C"):
-        return "cuBLASLt's FP8 GEMM (through torch) writes C row-major, and this C is stored N x M"
-    if capability < (9, 0):
-        arch = f"sm_{capability[0]}{capability[1]}"
-        return f"cuBLASLt's FP8 GEMMs with these scales were measured on Hopper (sm_90) only; this GPU is {arch}"
-    if importlib.util.find_spec("torch") is None:
-        return "cuBLASLt's FP8 GEMM, the peer, is reached through torch, which is not installed (pip install torch)"
-    return None
+__all__ = ["fp8_runner"]
 
 
 def _torch() -> Any:
@@ -69,14 +31,14 @@ def _array(cp: Any, ptr: int, rows: int, cols: int, ld: int, itemsize: int) -> A
     return cp.ndarray((rows, ld), dtype, cp.cuda.MemoryPointer(memory, 0))[:, :cols]
 
 
-def _scales(torch: Any, scaled: ScaledCase, cp: Any) -> tuple[Any, Any]:
+def _scales(torch: Any, scales: Scales, values: tuple[Any, Any]) -> tuple[Any, Any]:
     """The scales as cuBLASLt takes them through torch: a 0-d tensor per tensor; (M, 1) and (1, N) per row and column;
     A's 1 x 128 grid (M, K/128) M-major, B's 128 x 128 grid (K/128, N/128) with each N block's K blocks together, its
     stored rows padded to 16 bytes (measured on an H100, torch 2.11: research/fp8_peer_layouts.py)."""
     found = []
-    for op in "AB":
-        grid = torch.from_dlpack(scaled.values(cp, op)).float()  # logical, fp32 (UE8M0's powers of two exactly)
-        kind = scaled.scales.granularity(op)
+    for op, grid64 in zip("AB", values):
+        grid = torch.from_dlpack(grid64).float()  # logical, fp32 (UE8M0's powers of two exactly)
+        kind = scales.granularity(op)
         if kind == "tensor":
             found.append(grid.reshape(()))
         elif kind in ("row", "col"):
@@ -92,19 +54,20 @@ def _scales(torch: Any, scaled: ScaledCase, cp: Any) -> tuple[Any, Any]:
 
 
 def fp8_runner(
-    cp: Any, case: Case, scaled: ScaledCase, out: DType, device: int, stream: int
+    cp: Any, case: Case, scales: Scales, values: tuple[Any, Any], out: DType, device: int, stream: int
 ) -> Callable[[dict[str, tuple[int, int, int]]], Callable[[], None]]:
     """A function that, given each operand's (device address, leading dimension, batch stride) by name, as stored,
     returns a function queueing cuBLASLt's FP8 GEMM of the case on ``stream`` (the harness's, on ``device``; torch's
-    current stream while it runs, and left so: the backend sets torch's back after each case), writing C."""
+    current stream while it runs, and left so: the backend sets torch's back after each case), writing C; ``values``:
+    A's and B's grids of ``scales`` as float64, logical, on the device."""
     torch = _torch()
     external = torch.cuda.ExternalStream(stream, device=torch.device("cuda", device))
     fp8, out_type = torch.float8_e4m3fn, getattr(torch, out.storage)
     shape, storage = case.shape, case.storage
     with torch.cuda.stream(external):  # the scales' copies on the harness's stream, before any GEMM reads them
-        scale_a, scale_b = _scales(torch, scaled, cp)
+        scale_a, scale_b = _scales(torch, scales, values)
 
-    blocks = scaled.scales.granularity("B") == "128x128"
+    blocks = scales.granularity("B") == "128x128"
     # torch's _scaled_mm (which writes into C) takes B's 128 x 128 grid only where K/128 is a multiple of 4; its
     # scaled_mm takes the padded grid at any K, but writes a C of its own, copied into the kernel's (measured, H100)
     padded_k = blocks and -(-shape.K // 128) % 4 != 0

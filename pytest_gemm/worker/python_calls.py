@@ -10,44 +10,44 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..records.dtypes import FP8, DType, get_dtype
+from ..records.dtypes import DType, get_dtype
 from ..specs.cases import Case
 from ..specs.spec import ARRAYS, KernelFileError, KernelSpec
-from .buffers import GuardedMatrix, case_inputs, np_dtype, uint_type
+from .buffers import np_dtype, uint_type
 from .errors import guarded_call
-from .scaled import scale_dtype
+from .operands import Operands
 
-__all__ = ["autotune_choices", "first_call", "python_launcher"]
+__all__ = ["autotune_choices", "python_launcher"]
 
 
 def python_launcher(
     cp: Any,
     case: Case,
-    matrices: tuple[GuardedMatrix, GuardedMatrix, GuardedMatrix],
-    dt: DType,
+    ops: Operands,
+    extra: list[tuple[Any, DType]],
     fn: Callable[..., Any],
     path: str,
-    runner: Any,
+    device: tuple[int, int] | None,
 ) -> Callable[[], None]:
-    """A function that calls the Python kernel ``fn`` (imported from ``path``) on views of A, B and C as stored (a
-    batch's: batch x rows x cols): CuPy arrays, or torch tensors on the ``runner``'s stream and device (a
-    :class:`~.device.GpuRunner`) where the kernel asks for them."""
+    """A function that calls the Python kernel ``fn`` (imported from ``path``) on views of ``ops``' A, B and C as
+    stored (a batch's: batch x rows x cols), then ``extra`` (the views of what else it reads, such as an FP8 kernel's
+    grids of scales, each with its dtype): CuPy arrays, or, given a ``device`` (the harness's stream's address and the
+    device's index), torch tensors there."""
     spec = case.spec
-    out = get_dtype(spec.output_dtype(case.dtype))
-    torch = spec.arrays == "torch"  # torch takes bf16 as its bits (CuPy has no type for it)
-    operands = tuple(zip("ABC", matrices, (dt, dt, out)))
+    dt, out = get_dtype(case.dtype), get_dtype(spec.output_dtype(case.dtype))
+    torch = device is not None  # torch takes bf16 as its bits (CuPy has no type for it)
+    operands = tuple(zip("ABC", (ops.a, ops.b, ops.c), (dt, dt, out)))
     views = [g.matrix(uint_type(cp, t.itemsize) if _as_bits(t, torch) else np_dtype(t)) for _, g, t in operands]
     views = [v.swapaxes(-1, -2) if case.storage.transposed(op) else v for (op, _, _), v in zip(operands, views)]
     dtypes = [t for *_, t in operands]
-    if runner.scaled is not None and runner.scaled.case is case:  # an FP8 kernel's grids of scales, logical
-        views += [runner.scaled.logical_view(op) for op in "AB"]
-        dtypes += [scale_dtype(runner.scaled.scales)] * 2
+    views += [view for view, _ in extra]
+    dtypes += [t for _, t in extra]
     cuda_errors = (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)
     params = case.variant.as_dict()
-    scalars = (case.ab.alpha, case.ab.beta) if spec.has_alpha_beta else ()  # alpha_beta=False: C = A B only
-    if torch:
-        stream, device, where = runner.stream.ptr, runner.index, (path, spec.path, cuda_errors)
-        return torch_launcher(spec, fn, views, dtypes, stream, device, scalars, params, where)
+    scalars = (case.ab.alpha, case.ab.beta) if spec.alpha_beta else ()  # alpha_beta=False: C = A B only
+    if device is not None:
+        stream, index = device
+        return torch_launcher(spec, fn, views, dtypes, stream, index, scalars, params, (path, spec.path, cuda_errors))
     return lambda: guarded_call(lambda: fn(*views, *scalars, **params), path, spec.path, cuda_errors)
 
 
@@ -96,21 +96,16 @@ def torch_launcher(
     return lambda: guarded_call(call, path, shown, cuda_errors)
 
 
-#: the dtypes CuPy has no type for: its arrays hold their bits, and torch's tensors are viewed as the type of the
-#: dtype's storage name (torch and ml_dtypes name them alike)
-_BITS = ("bf16", *FP8, "ue8m0")
-
-
 def _as_bits(dt: DType, torch: bool) -> bool:
     """Whether a view of ``dt`` holds its bits: FP8 always (CuPy's arrays of it are uint8), bf16 for torch."""
-    return dt.name in _BITS and (torch or dt.name != "bf16")
+    return dt.as_bits and (torch or dt.name != "bf16")
 
 
 def _tensor(torch: Any, view: Any, dt: DType) -> Any:
     """A torch tensor on ``view``'s memory, with its shape and strides: bf16, FP8 and UE8M0, which CuPy has no type for,
     arrive as their bits and are viewed as torch's type."""
     tensor = torch.from_dlpack(view)
-    return tensor.view(getattr(torch, dt.storage)) if dt.name in _BITS else tensor
+    return tensor.view(getattr(torch, dt.storage)) if dt.as_bits else tensor
 
 
 def autotune_choices(fn: Callable[..., Any], call: Callable[[], object]) -> tuple[str, ...]:
@@ -141,16 +136,3 @@ def _autotuners(space: dict[str, Any]) -> list[Any]:
                 break
             value = getattr(value, "fn", None) if type(value).__module__.startswith("triton.") else None
     return list({id(t): t for t in found}.values())
-
-
-def first_call(runner: Any, case: Case, seed: int) -> tuple[str, ...]:
-    """A Python kernel's first call for a case, by ``runner`` (a :class:`~.device.GpuRunner` that loaded
-    it) on guarded buffers of the case's own layout and inputs, freed afterwards: Triton's JIT and autotuning,
-    torch.compile and load_inline happen here, in the setup phase, before verification (the compile watch gives them
-    progress). The autotuned Triton kernels it called, each with its choice (:func:`autotune_choices`)."""
-    fn, _ = runner.python_function(case)
-    data = case_inputs(case, seed)
-    with runner.stream:
-        ga, gb = runner.guarded_input(case, "A", data), runner.guarded_input(case, "B", data)
-        gc = runner.guarded_output(case, data, None if data.c0 is None else data.stored(data.c0, "C"))
-        return autotune_choices(fn, lambda: runner.launch(case, ga, gb, gc))

@@ -61,7 +61,7 @@ def prepare_source() -> str:
     SM (the one that finds an older epoch in ``sm_epochs``) also runs the sweep, between its share of C and its
     share of the flush, and counts itself in ``sink[1]``: every launch then finds only the prepare kernel's code
     in the SM, as under Nsight Compute's ``--cache-control all``. That every SM gets one of the grid's 4 blocks
-    per SM is how GPUs schedule an idle device, not a CUDA promise; tests/test_prepare_kernel.py checks it.
+    per SM is how GPUs schedule an idle device, not a CUDA promise; tests/gpu/test_gpu_prepare_kernel.py checks it.
     """
     per_warp = max(1, SWEEP_INSTRUCTIONS // SWEEP_CHUNK // SWEEP_WARPS)
     sweep = "".join(f"            if (warp == {w}) {{\n{_CHUNK * per_warp}            }}\n" for w in range(SWEEP_WARPS))

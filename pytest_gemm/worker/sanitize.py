@@ -15,7 +15,6 @@ from ..records.plain import from_plain
 from ..records.request import Request
 from ..records.verdicts import FailureKind
 from ..specs.errors import KernelFileError
-from .buffers import case_inputs
 
 __all__ = ["main"]
 
@@ -32,22 +31,21 @@ def main() -> int:
         import cupy
 
         cupy.cuda.set_allocator(None)  # every buffer its own cudaMalloc: nothing around it is allocated
-        from .device import open_device
-        from .kernels import KernelFiles
+        from .inputs import input_strategy
+        from .kinds import kernel_strategy
+        from .prepared import PreparedCase
+        from .runner import open_device
 
-        files = KernelFiles()
-        runner = open_device(0, None, files.function)
-        runner.guards = False
-        case = files.case(request)
-        runner.load(case, request.path)
+        runner = open_device(0)
+        case = runner.files.case(request)
+        inputs = input_strategy(case)
+        kernel = kernel_strategy(runner, case, inputs, request.path)
         # The arguments were checked against the kernel by its verification; asking the driver again would show
         # here: with a driver that does not count them, the probe past the last one is a failed call (CUDA 13.0)
-        runner.prepare(case, signature=False)
-        data = case_inputs(case, request.seed)
+        kernel.check(signature=False)
+        prepared = PreparedCase(runner, case, request.seed, kernel, inputs, None, guards=False)  # launched alone
         with runner.stream:
-            ga, gb = runner.guarded_input(case, "A", data), runner.guarded_input(case, "B", data)
-            gc = runner.guarded_output(case, data, None if data.c0 is None else data.stored(data.c0, "C"))
-            runner.launch(case, ga, gb, gc)
+            prepared.launch(prepared.operands())
     except KernelFileError as exc:
         print(f"{FailureKind.KERNEL_FILE}: {exc}", flush=True)
         return NOT_LAUNCHED

@@ -30,60 +30,40 @@ from typing import Any
 
 import numpy as np
 
-from ..judge.stats import StopRule, clock_step, median_interval, ratio_interval, step_floors
-from ..records.dtypes import DType
 from ..records.outcome import TimingRun
 from ..records.request import TimingSettings
-from ..specs.cases import Case, precision
 from ..specs.footprint import input_copies  # how many input sets a case rotates through (research uses it from here)
-from .buffers import GuardedMatrix, case_inputs, uint_type, upload_bits
+from .batches import Batches
+from .buffers import uint_type, upload_bits
 from .cupti_clock import MARK_KERNEL, PREPARE_KERNEL, SPIN_KERNEL, CuptiClock, CuptiUnavailable
-from .device import GpuRunner
+from .operands import Operands
+from .prepared import PreparedCase
 from .rounds import (
-    BATCH_DEVICE_S,
-    CUPTI_BATCH_DEVICE_S,
-    FIRST_CUPTI_BATCH,
-    HOST_TIMED_ROUNDS,
     MARK_SOURCE,
     MAX_BATCH,
-    MAX_CUPTI_BATCH,
-    MAX_SPIN_S,
     PREPARE_SOURCE,
     PREPARE_THREADS,
     SM_EPOCH_SLOTS,
     SPIN_SOURCE,
-    Batch,
     Measured,
     disagree,
-    read_spans,
 )
+from .runner import GpuRunner
 
 __all__ = ["Timer", "input_copies"]
 
 
-class _Operands:
-    """One set of A, B and C in storage order, for the kernel or for cuBLAS (a batch's packed)."""
+class _TimedSet:
+    """One set of operands a timed launch runs on (the kernel's or the peer's), and its launch, worked out once."""
 
-    def __init__(
-        self, cp: Any, uploaded: list[Any], c_shape: tuple[int, int], dt: DType, out: DType, batch: int
-    ) -> None:
-        a, b = uploaded  # A and B in storage order, as their bits on the device; each set has its own copy
-        self.a = _plain(a.copy(), dt, batch)
-        self.b = _plain(b.copy(), dt, batch)
-        self.c = _plain(cp.empty((batch * c_shape[0], c_shape[1]), dtype=uint_type(cp, out.itemsize)), out, batch)
-        self.launch: Callable[[], None] | None = None  # the kernel on this set, worked out once (GpuRunner.launcher)
-        self.cublas: Callable[[], None] | None = None  # cuBLAS's GEMM on this set, worked out on its first call
+    def __init__(self, ops: Operands) -> None:
+        self.ops = ops
+        self.call: Callable[[], None] | None = None
 
-    def operands(self) -> dict[str, tuple[int, int, int]]:
-        """Each operand's address, leading dimension and batch stride, as cuBLAS takes them."""
-        found = (("A", self.a), ("B", self.b), ("C", self.c))
+    def addresses(self) -> dict[str, tuple[int, int, int]]:
+        """Each operand's address, leading dimension and batch stride, as a peer takes them."""
+        found = (("A", self.ops.a), ("B", self.ops.b), ("C", self.ops.c))
         return {name: (g.flat.data.ptr, g.ld, g.batch_stride) for name, g in found}
-
-
-def _plain(bits: Any, dt: DType, batch: int) -> GuardedMatrix:
-    """A stacked operand (a batch's matrices one after the other) as a batch of packed matrices, unguarded."""
-    rows, cols = bits.shape
-    return GuardedMatrix(bits.reshape(-1), 0, rows // batch, cols, cols, dt.guard_bits, batch)
 
 
 class Timer:
@@ -98,9 +78,9 @@ class Timer:
         self._sink = self.cp.zeros(4, dtype=self.cp.uint32)  # also the flush buffer's stand-in when there is none
         self._sm_epochs = self.cp.zeros(SM_EPOCH_SLOTS, dtype=self.cp.uint32)
         self._epoch = 0
-        self._events = [self.cp.cuda.Event() for _ in range(4 * MAX_CUPTI_BATCH)]
         self._mark = self.cp.RawKernel(MARK_SOURCE, MARK_KERNEL)
         self._spin = self.cp.RawKernel(SPIN_SOURCE, SPIN_KERNEL)
+        self.batches = Batches(self.cp, runner.stream, self._mark, self._spin)
         # NVRTC compiles the timer's own kernels (most of it the prepare kernel's code sweep) in a thread, while the
         # worker's warm-up verifies: CuPy lets go of the GIL while NVRTC runs. The backend waits for them after its
         # warm-up, so no case's time limit pays for them (measured: docs/measurements.md#the-workers-start).
@@ -125,73 +105,74 @@ class Timer:
 
     # -- one case --------------------------------------------------------------------------------
     def time_case(
-        self, case: Case, seed: int, settings: TimingSettings, progress: Callable[[], None] = lambda: None
+        self, prepared: PreparedCase, settings: TimingSettings, progress: Callable[[], None] = lambda: None
     ) -> TimingRun:
-        """Time one case; ``progress`` is called after every batch (the parent's time limit restarts on it)."""
+        """Time one verified case; ``progress`` is called after every batch (the parent's time limit restarts on
+        it)."""
         self.ready()
         with self.runner.stream:
-            return self._time(case, seed, settings, progress)
+            return self._time(prepared, settings, progress)
 
-    def _time(self, case: Case, seed: int, settings: TimingSettings, progress: Callable[[], None]) -> TimingRun:
-        cp, runner = self.cp, self.runner
-        dt, out = precision(case)
+    def _time(self, prepared: PreparedCase, settings: TimingSettings, progress: Callable[[], None]) -> TimingRun:
+        cp, runner, case, data = self.cp, self.runner, prepared.case, prepared.data
+        dt, out = prepared.dtypes
         m, n, batch = case.shape.M, case.shape.N, case.shape.batch
-        data = case_inputs(case, seed)
         stored = [data.stored(data.a, "A"), data.stored(data.b, "B")]
-        c_shape = data.storage.stored_shape("C", case.shape)
         if data.c0 is None:
             c_init = cp.full(batch * m * n, out.poison_bits, dtype=uint_type(cp, out.itemsize))
         else:
             c_init = upload_bits(cp, data.stored(data.c0, "C")).reshape(-1)
 
         copies = input_copies(sum(x.nbytes for x in stored) + c_init.nbytes, runner.l2_bytes, settings.cold_cache)
-        uploaded = [cp.asarray(np.ascontiguousarray(x).view(f"u{dt.itemsize}")) for x in stored]
-        kernel_sets = [_Operands(cp, uploaded, c_shape, dt, out, batch) for _ in range(copies)]
-        cublas_sets = [_Operands(cp, uploaded, c_shape, dt, out, batch) for _ in range(copies)]
-        bind = runner.cublas_gemm(case, dt, out)  # cuBLAS's GEMM of this case, given a set's operands
+        uploaded = tuple(cp.asarray(np.ascontiguousarray(x).view(f"u{dt.itemsize}")) for x in stored)
+        kernel_sets = [_TimedSet(prepared.packed(uploaded)) for _ in range(copies)]
+        cublas_sets = [_TimedSet(prepared.packed(uploaded)) for _ in range(copies)]
+        assert prepared.peer is not None  # a timed case has a peer (GpuBackend times only those)
+        bind = prepared.peer.gemm(runner, data, dt, out)  # the peer's GEMM of this case, given a set's operands
 
-        def reference(ops: _Operands) -> None:
-            if ops.cublas is None:
-                ops.cublas = bind(ops.operands())
-            ops.cublas()
+        def reference(timed: _TimedSet) -> None:
+            if timed.call is None:
+                timed.call = bind(timed.addresses())
+            timed.call()
 
-        for ops in kernel_sets:
-            ops.launch = runner.launcher(case, ops.a, ops.b, ops.c, dt)
+        for timed in kernel_sets:
+            timed.call = prepared.kernel.launcher(timed.ops)
         # a first launch, untimed; a Python kernel's is watched by CUPTI where the timed ones will not be
-        watched = case.spec.kind == "py" and settings.timer != "cupti"
-        first = self.streams_of(kernel_sets[0].launch) if watched else kernel_sets[0].launch()
+        watched = prepared.kernel.watched and settings.timer != "cupti"
+        first_call = kernel_sets[0].call
+        first = self.streams_of(first_call) if watched else first_call()
         runner.stream.synchronize()
         if isinstance(first, tuple) and first:  # its work went elsewhere: no clock can time it (judge.case fails it)
             return TimingRun((), (), 0.0, "", settings.cold_cache, copies, 0, timer=settings.timer, other_streams=first)
 
-        def prepare(ops: _Operands) -> None:
-            self.prepare(c_init, ops.c.flat, settings.cold_cache)
+        def prepare(timed: _TimedSet) -> None:
+            self.prepare(c_init, timed.ops.c.flat, settings.cold_cache)
 
-        def kernel(ops: _Operands) -> None:
-            ops.launch()
+        def kernel(timed: _TimedSet) -> None:
+            timed.call()
 
         start = time.perf_counter()
         # Warm-up, not part of the results: two rounds absorb first-call costs (cuBLAS's heuristics and
         # workspace), then more rounds up to ``warmup_s`` of device time measure the device and host
         # cost of a round, which size the batches and the spin (by the events: a round's whole cost).
         run = (kernel_sets, cublas_sets, prepare, kernel, reference)
-        warm = self._batch(2, 0.0, *run, 0, None)
+        warm = self.batches.batch(2, 0.0, *run, 0, None)
         per_round = (sum(warm.events_k) + sum(warm.events_r)) / 2
         extra = max(1, min(MAX_BATCH, math.ceil(settings.warmup_s / max(per_round, 1e-9))) - 2)
-        warm = self._batch(extra, 0.0, *run, 0, None)
+        warm = self.batches.batch(extra, 0.0, *run, 0, None)
         per_round = (sum(warm.events_k) + sum(warm.events_r)) / extra
         cost = (per_round, warm.host_s / extra)
 
         clock, note = self._clock(settings.timer)
         measured = None
         if clock is not None:
-            measured = self._measure(clock, run, cost, settings, progress, start, 0)
+            measured = self.batches.measure(clock, run, cost, settings, progress, start, 0)
             note = measured.problem or disagree(measured.kernel_s, measured.events_k)
             note = note or disagree(measured.reference_s, measured.events_r)
         rounds = measured.rounds if measured is not None else 0
         other = measured.other_streams if measured is not None else ()  # the case fails for it (judge.case)
         if (measured is None or note) and not other:  # the events alone, timed again as they are without CUPTI
-            measured = self._measure(None, run, cost, settings, progress, start, rounds)
+            measured = self.batches.measure(None, run, cost, settings, progress, start, rounds)
             rounds += measured.rounds
         timer = "events" if clock is None or note else "cupti"
         kernel_s, reference_s, reason = measured.kernel_s, measured.reference_s, measured.reason
@@ -199,12 +180,12 @@ class Timer:
 
         if other:  # let the work on its own streams finish before anything else reads or frees the buffers
             cp.cuda.runtime.deviceSynchronize()
-        last = kernel_sets[(rounds - 1) % copies]
-        c0_bits = None if data.c0 is None else upload_bits(cp, data.c0)
-        truth = runner.truth(case, upload_bits(cp, data.a), upload_bits(cp, data.b), c0_bits)
-        last_output = runner.judge_output(case, last.c, data, c0_bits, truth)
-        reference = cublas_sets[(rounds - 1) % copies].c
-        reference_output = runner.judge_output(case, reference, data, c0_bits, truth)
+        last = kernel_sets[(rounds - 1) % copies].ops.c
+        bits = prepared.uploaded()
+        truth = prepared.truth(bits)
+        last_output = prepared.judge_output(last, bits[2], truth)
+        reference = cublas_sets[(rounds - 1) % copies].ops.c
+        reference_output = prepared.judge_output(reference, bits[2], truth)
         runner.stream.synchronize()
         return TimingRun(
             kernel_s=tuple(kernel_s),
@@ -220,15 +201,15 @@ class Timer:
             timer_note=note,
             events_median_s=(float(np.median(events_k)), float(np.median(events_r))),
             other_streams=other,
-            host_median_s=self._host_median(case, measured),
+            host_median_s=self._host_median(prepared, measured),
         )
 
     @staticmethod
-    def _host_median(case: Case, measured: Measured) -> tuple[float, float] | None:
+    def _host_median(prepared: PreparedCase, measured: Measured) -> tuple[float, float] | None:
         """A Python kernel's median host time to make one launch call, and cuBLAS's: its own code's cost
         (Triton's launcher, torch's dispatch), which a caller pays too. None for a ``.cu`` kernel, whose call is the
         harness's own (CuPy's), not the kernel's."""
-        if case.spec.kind != "py" or not measured.host_k:
+        if not prepared.kernel.host_timed or not measured.host_k:
             return None
         return float(np.median(measured.host_k)), float(np.median(measured.host_r))
 
@@ -281,46 +262,6 @@ class Timer:
         blocks = 4 * self.runner.sm_count
         self._prepare((blocks,), (PREPARE_THREADS,), (*args, self._sink, self._sm_epochs, np.uint32(epoch)))
 
-    def _measure(self, clock, run, cost, settings, progress, start, first) -> Measured:
-        """Timed batches until the stopping rule holds, by CUPTI's clock when ``clock`` is given (stopping at the
-        first batch it cannot time, with why) or by the events (behind the spin where queuing is slow)."""
-        per_round, host_round = cost
-        if clock is not None:
-            batch = max(1, min(MAX_CUPTI_BATCH, round(CUPTI_BATCH_DEVICE_S / max(per_round, 1e-9))))
-            # CUPTI's times are the work's own durations: they do not see the host; its events are only a cross-check
-            spin = 0.0
-        else:
-            batch = max(1, min(MAX_BATCH, round(BATCH_DEVICE_S / max(per_round, 1e-9))))
-            # The spin keeps the GPU busy while Python queues the batch, so that no event waits for the host;
-            # only needed when queuing is slow.
-            spin = min(MAX_SPIN_S, 1.5 * host_round * batch) if host_round > per_round / 2 else 0.0
-        stop = StopRule(target=settings.noise, min_samples=settings.min_samples, max_time=settings.max_time)
-        out = Measured()
-        # With CUPTI, batches start small and double: most cases converge within a few hundred pairs, and a case
-        # that converges in 40 should not pay for 256.
-        size = min(batch, FIRST_CUPTI_BATCH) if clock is not None else batch
-        while not out.reason:
-            done = self._batch(size, spin, *run, first + out.rounds, clock)
-            progress()
-            out.rounds += size
-            size = min(batch, 2 * size)
-            out.events_k += done.events_k
-            out.events_r += done.events_r
-            out.host_k += done.host_k
-            out.host_r += done.host_r
-            if done.problem:
-                out.problem = out.reason = done.problem
-                out.other_streams = done.other_streams
-                break
-            out.kernel_s += done.kernel_s if clock is not None else done.events_k
-            out.reference_s += done.reference_s if clock is not None else done.events_r
-            k, r = out.kernel_s, out.reference_s
-            intervals = [median_interval(k), median_interval(r), ratio_interval(k, r)]
-            # CUPTI's times are whole steps of its clock: no interval narrower than a step is asked for
-            floors = step_floors(clock_step(k + r), intervals[0].median, intervals[1].median) if clock else ()
-            out.reason = str(stop.verdict(intervals, time.perf_counter() - start, floors) or "")
-        return out
-
     def _clock(self, wanted: str) -> tuple[CuptiClock | None, str]:
         """CUPTI's clock when it was asked for and works here, else None and why not."""
         if wanted != "cupti":
@@ -333,55 +274,3 @@ class Timer:
         if isinstance(self._cupti, str):
             return None, self._cupti
         return self._cupti, ""
-
-    def _batch(self, rounds, spin_s, kernel_sets, cublas_sets, prepare, kernel, reference, first, clock) -> Batch:
-        """Queue ``rounds`` timed pairs (behind a spin of ``spin_s``), wait, and read the events (and CUPTI's
-        records of each launch, when ``clock`` is given)."""
-        cp, stream, ev = self.cp, self.runner.stream, self._events
-        if rounds > MAX_CUPTI_BATCH:  # the events are allocated for this many
-            raise ValueError(f"a batch of {rounds} rounds is over the {MAX_CUPTI_BATCH} the timer has events for")
-        host0 = time.perf_counter()
-        if clock is not None:
-            clock.start()
-        try:
-            if spin_s > 0:
-                self._spin((1,), (1,), (np.uint64(int(spin_s * 1e9)),))
-            host: tuple[list[float], list[float]] = ([], [])  # each launch call's time on the host
-            for i in range(rounds):
-                j = (first + i) % len(kernel_sets)
-                for slot, (ops, launch) in enumerate(((kernel_sets[j], kernel), (cublas_sets[j], reference))):
-                    prepare(ops)  # for CUPTI, also opens the launch's span
-                    ev[4 * i + 2 * slot].record(stream)
-                    called = time.perf_counter()
-                    launch(ops)
-                    if i < HOST_TIMED_ROUNDS:  # later, a launch call may wait for room in the launch queue
-                        host[slot].append(time.perf_counter() - called)
-                    ev[4 * i + 2 * slot + 1].record(stream)
-            if clock is not None:
-                self._mark((1,), (1,), ())  # closes the last launch's span
-            host_s = time.perf_counter() - host0
-            stream.synchronize()  # the closing mark too, before CUPTI's records are read
-        except BaseException:
-            if clock is not None:
-                with contextlib.suppress(Exception):  # the launch's own error is the one to report
-                    clock.abandon()  # a launch failed: collect nothing more
-            raise
-        done = Batch(
-            events_k=[cp.cuda.get_elapsed_time(ev[4 * i], ev[4 * i + 1]) / 1e3 for i in range(rounds)],
-            events_r=[cp.cuda.get_elapsed_time(ev[4 * i + 2], ev[4 * i + 3]) / 1e3 for i in range(rounds)],
-            host_s=host_s,
-            host_k=host[0],
-            host_r=host[1],
-        )
-        if clock is not None:
-            try:
-                seen = clock.spans()
-            except Exception as exc:  # CUPTI failed: the events take over, saying why
-                done.problem = f"CUPTI failed: {type(exc).__name__}: {exc}"
-                return done
-            read_spans(done, seen, rounds)
-            done.other_streams = clock.other_streams()
-            if done.other_streams:  # the launches' work is not where the harness times it: no clock can time it
-                ids = ", ".join(map(str, done.other_streams))
-                done.problem = f"GPU work launched on stream(s) {ids} (CUPTI's ids), besides the harness's stream"
-        return done

@@ -1,7 +1,7 @@
-// Kernels for issue 34 item 3's GPU tests: strided-batched GEMMs, one thread per element of C and grid z over the
-// batch. Four are right (B and C in either order; fp32 and fp16; int, size_t or long long strides), one computes a
-// packed batch's offsets itself, one declares no batch at all, and four get the batch wrong on purpose, each in one
-// way only (otherwise right), so that the diagnosis can name it.
+// Kernels for the GPU tests of strided-batched GEMMs (tests/gpu/test_gpu_batched.py): one thread per element of C
+// and grid z over the batch. Four are right (B and C in either order; fp32 and fp16; int, size_t or long long
+// strides), one computes a packed batch's offsets itself, one declares no batch at all, and four get the batch wrong
+// on purpose, each in one way only (otherwise right), so that the diagnosis can name it.
 
 /* pytest-gemm
 name = "sgemm_batched"

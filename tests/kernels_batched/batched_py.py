@@ -1,4 +1,4 @@
-"""#34 item 3: a batched Python kernel gets strided views of each operand, (batch, rows, cols) in its logical
+"""Strided batches: a batched Python kernel gets strided views of each operand, (batch, rows, cols) in its logical
 orientation on a batched shape, the usual 2-D views on a batch of 1; never copies."""
 
 import cupy

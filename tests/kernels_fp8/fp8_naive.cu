@@ -1,5 +1,5 @@
 // A plain FP8 GEMM with scales, one thread an output element: the harness's own test kernel for every scaling mode
-// (#36), and the faults it must name. C = (A s_a)(B s_b) in fp32, promoted block by block: the products of each
+// and the faults it must name. C = (A s_a)(B s_b) in fp32, promoted block by block: the products of each
 // 128-wide block of K are summed in fp32, then scaled and added to the output's fp32 sum (as DeepGEMM promotes).
 // B is stored N x K (K-major), as Hopper's FP8 MMA takes it.
 #include <cuda_fp8.h>

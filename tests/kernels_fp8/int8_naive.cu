@@ -1,4 +1,4 @@
-// A plain INT8 GEMM, one thread an output element, int32 accumulation and output (#36); ACC16 = 1 accumulates in
+// A plain INT8 GEMM, one thread an output element, int32 accumulation and output; ACC16 = 1 accumulates in
 // 16 bits, the overflow the harness must name.
 template <int ACC16>
 __global__ void int8_gemm(const signed char* A, const signed char* B, int* C, int M, int N, int K) {

@@ -1,4 +1,4 @@
-"""cuBLASLt's own FP8 GEMM through torch, declared as a kernel (#36): the per-row and per-column scaling DeepSeek-style
+"""cuBLASLt's own FP8 GEMM through torch, declared as a kernel: the per-row and per-column scaling DeepSeek-style
 serving uses, and DeepSeek-V3's 1 x 128 / 128 x 128 blocks, called on the harness's tensors as they are."""
 
 import torch

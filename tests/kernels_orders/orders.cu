@@ -1,6 +1,6 @@
-// Kernels for issue 34's GPU tests: one naive GEMM that reads A, B and C in any storage order (template
-// flags), with size_t sizes and leading dimensions; an fp16 one with an fp32 output; an fp16 one that
-// accumulates in fp16; and two that misread their operands on purpose.
+// Kernels for the GPU tests of storage orders (tests/gpu/test_gpu_orders.py): one naive GEMM that reads A, B and C
+// in any storage order (template flags), with size_t sizes and leading dimensions; an fp16 one with an fp32 output;
+// an fp16 one that accumulates in fp16; and two that misread their operands on purpose.
 
 /* pytest-gemm
 name = "orders_fp32"

@@ -1,4 +1,4 @@
-"""Issue 34: a Python kernel gets strided views of each operand as stored, never copies."""
+"""Storage orders: a Python kernel gets strided views of each operand as stored, never copies."""
 
 import cupy
 

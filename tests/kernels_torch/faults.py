@@ -1,4 +1,4 @@
-"""#35 items 2 and 5: torch and Triton kernels that go wrong as a GPU does, each costing its own case only: an
+"""torch and Triton kernels that go wrong as a GPU does, each costing its own case only: an
 illegal address in a Triton kernel (its first call, in the setup step), torch out of GPU memory, and a torch matmul on
 a stream of its own (found in verification, timed or not); a correct torch matmul after them passes."""
 

@@ -1,4 +1,4 @@
-"""#35: a torch.compile'd matmul and a CUDA kernel built with torch.utils.cpp_extension.load_inline, given torch
+"""A torch.compile'd matmul and a CUDA kernel built with torch.utils.cpp_extension.load_inline, given torch
 tensors on the harness's stream."""
 
 import torch

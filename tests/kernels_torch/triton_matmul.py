@@ -1,4 +1,4 @@
-"""#35: Triton matmuls given torch tensors, after Triton's matmul tutorial (fp16/bf16 in, fp32 accumulation, alpha and
+"""Triton matmuls given torch tensors, after Triton's matmul tutorial (fp16/bf16 in, fp32 accumulation, alpha and
 beta added), and the same kernel with one bug each: a mask one past A's end, a launch on a stream of its own, tl.dot
 in TF32 on fp32 inputs, and beta ignored."""
 

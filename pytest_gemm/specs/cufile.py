@@ -1,0 +1,54 @@
+"""``.cu`` kernel files: each ``/* pytest-gemm`` header's TOML, read with the schema into a kernel spec."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from .errors import KernelFileError
+from .header import spec_from_mapping
+from .source import HEADER, decode_cu, read_kernel_bytes, unix_line_ends
+from .spec import KernelSpec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["parse_cu_file", "parse_cu_source"]
+
+_TOML_WHERE = re.compile(r"\s*\(at line (\d+), column (\d+)\)")
+
+
+def _toml_error(path: str | Path, exc: Exception, first_line: int) -> KernelFileError:
+    """TOML's error at the line of the file it is on (tomllib counts from the header's first line)."""
+    message = str(exc)
+    where = _TOML_WHERE.search(message)
+    if where is None:  # "at end of document" and the like: the header's last line is as near as it gets
+        return KernelFileError(path, f"the pytest-gemm header is not valid TOML: {message}", line=first_line)
+    line = first_line + int(where.group(1)) - 1
+    text = f"{message[: where.start()]} (column {where.group(2)})"
+    return KernelFileError(path, f"the pytest-gemm header is not valid TOML: {text}", line=line)
+
+
+def parse_cu_source(path: str | Path, text: str) -> list[KernelSpec]:
+    """All kernels declared in one ``.cu`` file's text; an empty list when it has no header."""
+    text = unix_line_ends(text)  # as decode_cu gives it, whatever the caller read
+    specs = []
+    for match in HEADER.finditer(text):
+        line = text.count("\n", 0, match.start(1)) + 1
+        try:
+            data = tomllib.loads(match.group(1))
+        except tomllib.TOMLDecodeError as exc:
+            raise _toml_error(path, exc, line) from None
+        specs.append(spec_from_mapping(data, path=path, line=line, kind="cu", source=text))
+    names = [s.name for s in specs]
+    for name in names:
+        if names.count(name) > 1:
+            raise KernelFileError(path, f"two kernels are named {name!r}; give each a distinct 'name'", key="name")
+    return specs
+
+
+def parse_cu_file(path: str | Path) -> list[KernelSpec]:
+    return parse_cu_source(path, decode_cu(path, read_kernel_bytes(Path(path), str(path))))

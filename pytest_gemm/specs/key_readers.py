@@ -1,0 +1,198 @@
+"""How each header key is read in context: the value the header gives (or :data:`MISSING`), checked against the keys
+read before it, into the :class:`~.spec.KernelSpec` field of its name. The schema (:mod:`.schema`) names the reader of
+each key; the checks of a value on its own are :class:`~.header_keys.HeaderChecker`'s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ..records.dtypes import OUTPUT_DTYPES
+from ..records.storage import ORDER_FLAGS
+from .families import InputFamily, family_of
+from .header_keys import ENTRY, SHAPE_NAMES, TEMPLATE_WORDS, HeaderChecker
+from .kinds import KernelKind
+from .scaling import read_scales
+from .spec import ARRAYS
+
+__all__ = [
+    "MISSING",
+    "Reading",
+    "alpha_beta",
+    "args",
+    "arrays",
+    "batched",
+    "c_dtype",
+    "dims",
+    "entry",
+    "flag",
+    "name",
+    "optional",
+    "scales",
+    "stride_type",
+    "string",
+    "text",
+    "threshold",
+]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+#: what a key's reader gets for a key the header does not give
+MISSING: Any = _Missing()
+
+
+class Reading:
+    """One header as it is read: its checker, its kind, and the values of the keys read so far."""
+
+    def __init__(self, check: HeaderChecker, kind: KernelKind, default_name: str | None) -> None:
+        self.check, self.kind, self.default_name = check, kind, default_name
+        self.got: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        return self.got[key]
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The names expressions see (besides the GPU's): M, N, K, batch, the params and the storage flags."""
+        return SHAPE_NAMES | {name for name, _ in self.got["params"]} | frozenset(ORDER_FLAGS)
+
+    @property
+    def family(self) -> InputFamily:
+        return family_of(self.got["dtypes"][0])
+
+
+def optional(read: Callable[[Reading, Any], Any], default: Any) -> Callable[[Reading, Any], Any]:
+    return lambda r, value: default if value is MISSING else read(r, value)
+
+
+def entry(r: Reading, value: Any) -> str:
+    if value is MISSING:
+        return ""
+    entry = r.check.entry(value)
+    for ident in re.findall(r"\b[A-Za-z_]\w*\b", entry[entry.index("<") :] if "<" in entry else ""):
+        if ident not in r.names and not TEMPLATE_WORDS.fullmatch(ident):  # only params and literals
+            r.check.fail("entry", f"template argument {ident!r} is neither a param nor a literal")
+    return entry
+
+
+def c_dtype(r: Reading, value: Any) -> str | None:
+    if value is MISSING:
+        return None
+    if value not in OUTPUT_DTYPES:
+        r.check.fail("c_dtype", f"unknown output dtype {value!r}; expected one of {', '.join(OUTPUT_DTYPES)}")
+    for dtype in r["dtypes"]:
+        problem = family_of(dtype).output_problem(dtype, value)
+        if problem:
+            r.check.fail("c_dtype", problem)
+    return value
+
+
+def _no_scalars(r: Reading, key: str) -> None:
+    r.check.fail(
+        key,
+        f"a {r['dtypes'][0]} kernel computes C = A B with its scales (no alpha and beta), as cuBLASLt's "
+        "FP8 and INT8 GEMMs do here; leave alpha and beta out",
+    )
+
+
+def args(r: Reading, value: Any) -> tuple[str, ...]:
+    if value is MISSING:
+        return ()
+    return r.check.args(value)
+
+
+def name(r: Reading, value: Any) -> str:
+    if value is MISSING:
+        entry = r["entry"]
+        value = r.default_name or (ENTRY.match(entry).group(1) if entry else "")
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][\w.]*", value):
+        r.check.fail("name", f"expected an identifier such as 'sgemm_tiled', got {value!r}")
+    return value
+
+
+def text(key: str, what: str) -> Callable[[Reading, Any], str]:
+    """A key whose value is a sentence saying why: a non-empty string, stripped."""
+
+    def read(r: Reading, value: Any) -> str:
+        if not isinstance(value, str) or not value.strip():
+            r.check.fail(key, f"expected a non-empty string saying why{what}")
+        return value.strip()
+
+    return read
+
+
+def string(key: str) -> Callable[[Reading, Any], str]:
+    """A key whose value is free text."""
+
+    def read(r: Reading, value: Any) -> str:
+        if not isinstance(value, str):
+            r.check.fail(key, "expected a string")
+        return value
+
+    return read
+
+
+def threshold(r: Reading, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 10:
+        r.check.fail(
+            "regression_threshold", f"expected a fraction such as 0.1 (10%), above 0 and at most 10, got {value!r}"
+        )
+    return float(value)
+
+
+def flag(key: str) -> Callable[[Reading, Any], bool]:
+    def read(r: Reading, value: Any) -> bool:
+        if not isinstance(value, bool):
+            r.check.fail(key, f"expected true or false, got {value!r}")
+        return value
+
+    return read
+
+
+def stride_type(r: Reading, value: Any) -> str | None:
+    if value is MISSING:
+        return None
+    if not {"stride_a", "stride_b", "stride_c"} & set(r["args"]):
+        r.check.fail("stride_type", "the kernel takes no batch stride (stride_a, stride_b, stride_c in args)")
+    return r.check.size_type(value, "stride_type")
+
+
+def batched(r: Reading, value: Any) -> bool:
+    return "batch" in r["args"] if value is MISSING else flag("batched")(r, value)
+
+
+def arrays(r: Reading, value: Any) -> str:
+    if value not in ARRAYS:
+        r.check.fail("arrays", f"expected one of {', '.join(map(repr, ARRAYS))}, got {value!r}")
+    return value
+
+
+def alpha_beta(r: Reading, value: Any) -> bool:
+    if value is MISSING and r.kind.compiled:  # a .cu kernel takes them by naming them in args
+        if "alpha" in r["args"] and not r.family.alpha_beta:
+            _no_scalars(r, "args")
+        return "alpha" in r["args"]
+    if value is MISSING:
+        return r.family.alpha_beta
+    if flag("alpha_beta")(r, value) and not r.family.alpha_beta:
+        _no_scalars(r, "alpha_beta")
+    return value
+
+
+def scales(r: Reading, value: Any) -> Any:
+    check = r.check
+    scales = read_scales(str(check.path), check.line, None if value is MISSING else value, r.family.scaled,
+                         r.kind.compiled, r["args"])  # fmt: skip
+    if scales is not None and r["batched"]:
+        check.fail("scales", "an FP8 kernel runs one GEMM at a time: strided batches with scales are not supported")
+    return scales
+
+
+def dims(key: str, device: frozenset[str] = frozenset()) -> Callable[[Reading, Any], Any]:
+    return optional(lambda r, value: r.check.dims(key, value, r.names | device), ())

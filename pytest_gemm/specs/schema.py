@@ -1,0 +1,315 @@
+"""The header schema: every key a kernel declares, written once, with what it applies to, how it is read, its
+default and its documentation (docs/kernel-files.md#header-keys).
+
+From :data:`KEYS` come the ``.cu`` header's checks and the ``@gemm_kernel`` decorator's keywords alike
+(:func:`~.header.spec_from_mapping` reads either into a :class:`~.spec.KernelSpec`, one field per key), the decorator's
+signature and the key table of the docs (:mod:`.header`). Keys are read in the table's order, so that each key's
+reader (:mod:`.key_readers`) can use what the keys before it gave (``storage`` its ``layout`` and ``params``).
+
+A new key is a row here, its reader, and its field of :class:`~.spec.KernelSpec` (tests check that they agree).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import key_readers as readers
+from .header_keys import DEVICE_NAMES
+from .key_readers import MISSING, Reading
+from .kinds import KernelKind
+from .size_types import DEFAULT_SIZE_TYPE
+
+__all__ = ["BOTH", "BY_NAME", "CU", "KEYS", "PY", "Key"]
+
+BOTH = (KernelKind.CU, KernelKind.PY)
+CU = (KernelKind.CU,)
+PY = (KernelKind.PY,)
+
+
+@dataclass(frozen=True)
+class Key:
+    """One header key: where it may be written, whether it must be, how it is read, and what it means.
+
+    ``read`` gets the raw value (:data:`MISSING` when absent, in every kind of file: a key a kind cannot declare still
+    has its value there, such as a ``.cu`` kernel's ``batched``) and gives the :class:`KernelSpec` field of the same
+    name. ``python`` is the decorator keyword's annotation and default (None: it must be given)."""
+
+    name: str
+    read: Callable[[Reading, Any], Any]
+    meaning: str
+    kinds: tuple[KernelKind, ...] = BOTH
+    required: tuple[KernelKind, ...] = ()
+    python: tuple[str, Any] | None = None
+    elsewhere: str = ""  # why the kinds outside ``kinds`` cannot declare it
+    required_text: str = ""  # the docs' "required" column where it is not "yes" or "no"
+
+
+#: every header key, in the order they are read
+KEYS: tuple[Key, ...] = (
+    Key(
+        name="params",
+        read=readers.optional(lambda r, v: r.check.params(v), ()),
+        meaning=(
+            "a table `name = [values]`; each combination is a variant. Values go into the entry's template "
+            "arguments, are `#define`d at the top of the source (so is a storage flag that `storage` sets to 1), and "
+            "can be used in expressions. Avoid names that CUDA headers you include use as identifiers (a macro `T` "
+            "breaks `cuda_fp16.h`)"
+        ),
+        python=("dict[str, list[int]] | None", None),
+    ),
+    Key(
+        name="entry",
+        read=readers.entry,
+        meaning=(
+            'the `__global__` function: an `extern "C"` name, or a template name expression such as `sgemm<128, 8>` '
+            "or `sgemm<BM, BN>` (param names are replaced by each variant's values)"
+        ),
+        kinds=CU,
+        required=CU,
+        elsewhere="a Python kernel takes no entry, args, block or grid",
+    ),
+    Key(
+        name="args",
+        read=readers.args,
+        meaning=(
+            "the kernel's parameters in order, each one of `M N K alpha beta A B C lda ldb ldc A_map B_map C_map "
+            "batch stride_a stride_b stride_c scale_a scale_b ld_scale_a ld_scale_b` (the last four: an FP8 kernel's "
+            "scales, see [FP8 and INT8](#fp8-and-int8)); each of `A`, `B`, `C` is required as a pointer or as its "
+            "tensor map (`A_map`...), `alpha` and `beta` go together; `batch` makes it a strided-batched kernel (see "
+            "[Strided batches](#strided-batches))"
+        ),
+        kinds=CU,
+        required=CU,
+        elsewhere="a Python kernel takes no entry, args, block or grid",
+    ),
+    Key(
+        name="dtypes",
+        read=lambda r, v: r.check.dtypes(v),
+        meaning=(
+            "any of `fp32`, `tf32`, `fp16`, `bf16`, `fp64`; or FP8 (`fp8_e4m3`, `fp8_e5m2`, with `scales`), or "
+            "`int8`: a kernel of their own (see [FP8 and INT8](#fp8-and-int8))"
+        ),
+        required=BOTH,
+        python=("Iterable[str] | str", None),
+    ),
+    Key(
+        name="c_dtype",
+        read=readers.c_dtype,
+        meaning=(
+            "C's dtype when it differs from the inputs' (e.g. fp16 inputs, fp32 output); FP8 kernels write `bf16` "
+            "(the default), `fp16` or `fp32`, INT8 kernels `int32`"
+        ),
+        python=("str | None", None),
+    ),
+    Key(
+        name="name",
+        read=readers.name,
+        meaning=("the test name (default: the entry's function name, or the Python function's)"),
+        python=("str | None", None),
+    ),
+    Key(
+        name="description",
+        read=readers.optional(readers.string("description"), ""),
+        meaning="free text",
+        python=("str", ""),
+    ),
+    Key(
+        name="expect_fast",
+        read=readers.optional(readers.text("expect_fast", " this kernel may beat cuBLAS or the peak"), ""),
+        meaning=(
+            "why this kernel may legitimately beat cuBLAS by 1.5x or run above the GPU's peak (e.g. it exploits "
+            "structure in the data); without it such timings fail as suspicious"
+        ),
+        python=("str | None", None),
+    ),
+    Key(
+        name="regression_threshold",
+        read=readers.optional(readers.threshold, None),
+        meaning=("this kernel's regression threshold (a fraction, e.g. `0.1`), instead of `--gemm-threshold`"),
+        python=("float | None", None),
+    ),
+    Key(
+        name="layout",
+        read=readers.optional(lambda r, v: r.check.choice("layout", v, ("row", "col")), "row"),
+        meaning=(
+            '`"row"` (default: A is MxK, B is KxN, C is MxN, row-major) or `"col"` (all three column-major); '
+            "`storage` sets each operand on its own"
+        ),
+        python=("str", "row"),
+    ),
+    Key(
+        name="size_type",
+        read=readers.optional(lambda r, v: r.check.size_type(v), DEFAULT_SIZE_TYPE),
+        meaning=(
+            'the C type of `M N K lda ldb ldc batch`: `"int"` (default), `"unsigned"`, `"long long"` or `"size_t"`; '
+            "a shape past it is skipped with the reason"
+        ),
+        kinds=CU,
+        elsewhere="a Python kernel takes Python ints; size_type is for .cu kernels",
+    ),
+    Key(
+        name="stride_type",
+        read=readers.stride_type,
+        meaning=(
+            "the C type of `stride_a stride_b stride_c`, one of the same; default: the `size_type` (cuBLAS's own "
+            "declares `int` sizes and `long long` strides)"
+        ),
+        kinds=CU,
+        elsewhere="a Python kernel takes Python ints; stride_type is for .cu kernels",
+    ),
+    Key(
+        name="batched",
+        read=readers.batched,
+        meaning=(
+            "`true`: the function runs strided batches, its operands 3-D views with the batch first (a `.cu` kernel "
+            "takes `batch` in `args` instead); see [Strided batches](#strided-batches)"
+        ),
+        kinds=PY,
+        python=("bool", False),
+        elsewhere=("a .cu kernel runs strided batches by taking batch (and its strides) in args"),
+    ),
+    Key(
+        name="arrays",
+        read=readers.optional(readers.arrays, "cupy"),
+        meaning=(
+            'what the function is given: `"cupy"` arrays (default) or `"torch"` tensors on the same memory, called '
+            "with the harness's stream as torch's current stream; see [torch and Triton "
+            "kernels](#torch-and-triton-kernels)"
+        ),
+        kinds=PY,
+        python=("str", "cupy"),
+        elsewhere=("a .cu kernel takes pointers; arrays is for Python kernels (torch tensors or CuPy arrays)"),
+    ),
+    Key(
+        name="alpha_beta",
+        read=readers.alpha_beta,
+        meaning=(
+            "`false`: the function computes `C = A B` and is called without alpha and beta (its cases are alpha = 1, "
+            "beta = 0); FP8 and INT8 kernels take none (a `.cu` kernel names `alpha` and `beta` in `args` instead)"
+        ),
+        kinds=PY,
+        python=("bool | None", None),
+        elsewhere="a .cu kernel takes alpha and beta by naming them in args",
+    ),
+    Key(
+        name="scales",
+        read=readers.scales,
+        meaning=(
+            'how an FP8 kernel\'s operands are scaled: `{ A = "1x128", B = "128x128" }`, with `type`, `stored` and '
+            "`align`; see [FP8 and INT8](#fp8-and-int8)"
+        ),
+        python=("dict[str, Any] | None", None),
+        required_text="FP8",
+    ),
+    Key(
+        name="tensor_maps",
+        read=lambda r, v: r.check.tensor_maps(
+            {} if v is MISSING else v, frozenset(n for n, _ in r["params"]), r["args"]
+        ),
+        meaning=(
+            'TMA tensor maps the harness builds for the kernel: `{ A = { box = [64, "BM"], swizzle = 128 } }` gives '
+            "the argument `A_map` (see below). `box` is `[inner, outer]` in elements (integers or expressions over "
+            "params), `swizzle` is 0, 32, 64 or 128 bytes"
+        ),
+        kinds=CU,
+    ),
+    Key(
+        name="arch",
+        read=readers.optional(lambda r, v: r.check.arch(v), None),
+        meaning=(
+            'the one architecture this kernel is built for, e.g. `"sm_90a"` (for `wgmma`, `setmaxnreg`...) or '
+            '`"sm_90"` (for TMA). Its compile items build only this arch, whatever `--gemm-archs` says; on a GPU '
+            "that cannot run it (an `a` target runs only on its exact compute capability, others on the same major "
+            "version at the same or a later minor one) its cases skip with the reason"
+        ),
+        kinds=CU,
+    ),
+    Key(
+        name="always_reads_c",
+        read=readers.optional(readers.flag("always_reads_c"), False),
+        meaning=(
+            "`true`: the kernel reads C whatever beta is; its beta = 0 cases run with finite prior data in C instead "
+            "of the NaN poison (unwritten elements are still caught: they keep that data bit for bit). Default "
+            '`false`: BLAS says C is output-only when beta = 0, and reading it fails with "reads C although beta = '
+            '0". See [verification.md](verification.md#declarations)'
+        ),
+        python=("bool", False),
+    ),
+    Key(
+        name="nondeterministic",
+        read=readers.optional(readers.text("nondeterministic", ", e.g. 'split-K with atomicAdd'"), ""),
+        meaning=(
+            "why the kernel's output may differ between launches on the same inputs (e.g. `\"split-K with "
+            "atomicAdd\"`); without it, each verified case's three launches must agree bit for bit"
+        ),
+        python=("str | None", None),
+    ),
+    Key(
+        name="block",
+        read=readers.dims("block"),
+        meaning="1 to 3 integers or expressions: threads per block",
+        kinds=CU,
+        required=CU,
+        elsewhere="a Python kernel takes no entry, args, block or grid",
+    ),
+    Key(
+        name="grid",
+        read=readers.dims("grid", DEVICE_NAMES),
+        meaning=(
+            "1 to 3 integers or expressions: blocks per grid. Besides the other names, `grid` may use `SM_COUNT`, "
+            "the GPU's number of SMs, for a persistent kernel: `min(cdiv(M, 128) * cdiv(N, 256), SM_COUNT)`"
+        ),
+        kinds=CU,
+        required=CU,
+        elsewhere="a Python kernel takes no entry, args, block or grid",
+    ),
+    Key(
+        name="shared_mem",
+        read=readers.optional(lambda r, v: r.check.expression("shared_mem", v, r.names), None),
+        meaning=("dynamic shared memory in bytes (expression); above 48 KB the harness raises the kernel's limit"),
+        kinds=CU,
+    ),
+    Key(
+        name="requires",
+        read=lambda r, v: r.check.requires([] if v is MISSING else v, r.names),
+        meaning=(
+            "a boolean expression or a list of them; a shape that breaks one is skipped with that rule (and the "
+            "values) as the reason, never failed"
+        ),
+        python=("Iterable[str] | str", ()),
+    ),
+    Key(
+        name="storage",
+        read=lambda r, v: r.check.storage({} if v is MISSING else v, r["layout"], r["params"]),
+        meaning=(
+            'each operand\'s storage order, as the shape it has in memory (rows of contiguous elements): `A = "MxK"` '
+            'or `"KxM"`, `B = "KxN"` or `"NxK"`, `C = "MxN"` or `"NxM"`, e.g. `storage = { B = "NxK" }` for weights '
+            'stored N x K (`x @ W.T`), `{ C = "NxM" }` for a column-major C; operands not named follow `layout`. See '
+            "[Storage orders](#storage-orders)"
+        ),
+        python=("dict[str, str] | None", None),
+    ),
+    Key(
+        name="accumulate",
+        read=readers.optional(lambda r, v: r.check.accumulate(v, r["dtypes"], r["c_dtype"]), None),
+        meaning=(
+            '`"fp16"`: the kernel accumulates in fp16 (fp16 inputs and output only); it is judged by fp16 '
+            "accumulation's error bound and timed against cuBLAS with `CUBLAS_COMPUTE_16F`. Default: fp32 (fp64 for "
+            "fp64 kernels)"
+        ),
+        python=("str | None", None),
+    ),
+    Key(
+        name="options",
+        read=readers.optional(lambda r, v: r.check.options(v), ()),
+        meaning=(
+            'extra NVRTC flags, e.g. `["-use_fast_math"]`; the architecture is the harness\'s (`--gemm-archs`, or '
+            "the device's) or the header's `arch`. Flags that make NVRTC write or read files of their own (`--time`, "
+            "`--fdevice-time-trace`, `--create-pch`, `--use-pch`, `--pch`, `--pch-dir`, in either form) are refused"
+        ),
+        kinds=CU,
+    ),
+)
+BY_NAME = {key.name: key for key in KEYS}

@@ -1,0 +1,205 @@
+"""The input strategies: how a case of each input family (``specs.families``) draws its host inputs, lays out what the
+kernel reads besides A, B and C (an FP8 case's grids of scales), gives the exact operands its truth is computed from,
+and which misreadings of them a wrong output is compared with. :func:`input_strategy` chooses one per case, by its
+family: the only place the worker tells the families apart. Part of the worker package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ..judge.accuracy import Truth, count_changed
+from ..judge.scale_misread import int_candidates, scale_candidates
+from ..judge.scaled import dequantised, draw_int8, draw_quantised, scale_values
+from ..records.dtypes import SCALE_DTYPES, DType, get_dtype
+from ..records.outcome import ErrorStats, Fault
+from ..records.scales import Scales
+from ..records.verdicts import Check
+from ..specs.cases import Case
+from ..specs.families import FAMILIES, family_of
+from .buffers import GuardedMatrix, bits_to_float64, guarded, np_dtype, random_matrix, upload_bits
+from .operands import CaseInputs
+
+__all__ = ["FloatInputs", "InputStrategy", "IntegerInputs", "ScaledInputs", "input_strategy"]
+
+
+def _read_only(*arrays: np.ndarray | None) -> None:
+    for x in arrays:
+        if x is not None:
+            x.flags.writeable = False
+
+
+class InputStrategy:
+    """A case's inputs, as one family draws, lays out and judges them; by default what a floating-point family does
+    besides drawing: nothing beside A, B and C, the truth the product of the elements themselves, no readings of its
+    own."""
+
+    #: the peers' own figures (calc_diff, cosine) are reported beside the bound
+    figures = False
+
+    def __init__(self, case: Case) -> None:
+        self.case = case
+
+    def draw(self, seed: int) -> CaseInputs:
+        """The case's host inputs: the same seed always gives the same data."""
+        raise NotImplementedError
+
+    def grids(self, cp: Any, data: CaseInputs, guards: bool) -> dict[str, GuardedMatrix]:
+        """What the kernel reads besides A, B and C, in fresh guarded buffers, by operand: nothing."""
+        return {}
+
+    def grid_faults(self, cp: Any, data: CaseInputs, grids: dict[str, GuardedMatrix]) -> list[Fault]:
+        """Writes into those buffers' guards, and changes to what they hold (they are inputs too)."""
+        return []
+
+    def kernel_views(self, grids: dict[str, GuardedMatrix]) -> list[tuple[Any, DType]]:
+        """What a Python kernel is given after A, B and C (views of those buffers, each with its dtype): nothing."""
+        return []
+
+    def exact(self, cp: Any, data: CaseInputs, a64: Any, b64: Any) -> tuple[Any, Any]:
+        """The operands the truth is the product of, from A's and B's elements as float64 (logical): themselves."""
+        return a64, b64
+
+    def unreadable(self, stats: ErrorStats) -> bool:
+        """Whether an output too wrong for the usual misreadings (mostly NaN) is still compared with this family's."""
+        return False
+
+    def candidates(self, cp: Any, data: CaseInputs, bits: tuple[Any, Any], truth: Truth) -> tuple[Iterable[Any], Any]:
+        """The family's own misreadings (``judge.misread``'s ``extra``), and A and B (float64, logical) as the common
+        readings take them."""
+        inputs = get_dtype(self.case.dtype)
+        return (), tuple(bits_to_float64(cp, x, inputs) for x in bits)
+
+
+class FloatInputs(InputStrategy):
+    """Floating point: A, B and (beta != 0) a prior C, drawn zero-mean in [-1, 1) and stored exactly in the kernel's
+    element type."""
+
+    def draw(self, seed: int) -> CaseInputs:
+        case = self.case
+        dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
+        rng = np.random.default_rng(seed)
+        m, n, k, batch = case.shape.M, case.shape.N, case.shape.K, case.shape.batch
+        a = random_matrix(rng, (batch * m, k), np_dtype(dt))
+        b = random_matrix(rng, (batch * k, n), np_dtype(dt))
+        c0 = random_matrix(rng, (batch * m, n), np_dtype(out)) if case.c_prior else None
+        _read_only(a, b, c0)
+        return CaseInputs(a, b, c0, case.storage, batch)
+
+
+class IntegerInputs(InputStrategy):
+    """INT8: integers in [-127, 127], summed in int32 and judged bit for bit; its misreading: 16-bit sums."""
+
+    figures = True
+
+    def draw(self, seed: int) -> CaseInputs:
+        case, rng = self.case, np.random.default_rng(seed)
+        m, n, k, batch = case.shape.M, case.shape.N, case.shape.K, case.shape.batch
+        a, b = draw_int8(rng, batch * m, k), draw_int8(rng, batch * k, n)
+        _read_only(a, b)
+        return CaseInputs(a, b, None, case.storage, batch)
+
+    def candidates(self, cp: Any, data: CaseInputs, bits: tuple[Any, Any], truth: Truth) -> tuple[Iterable[Any], Any]:
+        return int_candidates(cp, truth.value, truth.gscale), super().candidates(cp, data, bits, truth)[1]
+
+
+class ScaledInputs(InputStrategy):
+    """FP8: each operand quantised block by block with its grid of scales (docs/verification.md#fp8-and-int8); the
+    grids lie in guarded buffers of their own, stored as the header says; the truth is the product of exactly the
+    dequantised operands; the misreadings of the scales and of the other FP8 format."""
+
+    figures = True
+
+    @property
+    def scales(self) -> Scales:
+        scales = self.case.spec.scales
+        assert scales is not None
+        return scales
+
+    @property
+    def scale_dtype(self) -> DType:
+        return SCALE_DTYPES[self.scales.type]
+
+    def draw(self, seed: int) -> CaseInputs:
+        case, rng = self.case, np.random.default_rng(seed)
+        (a, sa), (b, sb) = (draw_quantised(rng, op, case.shape, case.dtype, self.scales) for op in "AB")
+        _read_only(a, b, sa, sb)
+        return CaseInputs(a, b, None, case.storage, case.shape.batch, sa, sb)
+
+    def _host(self, data: CaseInputs, operand: str) -> np.ndarray:
+        grid = data.scale_a if operand == "A" else data.scale_b
+        assert grid is not None
+        return grid
+
+    def _stored(self, data: CaseInputs, operand: str) -> np.ndarray:
+        grid = self._host(data, operand)
+        return grid.T if self.scales.transposed(operand) else grid
+
+    def grids(self, cp: Any, data: CaseInputs, guards: bool) -> dict[str, GuardedMatrix]:
+        """Each grid of scales in a fresh guarded buffer, each stored row padded to the header's ``align``."""
+        found = {}
+        for op in "AB":
+            stored = np.ascontiguousarray(self._stored(data, op))
+            ld = self.scales.ld(op, self.case.shape)
+            found[op] = guarded(cp, self.scale_dtype, False, stored.shape, stored, guards=guards, ld=ld)
+        return found
+
+    def stored_view(self, grid: GuardedMatrix) -> Any:
+        """A grid as it lies in its buffer (stored order, without the rows' padding), in its own type (UE8M0: its
+        bytes, which CuPy has no type for)."""
+        return grid.matrix(np.float32 if self.scale_dtype.name == "fp32" else np.uint8)
+
+    def logical_view(self, grids: dict[str, GuardedMatrix], operand: str) -> Any:
+        """A grid seen in logical order (a view): what a Python kernel is given."""
+        view = self.stored_view(grids[operand])
+        return view.T if self.scales.transposed(operand) else view
+
+    def kernel_views(self, grids: dict[str, GuardedMatrix]) -> list[tuple[Any, DType]]:
+        """Each grid of scales, logical: ``fn(A, B, C, scale_a, scale_b, **params)``."""
+        return [(self.logical_view(grids, op), self.scale_dtype) for op in "AB"]
+
+    def grid_faults(self, cp: Any, data: CaseInputs, grids: dict[str, GuardedMatrix]) -> list[Fault]:
+        found = []
+        for op, arg in (("A", "scale_a"), ("B", "scale_b")):
+            found += grids[op].guard_faults(cp, arg)
+            changed = count_changed(cp, upload_bits(cp, self._stored(data, op)), self.stored_view(grids[op]))
+            if changed:
+                found.append(Fault(Check.INPUT_MODIFIED, f"{arg} (scales are inputs, read-only)", changed))
+        return found
+
+    def values(self, cp: Any, data: CaseInputs, operand: str) -> Any:
+        """An operand's grid of scales as float64, logical, on the device."""
+        return scale_values(cp, cp.asarray(self._host(data, operand)), self.scales.type)
+
+    def _dequantised(self, cp: Any, data: CaseInputs, operand: str, x64: Any) -> Any:
+        return dequantised(cp, x64, self.values(cp, data, operand), self.scales.block(operand, self.case.shape))
+
+    def exact(self, cp: Any, data: CaseInputs, a64: Any, b64: Any) -> tuple[Any, Any]:
+        """Each operand's FP8 elements times its scales: its exact values."""
+        return self._dequantised(cp, data, "A", a64), self._dequantised(cp, data, "B", b64)
+
+    def unreadable(self, stats: ErrorStats) -> bool:
+        written_nan = stats.nonfinite - stats.unwritten  # FP8 read as the other format writes NaN, not its poison
+        return 2 * written_nan > stats.total
+
+    def candidates(self, cp: Any, data: CaseInputs, bits: tuple[Any, Any], truth: Truth) -> tuple[Iterable[Any], Any]:
+        """The scales' and the format's slips; the common readings take the exact (dequantised) operands."""
+        inputs = get_dtype(self.case.dtype)
+        other = get_dtype(next(f for f in FAMILIES["FP8"].dtypes if f != inputs.name))
+        a64, b64 = (bits_to_float64(cp, x, inputs) for x in bits)
+        others = tuple(bits_to_float64(cp, x, other) for x in bits)
+        grids = self.values(cp, data, "A"), self.values(cp, data, "B")
+        exact = self.exact(cp, data, a64, b64)
+        return scale_candidates(cp, (a64, b64), grids, exact, self.scales, self.case.shape, others), exact
+
+
+#: each input family's strategy, by the family's name (specs.families)
+STRATEGIES: dict[str, type[InputStrategy]] = {"float": FloatInputs, "FP8": ScaledInputs, "INT8": IntegerInputs}
+
+
+def input_strategy(case: Case) -> InputStrategy:
+    """The case's input strategy: the one place the worker chooses it."""
+    return STRATEGIES[family_of(case.dtype).name](case)

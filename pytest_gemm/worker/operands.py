@@ -1,0 +1,62 @@
+"""A case's data as the worker holds it: its host inputs (:class:`CaseInputs`, drawn by its input strategy) and a set
+of its operands in their buffers (:class:`Operands`, made by its prepared case)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..records.storage import Storage
+from .buffers import GuardedMatrix, transposed_each
+
+__all__ = ["CaseInputs", "Operands"]
+
+
+@dataclass
+class Operands:
+    """One set of a case's operands in their buffers: A, B and C as the kernel stores them, and what else the kernel
+    reads (an FP8 case's grids of scales), by operand."""
+
+    a: GuardedMatrix
+    b: GuardedMatrix
+    c: GuardedMatrix
+    grids: dict[str, GuardedMatrix] = field(default_factory=dict)
+
+    def regions(self) -> dict[str, Any]:
+        """Every guard region around them, by name ("the guard after A", "the row padding of scale_b")."""
+        found = {**self.a.regions("A"), **self.b.regions("B"), **self.c.regions("C")}
+        for operand, grid in self.grids.items():
+            found |= grid.regions(f"scale_{operand.lower()}")
+        return found
+
+
+@dataclass(frozen=True)
+class CaseInputs:
+    """A case's host data (logical A, B and prior C) and each operand's storage order. A batch's matrices are
+    stacked, one batch's rows after the other's: A is (batch M) x K, B (batch K) x N, C (batch M) x N."""
+
+    a: np.ndarray
+    b: np.ndarray
+    c0: np.ndarray | None
+    storage: Storage
+    batch: int = 1
+    #: an FP8 case's grids of scales, logical (A's: M-blocks x K-blocks; B's: K-blocks x N-blocks), as the kernel
+    #: gets them (float32, or UE8M0 bytes); None for a case without scales
+    scale_a: np.ndarray | None = None
+    scale_b: np.ndarray | None = None
+
+    def stored(self, x: np.ndarray, operand: str) -> np.ndarray:
+        """``x``, logical operand ``operand`` (stacked), in the kernel's storage order (an operand stored transposed
+        is stored as the transpose, each matrix of a batch its own), stacked."""
+        return transposed_each(x, self.batch) if self.storage.transposed(operand) else x
+
+    def logical(self, x: Any, operand: str) -> Any:
+        """A stored array of operand ``operand`` seen in logical order: a view for one matrix; a batch (stacked, or
+        batch x rows x cols) stacked in logical order."""
+        if x.ndim == 2 and self.batch > 1:
+            x = x.reshape(self.batch, -1, x.shape[-1])
+        if self.storage.transposed(operand):
+            x = x.swapaxes(-1, -2)
+        return x.reshape(-1, x.shape[-1]) if x.ndim == 3 else x

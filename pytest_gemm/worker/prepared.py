@@ -1,0 +1,173 @@
+"""A case prepared on a device: its strategies, chosen once (the kernel's kind, the input family, the peer), and its
+host inputs, drawn once. It hands the same operands, laid out the same way, to every phase that runs the kernel: the
+setup call, verification and its re-runs, timing and the re-verification of the last timed launches; each gets
+buffers of its own from it (:meth:`PreparedCase.operands`, :meth:`PreparedCase.packed`), so that what one phase does
+to its buffers (an autotuner's trials, a wrong kernel's writes) never reaches another's. Part of the worker package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..judge.accuracy import Truth
+from ..records.dtypes import DType, get_dtype
+from ..records.outcome import ErrorStats
+from ..specs.cases import Case, precision
+from .buffers import GuardedMatrix, bits_to_float64, guarded, uint_type, upload_bits
+from .inputs import InputStrategy
+from .kinds import KernelStrategy
+from .operands import CaseInputs, Operands
+from .peers import Peer
+from .runner import GpuRunner
+
+__all__ = ["START", "PreparedCase", "Watch"]
+
+#: a launch watched for GPU work outside the harness's stream: the other streams it used (CUPTI's ids), or why that
+#: cannot be told (:meth:`~.timer.Timer.streams_of`)
+Watch = Callable[[Callable[[], None]], "tuple[int, ...] | str"]
+#: what C starts as when a set of operands is made: its prior data (beta != 0), or the NaN poison
+START = "start"
+
+
+class PreparedCase:
+    """One case on one device: its kernel, input and peer strategies (no peer: a case only launched, as under
+    compute-sanitizer) and its host inputs. ``device`` is the worker's GPU runner (the CPU tests give a stand-in
+    with ``cp``, ``stream`` and what the strategies ask of it); ``guards``: operands sit in guarded buffers (not
+    under compute-sanitizer); ``watch``: how a launch is watched for work on other streams (None: it cannot be)."""
+
+    def __init__(
+        self,
+        device: GpuRunner,
+        case: Case,
+        seed: int,
+        kernel: KernelStrategy,
+        inputs: InputStrategy,
+        peer: Peer | None,
+        *,
+        guards: bool = True,
+        watch: Watch | None = None,
+    ) -> None:
+        self.device, self.case, self.seed = device, case, seed
+        self.kernel, self.inputs, self.peer = kernel, inputs, peer
+        self.guards, self.watch = guards, watch
+        self.data: CaseInputs = inputs.draw(seed)
+        self._grids: dict[str, GuardedMatrix] | None = None  # what timed sets read besides A, B and C (made once)
+
+    @property
+    def cp(self) -> Any:
+        return self.device.cp
+
+    @property
+    def dtypes(self) -> tuple[DType, DType]:
+        """The inputs' dtype with the accumulation the kernel declares, and C's: what its output is judged by."""
+        return precision(self.case)
+
+    @property
+    def out(self) -> DType:
+        return get_dtype(self.case.spec.output_dtype(self.case.dtype))
+
+    # -- operands -----------------------------------------------------------------------------------------------
+    def operands(self, c: np.ndarray | str | None = START) -> Operands:
+        """A fresh set of operands in guarded buffers of their stored shape, ld padding and batch (each a stride's
+        gap apart where the kernel takes its stride): A and B, C holding ``c`` (logical; :data:`START`: its prior
+        data or the poison; None: the poison), and what else the kernel reads."""
+        data, dt = self.data, get_dtype(self.case.dtype)
+        if isinstance(c, str):
+            c = data.c0
+        fill = None if c is None else data.stored(c, "C")
+        return Operands(
+            self._guarded("A", dt, data.stored(data.a, "A")),
+            self._guarded("B", dt, data.stored(data.b, "B")),
+            self._guarded("C", self.out, fill),
+            self.inputs.grids(self.cp, data, self.guards),
+        )
+
+    def _guarded(self, name: str, dt: DType, fill: np.ndarray | None) -> GuardedMatrix:
+        case, low = self.case, name.lower()
+        shape = case.storage.stored_shape(name, case.shape)
+        padded, gap = f"ld{low}" in case.spec.args, f"stride_{low}" in case.spec.args
+        return guarded(self.cp, dt, padded, shape, fill, guards=self.guards, batch=case.shape.batch, gap=gap)
+
+    def packed(self, uploaded: tuple[Any, Any]) -> Operands:
+        """A set of operands for a timed launch: copies of ``uploaded`` (A's and B's stored bits on the device), a C of
+        its own, packed and unguarded; the scales' grids, made once for every set."""
+        cp, case, batch = self.cp, self.case, self.case.shape.batch
+        dt = get_dtype(case.dtype)
+        rows, cols = self.data.storage.stored_shape("C", case.shape)
+        c = cp.empty((batch * rows, cols), dtype=uint_type(cp, self.out.itemsize))
+        if self._grids is None:
+            self._grids = self.inputs.grids(cp, self.data, self.guards)
+        a, b = (_plain(x.copy(), dt, batch) for x in uploaded)
+        return Operands(a, b, _plain(c, self.out, batch), self._grids)
+
+    # -- launches -----------------------------------------------------------------------------------------------
+    def launch(self, ops: Operands, watch: bool = False) -> tuple[int, ...] | str:
+        """Run the kernel once on ``ops`` and wait for it (CUDA errors propagate to the worker, which classifies them).
+        With ``watch``, a launch the kernel's strategy watches is watched (:attr:`watch`): the other streams it put
+        work on, or why that cannot be told (nothing where it is not watched)."""
+        call = self.kernel.launcher(ops)
+        streams: tuple[int, ...] | str = ()
+        if watch and self.kernel.watched and self.watch is not None:
+            streams = self.watch(call)
+        else:
+            call()
+            if watch and self.kernel.watched:
+                streams = "this worker has no stream check"
+        self.kernel.wait()
+        return streams
+
+    def setup_call(self) -> tuple[str, ...]:
+        """The kernel's first call for the case, on operands of its own that are then thrown away: the autotuned
+        Triton kernels it called, each with its choice. On the harness's stream, as every launch of the case."""
+        with self.device.stream:
+            ops = self.operands()
+            return self.kernel.autotuned(lambda: self.launch(ops))
+
+    # -- the truth and judging outputs --------------------------------------------------------------------------
+    def uploaded(self) -> tuple[Any, Any, Any]:
+        """The logical A, B and prior C (None when beta = 0) as their bits on the device, uploaded again: the
+        truth's and the peer's own copies."""
+        cp, data = self.cp, self.data
+        return upload_bits(cp, data.a), upload_bits(cp, data.b), None if data.c0 is None else upload_bits(cp, data.c0)
+
+    def truth(self, bits: tuple[Any, Any, Any]) -> Truth:
+        """The fp64 result and the scales of its bounds, from the inputs' bits (:meth:`uploaded`): the product of
+        exactly the operands the input family computes with (an FP8 case's, dequantised)."""
+        cp, case = self.cp, self.case
+        dt = get_dtype(case.dtype)
+        a64, b64 = self.inputs.exact(cp, self.data, bits_to_float64(cp, bits[0], dt), bits_to_float64(cp, bits[1], dt))
+        c064 = None if bits[2] is None else bits_to_float64(cp, bits[2], self.out)
+        truth = Truth.of(cp, a64, b64, c064, case.ab.alpha, case.ab.beta, self.out, case.shape.batch)
+        truth.figures = self.inputs.figures
+        return truth
+
+    def output(self, gc: GuardedMatrix, c0_bits: Any) -> tuple[Any, Any]:
+        """C (logical order, float64), and where it still holds, bit for bit, what it started as."""
+        cp, data, out = self.cp, self.data, self.out
+        got = data.logical(gc.as_float64(cp, out), "C")
+        c_bits = data.logical(gc.matrix(uint_type(cp, out.itemsize)), "C")
+        unchanged = c_bits == out.poison_bits if c0_bits is None else c_bits == c0_bits
+        return got, unchanged
+
+    def judge_output(self, gc: GuardedMatrix, c0_bits: Any, truth: Truth) -> ErrorStats:
+        """Error statistics of the C held in ``gc`` (unwritten = still bitwise equal to what it started as)."""
+        dt, out = self.dtypes
+        got, unchanged = self.output(gc, c0_bits)
+        return truth.judge(self.cp, got, self.case.shape.K, dt, out, unchanged)
+
+    def peer_stats(self, truth: Truth, bits: tuple[Any, Any, Any]) -> ErrorStats | None:
+        """The peer's output on the kernel's work, judged by the same bound (None where there is no peer)."""
+        if self.peer is None or self.peer.reason:
+            return None
+        dt, out = self.dtypes
+        result = self.peer.result(self.device, self.data, bits, dt, out)
+        return truth.judge(self.cp, result, self.case.shape.K, dt, out)
+
+
+def _plain(bits: Any, dt: DType, batch: int) -> GuardedMatrix:
+    """A stacked operand (a batch's matrices one after the other) as a batch of packed matrices, unguarded."""
+    rows, cols = bits.shape
+    return GuardedMatrix(bits.reshape(-1), 0, rows // batch, cols, cols, dt.guard_bits, batch)
