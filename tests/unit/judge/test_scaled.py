@@ -220,7 +220,6 @@ def test_a_failure_shows_calc_diff_and_the_granularity_read(tmp_path):
     assert "calc_diff 0.0456, cosine similarity 0.950000000" in stats_line(stats)
 
 
-
 @pytest.mark.parametrize(
     ("dtype", "kind", "said"),
     [
