@@ -164,7 +164,7 @@ OPTIONS = (
     Option(
         "dtypes",
         "",
-        "only these dtypes (fp32, tf32, fp16, bf16, fp64), comma-separated; default: all declared",
+        f"only these dtypes ({', '.join(INPUT_DTYPES)}), comma-separated; default: all declared",
         _dtypes,
         many=True,
     ),

@@ -29,7 +29,7 @@ from .common import (
     by_gpu,
     gate_table,
     read_saved,
-    record_baselines,
+    record_saved_run,
     switch,
     timed_run,
 )
@@ -85,7 +85,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # -- update --------------------------------------------------------------------------------------
 def cmd_update(args: argparse.Namespace) -> int:
     data, _ = timed_run(Path(args.source))
-    record_baselines(data, args.source, Path(args.baselines), None, Path("."))
+    record_saved_run(data, args.source, Path(args.baselines), None, Path("."))
     return 0
 
 

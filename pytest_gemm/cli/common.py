@@ -1,12 +1,11 @@
 """What the ``pytest-gemm`` commands share: their error, the options they share with the plugin (added as
 ``--NAME``, with the plugin's defaults, help and checks, as ``plugin/configure.py`` adds them as ``--gemm-NAME``),
-reading saved runs, gating a run's cases against a baseline file with the asv-style table, recording baselines,
-writing files."""
+reading saved runs, gating a run's cases against a baseline file with the asv-style table, recording a saved run as
+baselines, writing files."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -18,9 +17,10 @@ from ..baselines.store import BaselineAccessError, BaselineFile, baseline_path, 
 from ..baselines.update import record
 from ..fileio import os_reason
 from ..judge.gate import GatePolicy, compared_record, judge
+from ..judge.verdict import claims_speed, ungated
 from ..options import BY_NAME, Option, OptionError
 from ..records.case_record import METRICS, CaseRecord, GateResult
-from ..records.verdicts import GateVerdict, Sanity
+from ..records.verdicts import GateVerdict
 from ..report.regression import aligned, interval_cell
 from ..runs.data import RunData
 from ..runs.saved import RunFileError, read_run
@@ -32,7 +32,7 @@ __all__ = [
     "by_gpu",
     "gate_table",
     "read_saved",
-    "record_baselines",
+    "record_saved_run",
     "same_file",
     "switch",
     "timed_run",
@@ -125,10 +125,15 @@ def gate_table(
     results = {}
     for row in sorted(records, key=lambda r: r.test):
         entry = baseline.get(row.test) if baseline is not None else None
-        result = judge(row, entry, metric=metric, threshold=threshold, policy=policy)
-        results[row.test] = dataclasses.replace(result, baseline_file=str(path), baseline_file_missing=baseline is None)
+        result = judge(
+            row, entry, metric=metric, threshold=threshold, policy=policy, baseline_file=str(path),
+            file_missing=baseline is None,
+        )  # fmt: skip
+        results[row.test] = result
         counts[result.verdict] += 1
-        before = compared_record(entry, row, result) if entry and result.change is not None else entry
+        before = result.baseline  # a regression's, as judged; else the entry with the numbers it was compared with
+        if before is None:
+            before = compared_record(entry, row, result) if entry and result.change is not None else entry
         table.append(
             [
                 result.verdict.mark,
@@ -144,11 +149,13 @@ def gate_table(
     return results, counts
 
 
-def record_baselines(data: RunData, run: str, folder: Path, whole_files: Mapping[str, bool] | None, root: Path) -> None:
-    """Record the run's good timed cases as each GPU model's baselines; with ``whole_files``, also remove
-    the entries of gone cases of those kernel files (found under ``root``). Every GPU's cases are checked first:
-    all of the run is recorded, or none of it."""
-    groups = {name: [r for r in records if r.verdict == Sanity.OK] for name, records in by_gpu(data).items()}
+def record_saved_run(data: RunData, run: str, folder: Path, whole_files: Mapping[str, bool] | None, root: Path) -> None:
+    """Record a saved run's timed cases as each GPU model's baselines: those whose times make a speed claim, as the
+    plugin's update records them (``judge.verdict.claims_speed``), its gate's verdicts set aside; with
+    ``whole_files``, also remove the entries of gone cases of those kernel files (found under ``root``). Every GPU's
+    cases are checked first: all of the run is recorded, or none of it."""
+    claims = {test for test, result in data.tests.items() if claims_speed(ungated(result))}
+    groups = {name: [r for r in records if r.test in claims] for name, records in by_gpu(data).items()}
     problem = unrecordable(r for good in groups.values() for r in good)
     if problem:
         raise CliError(f"{run}: {problem}; nothing recorded")

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..baselines.store import BaselineFile, baseline_path, gpu_slug, load
 from ..judge.gate import DEFAULT_BASELINES, DEFAULT_METRIC, DEFAULT_THRESHOLD, GatePolicy
+from ..judge.verdict import claims_speed, ungated
 from ..records.case_record import CaseRecord, GateResult
 from ..report.outputs import output_file_problem, report_folder_problem, summary_problems, write_summary
 from ..report.regression import gate_line
@@ -33,7 +34,7 @@ from .common import (
     by_gpu,
     gate_table,
     read_saved,
-    record_baselines,
+    record_saved_run,
     same_file,
     switch,
     write_file,
@@ -130,11 +131,12 @@ def _gate(data: RunData, out: Path, found: Mapping[str, tuple[Path, BaselineFile
     metric = args.gate_metric or data.settings.get("gate-metric") or DEFAULT_METRIC
     threshold = args.threshold if args.threshold is not None else data.settings.get("threshold", DEFAULT_THRESHOLD)
     policy = GatePolicy.of_saved(data.settings)
-    gates: dict[str, GateResult | None] = {}
+    gates: dict[str, GateResult] = {}
     for name, records in by_gpu(data).items():
         path, baseline = found[name]
-        gates.update(gate_table(str(out), name, records, path, baseline, metric, threshold, policy)[0])
-    m.regate(data, gates, gate_line)
+        gated = [r for r in records if claims_speed(ungated(data.tests[r.test]))]  # as the run's own gate chose
+        gates.update(gate_table(str(out), name, gated, path, baseline, metric, threshold, policy)[0])
+    m.regate(data, lambda record: gates[record.test], gate_line)
 
 
 def _holds(folder: Path, path: Path) -> bool:
@@ -218,12 +220,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
     print(f"{out}: {len(runs)} run(s) merged: {tests} tests, {len(data.records)} timed cases{twice}")
     source = ""
     if args.update_baselines:
-        whole = {file: True for file in m.prunable_files(data) if (root / file).is_file()}
-        for file in sorted(set(m.prunable_files(data)) - set(whole)):
+        prunable = m.prunable_files(data.files, sharded=data.shard is not None)
+        whole = {file: True for file in prunable if (root / file).is_file()}
+        for file in sorted(set(prunable) - set(whole)):
             print(f"  note: {file} is not under {root.resolve()}: entries of its gone cases are kept (--root DIR)")
-        m.regate(data, {r.test: None for r in data.records}, gate_line)
+        m.regate(data, None, gate_line)
         write_file(out, json.dumps(run_json(data), indent=1) + "\n")  # first: it keeps the run if baselines cannot
-        record_baselines(data, str(out), folder, whole, root)
+        record_saved_run(data, str(out), folder, whole, root)
         if not data.records:
             print("nothing recorded: no timed case in the runs")
     else:

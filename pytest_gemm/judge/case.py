@@ -233,7 +233,7 @@ def _record(case: Case, test: str, outcome: Outcome, gpu: dict[str, Any], source
         source_sha256=source,
         regression_threshold=case.spec.regression_threshold,
         dtype=case.dtype,
-        accumulate=case.spec.accumulate or "",
+        accumulate=case.spec.accumulate,
         shape=case.shape,
         ab=case.ab.id,
         alpha=case.ab.alpha,

@@ -92,17 +92,25 @@ def judge(
     metric: str = DEFAULT_METRIC,
     threshold: float = DEFAULT_THRESHOLD,
     policy: GatePolicy | None = None,
+    baseline_file: str = "",
+    file_missing: bool = False,
 ) -> GateResult:
-    """The verdict for one timed case against its baseline ``entry`` (None: no entry), and whether it fails the
-    test by ``policy``.
+    """The verdict for one timed case against its baseline ``entry`` (None: no entry), whether it fails the test by
+    ``policy``, and what it was judged against: ``baseline_file`` as shown (``file_missing``: no such file), and a
+    regression's baseline (:func:`compared_record`), which its failure shows.
 
     ``threshold`` is the run's; a kernel's own ``regression_threshold`` (in its record) overrides it.
     """
     result = _verdict(record, entry, metric, threshold)
-    result = replace(result, fails=(policy or GatePolicy()).fails(result.verdict))
-    if result.verdict == GateVerdict.REGRESSED and entry is not None:  # what its failure shows it against
-        result = replace(result, baseline=compared_record(entry, record, result))
-    return result
+    return replace(
+        result,
+        fails=(policy or GatePolicy()).fails(result.verdict),
+        baseline_file=baseline_file,
+        baseline_file_missing=file_missing,
+        baseline=compared_record(entry, record, result)
+        if entry is not None and result.verdict == GateVerdict.REGRESSED
+        else None,
+    )
 
 
 def _verdict(record: CaseRecord, entry: Mapping[str, Any] | None, metric: str, threshold: float) -> GateResult:

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from ..judge.verdict import claims_speed
 from ..records.case_record import CaseRecord
-from ..records.verdicts import Sanity
 from ..report.markdown import markdown, summary_cases
 from ..runs.data import RunData
+from ..runs.merge import prunable_files
 from ..settings import Settings
-from .gating import Recorded, record_baselines
+from .gating import Recorded, write_baselines
 from .ledger import RunSummary
 from .pictures import Pictures
 from .terminal import summary_file_text
@@ -42,14 +43,8 @@ def empty_shard_line(shard: tuple[int, int], left_out: int) -> str:
 
 
 def recordable(summary: RunSummary) -> list[CaseRecord]:
-    """The timed cases an update records: each that passed with a timing that can be believed, but for those whose
-    streams were not checked (their times make no speed claim)."""
-    return [
-        result.timing
-        for result in summary.tests.values()
-        if result.outcome == "passed" and result.timing is not None and result.timing.verdict == Sanity.OK
-        and not result.timing.unchecked_streams
-    ]  # fmt: skip
+    """The timed cases an update records: those whose times make a speed claim (``judge.verdict.claims_speed``)."""
+    return [result.timing for result in summary.tests.values() if claims_speed(result) and result.timing is not None]
 
 
 def finish(
@@ -77,8 +72,8 @@ def finish(
     failed = False
     recorded = None
     if settings.gate.update:
-        whole = {file: run_file.whole and shard is None for file, run_file in summary.files.items()}
-        recorded = record_baselines(settings.gate, recordable(summary), summary.gpus, whole, rootpath)
+        whole = dict.fromkeys(prunable_files(summary.files, sharded=shard is not None), True)
+        recorded = write_baselines(settings.gate, recordable(summary), summary.gpus, whole, rootpath)
         failed |= bool(recorded.errors)
     path = settings.gate.summary
     if path is not None:

@@ -2,7 +2,7 @@
 
 The gate (:class:`Gate`) judges each timed case's record against its baseline entry as the case's final result is
 made, in the process that runs it (so it works under pytest-xdist): a verdict that fails the test fails the case
-(``judge.verdict``). The update (:func:`record_baselines`) writes each GPU model's baseline file once, at the end
+(``judge.verdict``). The update (:func:`write_baselines`) writes each GPU model's baseline file once, at the end
 of the session, from the run's summary; :func:`gate_lines` says what the gate found or the update wrote.
 """
 
@@ -12,7 +12,8 @@ import os
 import tempfile
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +33,14 @@ from ..baselines.store import (
 )
 from ..baselines.update import record
 from ..judge.gate import GatePolicy, judge
-from ..records.case_record import COMPARED_WITH, METRICS, CaseRecord, GateResult
+from ..judge.verdict import Judged
+from ..records.case_record import COMPARED_WITH, METRICS, CaseRecord
 from ..records.verdicts import GateVerdict
 from ..report.tables import UNCHECKED_STREAMS
 from ..settings import GateSettings
-from ..specs.files import shown_path
+from ..specs.files import message_path
 
-__all__ = ["Gate", "Recorded", "gate_lines", "record_baselines"]
+__all__ = ["Gate", "Recorded", "gate_lines", "write_baselines"]
 
 _LISTED = 20  # most keys listed per kind of change
 
@@ -51,9 +53,6 @@ class Gate:
         self.policy = GatePolicy(settings.fail_new, settings.fail_unstable)
         self._files: dict[Path, BaselineFile] = {}  # the baseline files read at the start
         self._baselines: dict[str, BaselineFile | None] = {}
-
-    def shown(self, path: Path) -> str:
-        return shown_path(path, self.rootpath)
 
     def check_files(self) -> None:
         """Read every baseline file now; an unreadable one stops a normal run with a usage error naming it."""
@@ -74,14 +73,19 @@ class Gate:
             self._baselines[gpu] = for_gpu(known, gpu) if known is not None else load(path, gpu=gpu)
         return self._baselines[gpu]
 
-    def judge(self, rec: CaseRecord) -> GateResult:
-        """The gate's verdict on a passing timed case, with the baseline file it was judged against (a
-        :class:`BaselineError` for one that cannot be read)."""
+    def judge(self, rec: CaseRecord) -> Judged:
+        """The gate's verdict on a passing timed case, with the baseline file it was judged against; or, for a file
+        that cannot be read (changed since the run read it, or recorded on another GPU model), why not."""
         s = self.settings
-        path, baseline = baseline_path(s.folder, rec.gpu), self._baseline(rec.gpu)
+        try:
+            path, baseline = baseline_path(s.folder, rec.gpu), self._baseline(rec.gpu)
+        except BaselineError as exc:
+            return f"pytest-gemm gate: {exc}"
         entry = baseline.get(rec.test) if baseline else None
-        result = judge(rec, entry, metric=s.metric, threshold=s.threshold, policy=self.policy)
-        return replace(result, baseline_file=self.shown(path), baseline_file_missing=baseline is None)
+        return judge(
+            rec, entry, metric=s.metric, threshold=s.threshold, policy=self.policy,
+            baseline_file=message_path(path, self.rootpath), file_missing=baseline is None,
+        )  # fmt: skip
 
 
 @dataclass
@@ -92,11 +96,7 @@ class Recorded:
     errors: list[str] = field(default_factory=list)
 
 
-def _shown(rootpath: Path) -> Callable[[Path], str]:
-    return lambda path: shown_path(path, rootpath)
-
-
-def record_baselines(
+def write_baselines(
     settings: GateSettings,
     records: list[CaseRecord],
     gpu_facts: dict[str, dict[str, Any]],
@@ -105,7 +105,7 @@ def record_baselines(
 ) -> Recorded:
     """Write each GPU model's baseline file from the run's passing timed cases (``gpu_facts``: model -> facts): all
     of them, or none when any cannot be recorded."""
-    done, shown = Recorded(), _shown(rootpath)
+    done, shown = Recorded(), partial(message_path, root=rootpath)
     problem = unrecordable(records)
     if problem:
         done.errors.append(f"{problem}; nothing written")
@@ -152,14 +152,14 @@ def _unchecked_line(count: int) -> str:
 
 
 def _update_lines(recorded: Recorded, unchecked: int, rootpath: Path) -> list[str]:
-    shown, lines = _shown(rootpath), []
+    lines = []
     if not recorded.written and not recorded.errors and not unchecked:
         lines.append(
             "nothing recorded: no case was timed and passed (timing needs a GPU; it is off with "
             "--benchmark-skip or --benchmark-disable, and under pytest-xdist)"
         )
     for path, changes, notes in recorded.written:
-        lines.append(f"{shown(path)}: {changes.summary() if changes else 'unchanged'}")
+        lines.append(f"{message_path(path, rootpath)}: {changes.summary() if changes else 'unchanged'}")
         for kind, keys in (("added", changes.added), ("changed", changes.changed), ("removed", changes.removed)):
             lines += [f"  {kind}: {key}" for key in keys[:_LISTED]]
             if len(keys) > _LISTED:

@@ -32,7 +32,7 @@ from ..specs.limits import KernelResources, launch_problems, limits_for_arch, ne
 from ..specs.spec import KernelFileError, KernelSpec, Variant
 from .benchmark import DeviceClock
 from .compile_ahead import timeout_text
-from .properties import RESULT
+from .properties import add_result
 from .stash import SESSION, Host
 
 __all__ = [
@@ -42,7 +42,6 @@ __all__ = [
     "GemmSanitizeItem",
     "KernelFile",
     "UnimportedKernelFile",
-    "add_result",
     "check_variant_count",
 ]
 
@@ -67,11 +66,6 @@ class _TextFailure:
 def _session(config: pytest.Config) -> Host:
     """The run's session (plugin/session.py)."""
     return config.stash[SESSION]
-
-
-def add_result(item: pytest.Item, result: ItemResult) -> None:
-    """Give a test's result to its report (one user property, which crosses from xdist workers)."""
-    item.user_properties.append((RESULT, result.to_dict()))
 
 
 class KernelFile(pytest.File):

@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 
 from .. import __version__
+from ..judge.verdict import unchecked
 from ..records.case_record import CaseRecord, CompileRecord
-from ..records.result import CaseResult, Kind
+from ..records.result import CaseResult, ItemResult, Kind
 from ..runs.data import KernelFileRun, RunData, SessionEnd, Shards
 from ..settings import Settings
 from .facts import RunFacts
@@ -59,8 +60,8 @@ def result_settings(settings: Settings, timed: bool, root: Path | None = None) -
     }
 
 
-def _kind(report: pytest.TestReport) -> Kind:
-    if facts_of(report) is not None:
+def _kind(report: pytest.TestReport, case: bool) -> Kind:
+    if case:
         return "case"
     for marker, kind in (("gemm_compile", "compile"), ("gemm_sanitize", "sanitize")):
         if marker in report.keywords:
@@ -105,9 +106,9 @@ class RunSummary:
 
     @property
     def unchecked(self) -> list[CaseRecord]:
-        """Passing timed cases whose streams were not checked: their times make no speed claim."""
-        timed = [r.timing for r in self.tests.values() if r.outcome == "passed" and r.timing is not None]
-        return [record for record in timed if record.unchecked_streams]
+        """Passing timed cases whose streams were not checked: their times make no speed claim
+        (``judge.verdict.unchecked``)."""
+        return [result.timing for result in self.tests.values() if unchecked(result) and result.timing is not None]
 
 
 class RunLedger:
@@ -136,14 +137,17 @@ class RunLedger:
         where = report.nodeid or str(report.fspath)
         self.tests[where] = CaseResult("failed", first_line(report), kind="collect")
 
-    def add(self, report: pytest.TestReport) -> None:
-        """One phase's report of a test."""
-        case = facts_of(report)
-        if case is not None:
-            self._file(case.file, sha256=case.sha256, whole=case.whole)
-            if case.declared:
-                self.declared[f"{case.file}::{case.kernel}"] = case.declared
-        old = self.tests.get(report.nodeid) or CaseResult("passed", kind=_kind(report))
+    def add(self, report: pytest.TestReport, ran: ItemResult | None = None) -> None:
+        """One phase's report of a test (``ran``: the call's result, where this process made it; else its report's
+        is read). A case's facts are read from its first report."""
+        old = self.tests.get(report.nodeid)
+        if old is None:
+            case = facts_of(report)
+            if case is not None:
+                self._file(case.file, sha256=case.sha256, whole=case.whole)
+                if case.declared:
+                    self.declared[f"{case.file}::{case.kernel}"] = case.declared
+            old = CaseResult("passed", kind=_kind(report, case is not None))
         outcome, message = old.outcome, old.message
         if report.failed or (report.skipped and outcome == "passed"):
             outcome = "failed" if report.failed else "skipped"
@@ -153,12 +157,13 @@ class RunLedger:
             "message": message,
             "duration_s": round(old.duration_s + float(getattr(report, "duration", 0.0)), 6),
         }
-        ran = result_of(report) if report.when == "call" else None
+        if ran is None and report.when == "call":
+            ran = result_of(report)
         if ran is not None:
             self._ran(report, ran, changes, old)
         self.tests[report.nodeid] = dataclasses.replace(old, **changes)
 
-    def _ran(self, report: pytest.TestReport, ran: Any, changes: dict[str, Any], old: CaseResult) -> None:
+    def _ran(self, report: pytest.TestReport, ran: ItemResult, changes: dict[str, Any], old: CaseResult) -> None:
         """What the process that ran the test made of it."""
         result, worker = ran.result, ran.worker
         if worker is not None:

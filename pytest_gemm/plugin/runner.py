@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from ..baselines.store import BaselineError
 from ..isolation.dispatch import Done, GpuWorkers
 from ..judge.case import judge_outcome
 from ..judge.verdict import final
@@ -25,8 +24,9 @@ from .ahead import Lookahead
 from .benchmark import record_device_times
 from .facts import RunFacts
 from .gating import Gate
-from .items import GemmCaseItem, GemmFailure, add_result
+from .items import GemmCaseItem, GemmFailure
 from .pictures import Pictures
+from .properties import add_result
 
 __all__ = ["CaseRunner"]
 
@@ -74,12 +74,7 @@ class CaseRunner:
         judged = judge_outcome(
             item.case, item.nodeid, outcome, gpu, source_sha256=item.source_sha256, save_raw=self.facts.save_raw
         )
-        unreadable = ""
-        try:
-            result = final(judged, None if self.settings.gate.update else self.gate.judge)
-        except BaselineError as exc:  # a baseline file that changed since the run read it
-            unreadable = f"pytest-gemm gate: {exc}"
-            result = dataclasses.replace(judged, outcome="failed", message=unreadable)
+        result = final(judged, None if self.settings.gate.update else self.gate.judge)
         heatmap = ""
         if result.failed and result.diagnosis is not None:
             heatmap = self.pictures.heatmap(item.nodeid, result.diagnosis, str(gpu.get("name", ""))) or ""
@@ -88,8 +83,6 @@ class CaseRunner:
         add_result(item, ItemResult(travels, _note(done), gpu if travels.timing else None, heatmap, no_device))
         if result.timing is not None and outcome.timing is not None and judged.outcome == "passed":
             record_device_times(benchmark, item.gemm_clock, list(outcome.timing.kernel_s), result.timing.to_dict())
-        if unreadable:
-            raise GemmFailure(unreadable)
         self._end(item, result)
 
     def _travels(self, result: CaseResult) -> CaseResult:
@@ -104,13 +97,16 @@ class CaseRunner:
 
     @staticmethod
     def _end(item: GemmCaseItem, result: CaseResult) -> None:
-        """Pass, skip or fail the test as the result says (a skip with a diagnosis, a calibration error's, says why
-        on one line)."""
+        """Pass, skip or fail the test as the result says: with the text of its diagnosis or gate verdict (a skip with
+        a diagnosis, a calibration error's, says why on one line), else with its message (a failure: why no gate
+        verdict could be reached)."""
         replay = replay_command(item.nodeid, item.case.shape, item.base_seed)
+        gated = result.timing is not None and result.timing.gate is not None
+        said = failure_text(item.name, result, replay) if result.diagnosis is not None or gated else result.message
         if result.outcome == "skipped":
-            pytest.skip(failure_text(item.name, result, replay) if result.diagnosis is not None else result.message)
+            pytest.skip(said)
         if result.failed:
-            raise GemmFailure(failure_text(item.name, result, replay))
+            raise GemmFailure(said)
 
 
 def _note(done: Done) -> WorkerNote | None:

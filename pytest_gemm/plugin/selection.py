@@ -133,17 +133,17 @@ class Selection:
         return [(line, False) for line in new if self.error is None]
 
 
-def case_facts(items: list[pytest.Item]) -> Callable[[Any], CaseFacts]:
-    """Each case item's facts as the run selected it (``items``: the selected items, before a shard takes its
-    share): whether its kernel file's every case is among them, and its kernel's declarations in words."""
-    selected: Counter[Any] = Counter(item.parent for item in items if hasattr(item, "case"))
+def case_facts(cases: list[Any]) -> Callable[[Any], CaseFacts]:
+    """Each case item's facts as the run selected it (``cases``: the selected case items, before a shard takes its
+    share; a file's other items, its compile and sanitize items, are not its cases): whether its kernel file's every
+    case is among them, and its kernel's declarations in words."""
+    selected: Counter[Any] = Counter(item.parent for item in cases)
 
     def facts(item: Any) -> CaseFacts:
         spec = item.case.spec
         return CaseFacts(
             file=spec.path,
             kernel=spec.name,
-            case=item.case.id,
             sha256=item.source_sha256,
             whole=selected[item.parent] == getattr(item.parent, "n_cases", -1),
             declared=tuple(kernel_declarations(spec)),

@@ -3,7 +3,7 @@ handing its work to the part that lives as long as it does.
 
 * the run's settings and facts (:class:`~.facts.RunFacts`, derived once);
 * the case runner (``runner.py``): the GPU workers, the cases sent ahead, each case's final result;
-* the ledger (``ledger.py``): every report, ending in the run's frozen summary;
+* the ledger (``ledger.py``): every report, ending in the run's summary, frozen once the tests ran;
 * the end of the run (``finish.py``): what is written, and the exit status, set once; ``summary.py`` prints it.
 """
 
@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from ..options import label
+from ..records.result import ItemResult
 from ..runs.saved import section
 from ..settings import Settings
 from ..specs.sharding import in_shard
@@ -24,11 +25,11 @@ from .configure import cubin_cache
 from .facts import RunFacts
 from .finish import Ending, finish
 from .items import GemmCaseItem, GemmCompileItem, GemmSanitizeItem
-from .ledger import RunLedger
+from .ledger import RunLedger, RunSummary
 from .outputs import check_outputs, claim_report
 from .pictures import Pictures
 from .progress import show_progress
-from .properties import FACTS, RESULT, result_of
+from .properties import FACTS, RESULT, taken
 from .runner import CaseRunner
 from .selection import Selection, case_facts
 from .summary import EndOfRun, write
@@ -50,6 +51,8 @@ class GemmSession:
         self.runner = CaseRunner(config, settings, facts, cache, self.pictures)
         self.runner.gate.check_files()
         self.ledger = RunLedger(config, settings, facts)
+        self.summary: RunSummary | None = None  # the ledger's, frozen once the tests ran (:meth:`_ended`)
+        self._made: dict[str, ItemResult] = {}  # results made in this process, until their reports are logged
         if facts.controller:  # where the run writes, checked before any work (xdist workers write none of it)
             check_outputs(config, settings, self.pictures)
         self.selection = Selection(settings)  # what --gemm-dtypes and --gemm-shapes left of each kernel
@@ -88,7 +91,7 @@ class GemmSession:
         runs, to the reporting process)."""
         collected = len(items)
         result = yield
-        whole = case_facts(items)
+        whole = case_facts([item for item in items if isinstance(item, GemmCaseItem)])
         if self.settings.shard is not None:
             kept = [item for item in items if in_shard(item.nodeid, self.settings.shard)]
             if len(kept) < len(items):
@@ -146,11 +149,17 @@ class GemmSession:
             self.ledger.collection_error(report)
 
     # -- running ---------------------------------------------------------------------------------
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> None:
-        """Tests are about to run (not so under --collect-only, --help, --fixtures): the report folder is claimed."""
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        """Tests are about to run (not so under --collect-only, --help, --fixtures): the report folder is claimed.
+        Once they ran, every report is in: the run's summary is frozen."""
         if self.facts.controller and not self.config.getoption("collectonly"):
             claim_report(self.config, self.settings, self.pictures)
+        try:
+            return (yield)
+        finally:
+            if self.facts.controller:
+                self._ended()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -168,8 +177,9 @@ class GemmSession:
             # a skip from the worker ("no CUDA device", another arch) points at the kernel, not at this module
             spec = item.case.spec if isinstance(item, GemmCaseItem) else item.spec
             report.longrepr = (item.nodeid.split("::")[0], spec.line, report.longrepr[2])
-        ran = result_of(report) if report.when == "call" else None
+        ran = taken(item) if report.when == "call" else None
         if ran is not None:  # the teardown report (JUnit XML's) carries its slim form
+            self._made[report.nodeid] = ran
             slim = ran.slim().to_dict()
             item.user_properties[:] = [(k, slim if k == RESULT else v) for k, v in item.user_properties]
             timing = ran.result.timing
@@ -179,7 +189,8 @@ class GemmSession:
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.ledger.add(report)
+        """The ledger takes each report; a result made in this process as it is, not decoded again."""
+        self.ledger.add(report, self._made.pop(report.nodeid, None) if report.when == "call" else None)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -191,6 +202,12 @@ class GemmSession:
         self.lines += self.selection.heard(said)
 
     # -- the end ---------------------------------------------------------------------------------
+    def _ended(self) -> RunSummary:
+        """The run's summary, frozen once: as the tests end, or as the session ends where none ran."""
+        if self.summary is None:
+            self.summary = self.ledger.summary()
+        return self.summary
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """The one step that ends the run: workers closed, then (in the reporting process) what is written, and the
@@ -201,7 +218,7 @@ class GemmSession:
         if not self.facts.controller:
             self.pictures.close()  # the heatmaps it drew as its cases ended are in the folder before it ends
             return  # an xdist worker: the reporting process writes
-        summary = self.ledger.summary()
+        summary = self._ended()
         self.ending = finish(
             session.exitstatus,
             summary,
@@ -218,7 +235,7 @@ class GemmSession:
         if self.ending is None:
             return
         end = EndOfRun(
-            self.ledger.summary(),
+            self._ended(),
             self.ending,
             self.settings,
             self.facts,
@@ -231,7 +248,8 @@ class GemmSession:
 
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
         """Add the GPU's facts to pytest-benchmark's machine info (and so to its saved JSON)."""
-        workers, summary = self.runner.started, self.ledger.summary()
+        workers = self.runner.started
+        summary = self.summary or self.ledger.summary()  # asked before the run too (--benchmark-compare)
         gpu = (workers.facts if workers else None) or summary.gpu  # the first GPU's, whichever timed first
         if not gpu and workers is not None and workers.unavailable:
             gpu = {"available": False, "reason": f"no CUDA device: {workers.unavailable}"}
@@ -241,6 +259,6 @@ class GemmSession:
 
     def pytest_benchmark_update_json(self, config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
         """Saved runs carry every test's judged result, failed cases' diagnoses included (docs/reports.md)."""
-        data = self.ledger.run(self.ledger.summary())
+        data = self.ledger.run(self._ended())
         data.date = str(output_json.get("datetime") or data.date)
         output_json["gemm"] = section(data)

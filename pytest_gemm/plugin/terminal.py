@@ -16,7 +16,7 @@ from ..options import label
 from ..records.request import TIMERS
 from ..report.outputs import write_summary
 from ..settings import Settings
-from ..specs.files import declares_kernels, mentions_without_declaring, shown_path
+from ..specs.files import declares_kernels, mentions_without_declaring, message_path
 from ..specs.source import file_problem
 from .facts import RunFacts
 from .walk import imported_by_pytest
@@ -36,7 +36,7 @@ def header_line(config: pytest.Config, s: Settings, facts: RunFacts, cubins: Cub
             f">= {t.min_samples} samples, <= {t.max_time:g} s per case"
         )
     g = s.gate
-    folder = shown_path(g.folder, config.rootpath)
+    folder = message_path(g.folder, config.rootpath)
     gate = (
         f"recording baselines in {folder}/"
         if g.update
@@ -157,7 +157,7 @@ def kernel_file_hints(config: pytest.Config, *, gemm: bool, nothing_ran: bool) -
         path = config.invocation_params.dir / arg.split("::")[0]
         if not path.exists() or (not path.is_dir() and file_problem(path) is not None):
             continue
-        shown = shown_path(path, config.rootpath) + ("/" if path.is_dir() else "")
+        shown = message_path(path, config.rootpath) + ("/" if path.is_dir() else "")
         if path.is_dir():
             if not nothing_ran:
                 continue
@@ -168,7 +168,7 @@ def kernel_file_hints(config: pytest.Config, *, gemm: bool, nothing_ran: bool) -
                 hints.append(f"pytest-gemm: {shown} holds {count} {noun}; run with --gemm-kernels to collect {them}")
             elif not count and gemm:
                 hints.append(f"pytest-gemm: {shown} holds no kernel file ({_KERNEL_FILES})")
-                hints += [f"pytest-gemm: {shown_path(m, config.rootpath)} {_NOT_DECLARED}" for m in mentions[:5]]
+                hints += [f"pytest-gemm: {message_path(m, config.rootpath)} {_NOT_DECLARED}" for m in mentions[:5]]
         elif declares_kernels(path, test_module=imported_by_pytest(path, config, named=not gemm)):  # as collected
             if not gemm and nothing_ran:
                 hints.append(f"pytest-gemm: {shown} is a kernel file; run with --gemm-kernels to collect it")

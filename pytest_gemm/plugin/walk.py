@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ..specs.files import is_kernel_file, named_like_kernel_file, shown_path
+from ..specs.files import is_kernel_file, message_path, named_like_kernel_file
 from ..specs.source import file_problem
 from .passed_on import heard, pass_on
 
@@ -46,10 +46,6 @@ def imported_by_pytest(path: Path, config: pytest.Config, *, named: bool = False
 
 def _notes(config: pytest.Config) -> list[str]:
     return config.stash.setdefault(_NOTES, [])
-
-
-def _shown(config: pytest.Config, path: Path) -> str:
-    return shown_path(path, config.rootpath)
 
 
 def note_collected(config: pytest.Config, path: Path) -> Path:
@@ -97,7 +93,7 @@ def ignore_in_walk(collection_path: Path, config: pytest.Config, *, kernel_files
         if target is None:
             return None
         _notes(config).append(
-            f"pytest-gemm: {_shown(config, path)}/ is a symlink to {target}, a folder that holds it: "
+            f"pytest-gemm: {message_path(path, config.rootpath)}/ is a symlink to {target}, a folder that holds it: "
             "not descended (a symlink loop)"
         )
         return True
@@ -111,9 +107,9 @@ def ignore_in_walk(collection_path: Path, config: pytest.Config, *, kernel_files
         first = note_collected(config, path)
         if first == path:
             return None
+    shown, original = message_path(path, config.rootpath), message_path(first, config.rootpath)
     _notes(config).append(
-        f"pytest-gemm: {_shown(config, path)} is {_shown(config, first)} (the same file, through a symlink): "
-        f"collected once, as {_shown(config, first)}"
+        f"pytest-gemm: {shown} is {original} (the same file, through a symlink): collected once, as {original}"
     )
     return True
 

@@ -149,10 +149,10 @@ def get_dtype(name: str) -> DType:
 _ACCUMULATIONS: dict[str, tuple[float, float]] = {"fp16": (_U16, _T16)}
 
 
-def accumulating(dt: DType, accumulate: str | None) -> DType:
+def accumulating(dt: DType, accumulate: str) -> DType:
     """``dt`` as a kernel that declares ``accumulate`` computes it: ``"fp16"`` accumulates with
-    fp16's unit roundoff and subnormal spacing; None is the dtype's own (fp32, or fp64 for fp64)."""
-    if accumulate is None:
+    fp16's unit roundoff and subnormal spacing; ``""`` (none declared) is the dtype's own (fp32, or fp64 for fp64)."""
+    if not accumulate:
         return dt
     try:
         u_acc, acc_tiny = _ACCUMULATIONS[accumulate]

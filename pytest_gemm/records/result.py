@@ -106,13 +106,11 @@ class ItemResult:
 
 @dataclass(frozen=True)
 class CaseFacts:
-    """A collected case as the run selected it: its kernel file (and that file's SHA-256 as read), kernel and case,
-    whether the run selected every case of the file, and the header's declarations that change its checks, in
-    words."""
+    """A collected case as the run selected it: its kernel file (and that file's SHA-256 as read) and kernel, whether
+    the run selected every case of the file, and the header's declarations that change its checks, in words."""
 
     file: str
     kernel: str
-    case: str
     sha256: str = ""
     whole: bool = False
     declared: tuple[str, ...] = ()

@@ -1,5 +1,5 @@
 """How an FP8 kernel scales its operands, as a record: each operand's granularity, the scales' type, and how each
-grid of scales is stored (the header's ``scales`` key, read by :mod:`pytest_gemm.specs.scaling`).
+grid of scales is stored (the header's ``scales`` key, read by :mod:`pytest_gemm.specs.key_readers`).
 
 A holds one scale for the whole matrix (``"tensor"``), one a row (``"row"``, per token) or one for each 1 x 128 block
 of a row (``"1x128"``, DeepSeek-V3's activations); B one for the matrix, one a column (``"col"``, per output channel)
@@ -20,7 +20,7 @@ from .dtypes import SCALE_DTYPES
 from .shapes import Shape
 from .storage import LOGICAL
 
-__all__ = ["BLOCK", "GRANULARITIES", "GRID_ORDERS", "Scales"]
+__all__ = ["BLOCK", "GRANULARITIES", "GRID_ORDERS", "MAX_ALIGN", "Scales"]
 
 #: the side of a block of scales (DeepSeek-V3's 1 x 128 and 128 x 128)
 BLOCK = 128
@@ -31,6 +31,8 @@ GRANULARITIES: dict[str, dict[str, tuple[int | None, int | None]]] = {
 }
 #: each operand's grid of scales in its two stored orders, as the header names them (its first, the default)
 GRID_ORDERS = {"A": ("MxK", "KxM"), "B": ("KxN", "NxK")}
+#: the most bytes a stored row of a grid may be padded to (``align``, a power of two)
+MAX_ALIGN = 256
 
 
 @dataclass(frozen=True)
@@ -41,20 +43,38 @@ class Scales:
     A: str
     B: str
     type: str = "fp32"
-    A_stored: str = "MxK"
-    B_stored: str = "KxN"
+    A_stored: str = GRID_ORDERS["A"][0]
+    B_stored: str = GRID_ORDERS["B"][0]
     align: int = 1
 
     def __post_init__(self) -> None:
+        """The one rule of a valid ``scales`` (the header's key is read into this record): each refusal is a
+        ValueError that names the table's entry at fault."""
         for op in "AB":
-            if self.granularity(op) not in GRANULARITIES[op]:
+            granularity = self.granularity(op)
+            if not isinstance(granularity, str) or granularity not in GRANULARITIES[op]:
+                named = ", ".join(map(repr, GRANULARITIES[op]))
+                raise ValueError(f"{op}: expected one of {named} (the granularity of its scales), got {granularity!r}")
+        if not isinstance(self.type, str) or self.type not in SCALE_DTYPES:
+            raise ValueError(f"type: expected one of {', '.join(map(repr, SCALE_DTYPES))}, got {self.type!r}")
+        for op in "AB":
+            order = getattr(self, f"{op}_stored")
+            if not isinstance(order, str) or order not in GRID_ORDERS[op]:
                 raise ValueError(
-                    f"{op}'s scales are one of {', '.join(GRANULARITIES[op])}, got {self.granularity(op)!r}"
+                    f"stored: {op}'s grid is stored {' or '.join(map(repr, GRID_ORDERS[op]))}, got {order!r}"
                 )
-            if getattr(self, f"{op}_stored") not in GRID_ORDERS[op]:
-                raise ValueError(f"{op}'s grid is stored {' or '.join(GRID_ORDERS[op])}")
-        if self.type not in SCALE_DTYPES or not isinstance(self.align, int) or self.align < 1:
-            raise ValueError(f"scales of type {self.type!r} padded to {self.align!r} bytes")
+        align = self.align
+        if (
+            isinstance(align, bool)
+            or not isinstance(align, int)
+            or align < 1
+            or align & (align - 1)
+            or align > MAX_ALIGN
+        ):
+            raise ValueError(
+                f"align: the bytes each stored row of a grid is padded to, a power of two up to {MAX_ALIGN}, "
+                f"got {align!r}"
+            )
 
     @property
     def itemsize(self) -> int:

@@ -31,14 +31,18 @@ ORDER_FLAGS = {f"{op}_{orders[1]}": op for op, orders in ORDERS.items()}
 class Storage:
     """The storage order of A, B and C, each a stored shape from :data:`ORDERS`."""
 
-    A: str = "MxK"
-    B: str = "KxN"
-    C: str = "MxN"
+    A: str = ORDERS["A"][0]
+    B: str = ORDERS["B"][0]
+    C: str = ORDERS["C"][0]
 
     def __post_init__(self) -> None:
+        """The one rule of a valid storage order (the header's ``storage`` key is read into this record)."""
         for op in "ABC":
             if self.order(op) not in ORDERS[op]:
-                raise ValueError(f"{op} is stored {' or '.join(ORDERS[op])}, got {self.order(op)!r}")
+                raise ValueError(
+                    f"{op}: expected {ORDERS[op][0]!r} (row-major) or {ORDERS[op][1]!r} (stored transposed, i.e. "
+                    f"column-major), the shape it has in memory; got {self.order(op)!r}"
+                )
 
     @classmethod
     def of_layout(cls, layout: str) -> Storage:
@@ -87,7 +91,9 @@ class Storage:
     def of_text(cls, text: str) -> Storage:
         """The orders :attr:`text` wrote ('' for the default); ValueError for anything else."""
         parts = [part.split(" ") for part in text.split(", ")] if text else []
-        orders = {part[0]: part[1] for part in parts if len(part) == 2 and part[1] in ORDERS.get(part[0], ())}
-        if len(orders) != len(parts):
-            raise ValueError(f"expected storage orders such as 'A MxK, B NxK, C MxN', got {text!r}")
-        return cls(**orders)
+        try:
+            if any(len(part) != 2 for part in parts) or len({part[0] for part in parts}) != len(parts):
+                raise ValueError(text)
+            return cls(**dict(parts))
+        except (TypeError, ValueError):  # an operand it does not have, or an order the operand has not
+            raise ValueError(f"expected storage orders such as 'A MxK, B NxK, C MxN', got {text!r}") from None

@@ -241,7 +241,7 @@ def kernel_declarations(spec: KernelSpec) -> list[str]:
         always_reads_c=spec.always_reads_c,
         nondeterministic=spec.nondeterministic,
         storage="" if storage == Storage().text else storage,
-        accumulate=spec.accumulate or "",
+        accumulate=spec.accumulate,
     )
 
 

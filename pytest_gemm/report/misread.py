@@ -64,7 +64,7 @@ def _scaled(kind: Misreading, d: Diagnosis, as_read: str) -> str:
     if kind not in _SCALED:
         return ""
     if kind == Misreading.OTHER_FP8:
-        return _SCALED[kind].format(other=next(f for f in family_of(d.dtype).dtypes if f != d.dtype))
+        return _SCALED[kind].format(other=family_of(d.dtype).other(d.dtype))
     return _SCALED[kind]
 
 

@@ -83,8 +83,10 @@ def _scales(text: str, where: str) -> Scales:
     found = _SCALES.fullmatch(text)
     if found is None:
         raise WrongValue(f"{where}: expected scales such as 'A 1x128 (stored KxM), B 128x128, fp32', got {text!r}")
-    words = {name: value for name, value in found.groupdict().items() if value is not None}
-    return Scales(**{**words, "align": int(words.get("align", 1))})
+    words: dict[str, Any] = {name: value for name, value in found.groupdict().items() if value is not None}
+    if "align" in words:
+        words["align"] = int(words["align"])
+    return Scales(**words)
 
 
 def legacy_declarations(diagnosis: Any, where: str) -> Any:

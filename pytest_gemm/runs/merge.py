@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..judge.verdict import final, ungated
 from ..records.case_record import CaseRecord, GateResult
 from .data import KernelFileRun, RunData, Shards, stored
 
@@ -252,30 +253,28 @@ def merge_runs(
     return Merged(out, [*problems, *partial, *said], duplicates)
 
 
-def prunable_files(data: RunData) -> list[str]:
-    """Kernel files whose baseline entries of gone cases an update may remove: a whole suite selected each whole."""
-    return [] if data.shard is not None else sorted(f for f, seen in data.files.items() if seen.whole)
+def prunable_files(files: Mapping[str, KernelFileRun], *, sharded: bool) -> list[str]:
+    """Kernel files whose baseline entries of gone cases an update may remove: those a whole suite (not a shard of
+    one: ``sharded``) selected whole."""
+    return [] if sharded else sorted(f for f, seen in files.items() if seen.whole)
 
 
 def regate(
-    data: RunData, gates: Mapping[str, GateResult | None], describe: Callable[[CaseRecord, GateResult], str]
+    data: RunData, gate: Callable[[CaseRecord], GateResult] | None, describe: Callable[[CaseRecord, GateResult], str]
 ) -> None:
-    """Give the timed tests these gate results (None: not gated, as when recording baselines), and the outcome
-    the gate now gives each (``describe`` words a failure by the gate); a test that failed otherwise stays failed."""
+    """Gate the timed tests again with ``gate`` (None: not gated, as when recording baselines): each result as it was
+    before its gate (``judge.verdict.ungated``), made final again (``judge.verdict.final``); a test that failed
+    otherwise stays failed. A test the gate fails is said by ``describe``, or as it was where its old verdict failed
+    it too."""
     for test, result in list(data.tests.items()):
-        record = result.timing
-        if record is None or test not in gates:
+        if result.timing is None:
             continue
-        by_gate = result.failed and record.gate is not None and record.gate.fails
-        gate = gates[test]
-        result = result.with_timing(record.with_gate(gate))
-        if result.outcome != "skipped" and (by_gate or not result.failed):
-            if gate is not None and gate.fails:
-                message = result.message if by_gate else describe(record, gate)
-                result = dataclasses.replace(result, outcome="failed", message=message)
-            else:
-                result = dataclasses.replace(result, outcome="passed", message="")
-        data.tests[test] = result
+        before = ungated(result)
+        now = final(before, gate)
+        if now.failed and not before.failed and now.timing is not None and now.timing.gate is not None:
+            message = result.message if result.failed else describe(now.timing, now.timing.gate)
+            now = dataclasses.replace(now, message=message)
+        data.tests[test] = now
 
 
 def failed_tests(data: RunData) -> list[str]:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from .errors import KernelFileError
 from .header import spec_from_mapping
+from .kinds import KernelKind
 from .source import HEADER, decode_cu, read_kernel_bytes, unix_line_ends
-from .spec import KernelSpec
+from .spec import KernelSpec, distinct_names
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -42,12 +43,8 @@ def parse_cu_source(path: str | Path, text: str) -> list[KernelSpec]:
             data = tomllib.loads(match.group(1))
         except tomllib.TOMLDecodeError as exc:
             raise _toml_error(path, exc, line) from None
-        specs.append(spec_from_mapping(data, path=path, line=line, kind="cu", source=text))
-    names = [s.name for s in specs]
-    for name in names:
-        if names.count(name) > 1:
-            raise KernelFileError(path, f"two kernels are named {name!r}; give each a distinct 'name'", key="name")
-    return specs
+        specs.append(spec_from_mapping(data, path=path, line=line, kind=KernelKind.CU, source=text))
+    return distinct_names(path, specs)
 
 
 def parse_cu_file(path: str | Path) -> list[KernelSpec]:

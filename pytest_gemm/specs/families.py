@@ -18,7 +18,7 @@ from ..records.dtypes import FP8
 from ..records.shapes import Shape
 from .scaling import int8_overflow
 
-__all__ = ["FAMILIES", "MIXED_OUTPUT", "InputFamily", "family_of"]
+__all__ = ["FAMILIES", "FLOAT", "INTEGER", "MIXED_OUTPUT", "SCALED", "InputFamily", "family_of"]
 
 MIXED_OUTPUT = ("fp16", "bf16", "tf32")  # float inputs whose C may be fp32 (c_dtype)
 
@@ -36,8 +36,15 @@ class InputFamily:
     scaled: bool = False  # its kernels take grids of scales (the header's scales key)
     alpha_beta: bool = True  # its kernels compute alpha A B + beta C (False: C = A B, with no scalars)
     outputs: tuple[str, ...] = ()  # the dtypes its C may be (empty: the inputs' own, or fp32 for MIXED_OUTPUT)
-    figures: bool = False  # its peers' own figures (calc_diff, cosine) are reported beside the bound
+    figures: bool = False  # its peers' own figures (calc_diff, cosine) are reported beside the bound (the one rule)
     skip: Callable[[Shape], str | None] = _no_skip  # why a shape is not run (its sums would overflow)
+
+    def other(self, dtype: str) -> str:
+        """The family's other format than ``dtype`` where it has two (fp8_e4m3's fp8_e5m2): what inputs of ``dtype``
+        misread are read as. ValueError for a family of one format, or more than two."""
+        if dtype not in self.dtypes or len(self.dtypes) != 2:
+            raise ValueError(f"{dtype} inputs have no other format: {self.name} inputs are {', '.join(self.dtypes)}")
+        return next(other for other in self.dtypes if other != dtype)
 
     def output_problem(self, dtype: str, c_dtype: str) -> str | None:
         """Why inputs of ``dtype`` cannot write C as ``c_dtype`` (None when they can): cuBLAS, the peer, writes the

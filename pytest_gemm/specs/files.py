@@ -21,6 +21,7 @@ __all__ = [
     "is_kernel_file",
     "load_specs",
     "mentions_without_declaring",
+    "message_path",
     "named_like_kernel_file",
     "read_specs",
     "shown_path",
@@ -33,6 +34,13 @@ def shown_path(path: Path, root: Path) -> str:
         return str(path.relative_to(root))
     except ValueError:
         return str(path)
+
+
+def message_path(path: Path, root: Path) -> str:
+    """``path`` as the plugin's messages show it: as :func:`shown_path` does, but whole when the rootdir is '/'
+    (which an absolute option value can make it), where a path relative to it would read as relative to the
+    current folder."""
+    return str(path) if len(root.parts) < 2 else shown_path(path, root)
 
 
 def named_like_kernel_file(path: Path) -> bool:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from ..records.dtypes import get_dtype
 from ..records.shapes import Shape
 from ..records.storage import Storage
+from .header_keys import STRIDE_ARGS
 from .limits import INT_ARG_MAX
-from .size_types import SIZE_TYPES
 from .spec import KernelSpec
 
 __all__ = [
@@ -122,7 +122,7 @@ def int_args_problem(spec: KernelSpec, shape: Shape, storage: Storage | None = N
     overflows at a smaller shape: that is the kernel's own bug, which verification is there to catch."""
     if spec.kind.compiled:
         for name, (value, how) in harness_ints(spec, shape, storage).items():
-            size_type = SIZE_TYPES[spec.stride_type or spec.size_type if name.startswith("stride_") else spec.size_type]
+            size_type = spec.stride_ctype if name in STRIDE_ARGS else spec.size_ctype
             if value > size_type.max:
                 said = f"{name} = {value}" + (f" ({how})" if how else "")
                 return f"{said} is past the kernel's {size_type.name} arguments (at most {size_type.max})"

@@ -4,6 +4,7 @@ decorator's keywords into a :class:`~.spec.KernelSpec`; the decorator's signatur
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -15,7 +16,15 @@ from .kinds import KernelKind
 from .schema import BOTH, BY_NAME, CU, KEYS, PY, Key
 from .spec import KernelSpec
 
-__all__ = ["key_table", "python_header", "python_keys", "python_signature", "spec_from_mapping"]
+__all__ = ["DEFAULTS", "key_table", "python_header", "python_keys", "python_signature", "spec_from_mapping"]
+
+#: the value of a key the header does not give: its :class:`KernelSpec` field's default, the one place each is set
+#: (a ``derived`` key's reader works out its own from the keys before it)
+DEFAULTS: dict[str, Any] = {
+    f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    for f in dataclasses.fields(KernelSpec)
+    if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+}
 
 
 def _check_keys(data: Mapping[str, Any], kind: KernelKind, check: HeaderChecker) -> None:
@@ -30,7 +39,7 @@ def _check_keys(data: Mapping[str, Any], kind: KernelKind, check: HeaderChecker)
     required = [key.name for key in KEYS if kind in key.required]
     for name in required:
         if name not in data:
-            check.fail(name, "missing; a kernel header needs " + ", ".join(required))
+            check.fail(name, f"missing; {kind.described} declares {', '.join(required)}")
 
 
 def spec_from_mapping(
@@ -38,18 +47,21 @@ def spec_from_mapping(
     *,
     path: str | Path,
     line: int = 1,
-    kind: str = "cu",
+    kind: KernelKind = KernelKind.CU,
     source: str = "",
     attr: str = "",
     default_name: str | None = None,
 ) -> KernelSpec:
     """Check a header's keys (a ``.cu`` header's TOML, or a decorator's keywords) and build the spec; every problem
-    names its key and what is expected."""
-    check, kernel_kind = HeaderChecker(path, line), KernelKind(kind)
+    names its key and what is expected. A key it does not give takes its :data:`DEFAULTS` value, or, derived, what its
+    reader works out."""
+    check, kernel_kind = HeaderChecker(path, line), KernelKind(kind)  # also from its word, "cu" or "py"
     _check_keys(data, kernel_kind, check)
     reading = Reading(check, kernel_kind, default_name)
     for key in KEYS:
-        reading.got[key.name] = key.read(reading, data.get(key.name, MISSING))
+        value = data.get(key.name, MISSING)
+        given = value is not MISSING or key.derived
+        reading.got[key.name] = key.read(reading, value) if given else DEFAULTS[key.name]
     return KernelSpec(path=str(path), line=line, kind=kernel_kind, attr=attr, source=source, **reading.got)
 
 
@@ -59,7 +71,8 @@ def python_keys() -> tuple[Key, ...]:
 
 
 def python_signature() -> inspect.Signature:
-    """``gemm_kernel``'s signature: a keyword-only parameter per key a Python kernel declares (``dtypes`` first)."""
+    """``gemm_kernel``'s signature: a keyword-only parameter per key a Python kernel declares (``dtypes`` first, the
+    one it must give); the others default to None, not given (their defaults are :data:`DEFAULTS`)."""
     keys = sorted(python_keys(), key=lambda key: KernelKind.PY not in key.required)
     empty = inspect.Parameter.empty
     return inspect.Signature(
@@ -67,8 +80,8 @@ def python_signature() -> inspect.Signature:
             inspect.Parameter(
                 key.name,
                 inspect.Parameter.KEYWORD_ONLY,
-                default=empty if KernelKind.PY in key.required else key.python[1],  # type: ignore[index]
-                annotation=key.python[0],  # type: ignore[index]
+                default=empty if KernelKind.PY in key.required else None,
+                annotation=key.python,
             )
             for key in keys
         ]
@@ -85,8 +98,10 @@ def _lists(value: Any) -> Any:
 
 
 def python_header(keywords: Mapping[str, Any]) -> dict[str, Any]:
-    """The header a ``gemm_kernel(...)`` call states: its keywords as a ``.cu`` header's keys (None: not given)."""
-    return {name: _lists(value) for name, value in keywords.items() if value is not None}
+    """The header a ``gemm_kernel(...)`` call states: its keywords as a ``.cu`` header's keys (None: not given; a
+    keyword that is no key of a Python kernel is kept whatever its value, for the schema to refuse)."""
+    takes = {key.name for key in python_keys()}
+    return {name: _lists(value) for name, value in keywords.items() if value is not None or name not in takes}
 
 
 def key_table(keys: Iterable[Key] = KEYS) -> list[str]:

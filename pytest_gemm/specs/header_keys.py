@@ -7,9 +7,9 @@ and what was expected.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..records.dtypes import INPUT_DTYPES
 from ..records.storage import ORDER_FLAGS, ORDERS, Storage
@@ -21,10 +21,23 @@ from .scaling import SCALE_ARGS
 from .size_types import SIZE_TYPES
 from .tensor_maps import MAP_ARGS, SWIZZLES, TensorMapSpec
 
-__all__ = ["ARG_NAMES", "BATCH_ARGS", "DEVICE_NAMES", "ENTRY", "SHAPE_NAMES", "TEMPLATE_WORDS", "HeaderChecker"]
+__all__ = [
+    "ARG_NAMES",
+    "BATCH_ARGS",
+    "DEVICE_NAMES",
+    "ENTRY",
+    "FILE_FLAGS",
+    "SHAPE_NAMES",
+    "STRIDE_ARGS",
+    "TEMPLATE_WORDS",
+    "HeaderChecker",
+]
 
-#: a strided batch's arguments: the batch count and each operand's batch stride, in elements
-BATCH_ARGS = ("batch", "stride_a", "stride_b", "stride_c")
+T = TypeVar("T")
+#: each operand's batch stride, in elements (their C type is the header's stride_type)
+STRIDE_ARGS = ("stride_a", "stride_b", "stride_c")
+#: a strided batch's arguments: the batch count and each operand's batch stride
+BATCH_ARGS = ("batch", *STRIDE_ARGS)
 ARG_NAMES = ("M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc", *MAP_ARGS, *BATCH_ARGS, *SCALE_ARGS)
 SHAPE_NAMES = frozenset({"M", "N", "K", "batch"})
 DEVICE_NAMES = frozenset({"SM_COUNT"})  # the GPU's, known only in the worker: allowed in ``grid`` (persistent grids)
@@ -44,7 +57,7 @@ FAST_ACCUMULATION = (
 _ARCH_FLAGS = re.compile(r"^(-arch|--gpu-architecture|-gencode|--generate-code|-code)\b")
 #: NVRTC's options that write files from the pytest process (or read one the compile cache cannot see), and what
 #: each does; NVRTC takes each in a long (--) and a short (-) form, its value after '='
-_FILE_FLAGS = {
+FILE_FLAGS = {
     "time": "NVRTC would append a CSV of each compile phase's time to the file it names",
     "fdevice-time-trace": "NVRTC would write a JSON trace of the compile's time to the file it names",
     "create-pch": "NVRTC would write a precompiled header to the file it names",
@@ -62,6 +75,14 @@ class HeaderChecker:
 
     def fail(self, key: str, message: str) -> None:
         raise KernelFileError(self.path, message, line=self.line, key=key)
+
+    def record(self, key: str, build: Callable[..., T], **fields: Any) -> T:
+        """The record ``build(**fields)`` makes; the rule it refuses a value by (a ValueError) fails ``key``."""
+        try:
+            return build(**fields)
+        except ValueError as exc:
+            self.fail(key, str(exc))
+            raise  # unreachable
 
     def entry(self, value: Any) -> str:
         if not isinstance(value, str) or not ENTRY.match(value):
@@ -81,7 +102,7 @@ class HeaderChecker:
                 self.fail("args", f"the kernel must take {needed} (or its tensor map {needed}_map)")
         if ("alpha" in value) != ("beta" in value):
             self.fail("args", "a kernel takes both alpha and beta, or neither")
-        strides = [arg for arg in value if arg in BATCH_ARGS[1:]]
+        strides = [arg for arg in value if arg in STRIDE_ARGS]
         if strides and "batch" not in value:
             self.fail("args", f"{strides[0]} is a batch stride: a kernel that takes one takes the batch count, batch")
         maps = [arg for arg in value if arg in MAP_ARGS]
@@ -148,10 +169,10 @@ class HeaderChecker:
             self.fail("options", 'expected a list of compiler flags, e.g. ["-use_fast_math"]')
         for flag in value:
             name = flag.split("=", 1)[0].lstrip("-")
-            if flag.startswith("-") and name in _FILE_FLAGS:
+            if flag.startswith("-") and name in FILE_FLAGS:
                 self.fail(
                     "options",
-                    f"{flag!r}: {_FILE_FLAGS[name]}, from the pytest process; pytest-gemm refuses compiler options "
+                    f"{flag!r}: {FILE_FLAGS[name]}, from the pytest process; pytest-gemm refuses compiler options "
                     "that write or read files of their own",
                 )
             if _ARCH_FLAGS.match(flag):
@@ -249,29 +270,24 @@ class HeaderChecker:
                     f"{operand}: one stored shape, not a list; to run both orders, sweep the param {flag} "
                     f"(params = {{ {flag} = [0, 1] }}: 0 for {ORDERS[operand][0]}, 1 for {ORDERS[operand][1]})",
                 )
-            if order not in ORDERS[operand]:
-                self.fail(
-                    "storage",
-                    f"{operand}: expected {ORDERS[operand][0]!r} (row-major) or {ORDERS[operand][1]!r} (stored "
-                    f"transposed, i.e. column-major), the shape it has in memory; got {order!r}",
-                )
             if operand in swept:
                 self.fail("storage", f"{operand}: its order is swept by a param, so the header cannot also fix it")
             orders[operand] = order
-        return Storage(**orders)
+        return self.record("storage", Storage, **orders)
 
     def size_type(self, value: Any, key: str = "size_type") -> str:
         """``size_type`` (the C type of M, N, K, lda, ldb, ldc and batch) or ``stride_type`` (the batch strides')."""
         if value not in SIZE_TYPES:
-            what = "M, N, K, lda, ldb, ldc and batch" if key == "size_type" else "stride_a, stride_b and stride_c"
+            strides = f"{', '.join(STRIDE_ARGS[:-1])} and {STRIDE_ARGS[-1]}"
+            what = "M, N, K, lda, ldb, ldc and batch" if key == "size_type" else strides
             self.fail(key, f"expected the C type of {what}: one of {', '.join(map(repr, SIZE_TYPES))}; got {value!r}")
         return value
 
-    def accumulate(self, value: Any, dtypes: tuple[str, ...], c_dtype: Any) -> str | None:
+    def accumulate(self, value: Any, dtypes: tuple[str, ...], c_dtype: Any) -> str:
         """A declared accumulation: ``"fp16"`` (fp16 in and out only, as cuBLAS's CUBLAS_COMPUTE_16F), or
-        ``"fp32"``, the default for every dtype but fp64 (None)."""
+        ``"fp32"``, the default for every dtype but fp64 (``""``, as not declaring one)."""
         if value == "fp32" and "fp64" not in dtypes:
-            return None
+            return ""
         if value == "fast" and family_of(dtypes[0]).scaled:
             self.fail("accumulate", FAST_ACCUMULATION)
         if value != "fp16":

@@ -1,27 +1,28 @@
-"""How each header key is read in context: the value the header gives (or :data:`MISSING`), checked against the keys
-read before it, into the :class:`~.spec.KernelSpec` field of its name. The schema (:mod:`.schema`) names the reader of
-each key; the checks of a value on its own are :class:`~.header_keys.HeaderChecker`'s.
+"""How each header key is read in context: the value the header gives (or, for a derived key, :data:`MISSING`),
+checked against the keys read before it, into the :class:`~.spec.KernelSpec` field of its name. The schema
+(:mod:`.schema`) names the reader of each key; the checks of a value on its own are
+:class:`~.header_keys.HeaderChecker`'s.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..records.dtypes import OUTPUT_DTYPES
+from ..records.dtypes import FP8, OUTPUT_DTYPES
+from ..records.scales import Scales
 from ..records.storage import ORDER_FLAGS
 from .families import InputFamily, family_of
-from .header_keys import ENTRY, SHAPE_NAMES, TEMPLATE_WORDS, HeaderChecker
+from .header_keys import ENTRY, SHAPE_NAMES, STRIDE_ARGS, TEMPLATE_WORDS, HeaderChecker
 from .kinds import KernelKind
-from .scaling import read_scales
+from .scaling import SCALE_ARGS
 from .spec import ARRAYS
 
 __all__ = [
     "MISSING",
     "Reading",
     "alpha_beta",
-    "args",
     "arrays",
     "batched",
     "c_dtype",
@@ -29,7 +30,6 @@ __all__ = [
     "entry",
     "flag",
     "name",
-    "optional",
     "scales",
     "stride_type",
     "string",
@@ -43,7 +43,9 @@ class _Missing:
         return "MISSING"
 
 
-#: what a key's reader gets for a key the header does not give
+_SCALES_EXAMPLE = 'e.g. scales = { A = "1x128", B = "128x128", type = "fp32", stored = { A = "KxM" }, align = 16 }'
+
+#: what a derived key's reader gets for a key the header does not give (its value follows from the keys before it)
 MISSING: Any = _Missing()
 
 
@@ -67,23 +69,17 @@ class Reading:
         return family_of(self.got["dtypes"][0])
 
 
-def optional(read: Callable[[Reading, Any], Any], default: Any) -> Callable[[Reading, Any], Any]:
-    return lambda r, value: default if value is MISSING else read(r, value)
-
-
 def entry(r: Reading, value: Any) -> str:
-    if value is MISSING:
-        return ""
     entry = r.check.entry(value)
-    for ident in re.findall(r"\b[A-Za-z_]\w*\b", entry[entry.index("<") :] if "<" in entry else ""):
+    match = ENTRY.match(entry)
+    assert match is not None  # the checker's rule
+    for ident in re.findall(r"\b[A-Za-z_]\w*\b", match.group(2) or ""):
         if ident not in r.names and not TEMPLATE_WORDS.fullmatch(ident):  # only params and literals
             r.check.fail("entry", f"template argument {ident!r} is neither a param nor a literal")
     return entry
 
 
-def c_dtype(r: Reading, value: Any) -> str | None:
-    if value is MISSING:
-        return None
+def c_dtype(r: Reading, value: Any) -> str:
     if value not in OUTPUT_DTYPES:
         r.check.fail("c_dtype", f"unknown output dtype {value!r}; expected one of {', '.join(OUTPUT_DTYPES)}")
     for dtype in r["dtypes"]:
@@ -99,12 +95,6 @@ def _no_scalars(r: Reading, key: str) -> None:
         f"a {r['dtypes'][0]} kernel computes C = A B with its scales (no alpha and beta), as cuBLASLt's "
         "FP8 and INT8 GEMMs do here; leave alpha and beta out",
     )
-
-
-def args(r: Reading, value: Any) -> tuple[str, ...]:
-    if value is MISSING:
-        return ()
-    return r.check.args(value)
 
 
 def name(r: Reading, value: Any) -> str:
@@ -155,11 +145,9 @@ def flag(key: str) -> Callable[[Reading, Any], bool]:
     return read
 
 
-def stride_type(r: Reading, value: Any) -> str | None:
-    if value is MISSING:
-        return None
-    if not {"stride_a", "stride_b", "stride_c"} & set(r["args"]):
-        r.check.fail("stride_type", "the kernel takes no batch stride (stride_a, stride_b, stride_c in args)")
+def stride_type(r: Reading, value: Any) -> str:
+    if not set(STRIDE_ARGS) & set(r["args"]):
+        r.check.fail("stride_type", f"the kernel takes no batch stride ({', '.join(STRIDE_ARGS)} in args)")
     return r.check.size_type(value, "stride_type")
 
 
@@ -185,14 +173,43 @@ def alpha_beta(r: Reading, value: Any) -> bool:
     return value
 
 
-def scales(r: Reading, value: Any) -> Any:
-    check = r.check
-    scales = read_scales(str(check.path), check.line, None if value is MISSING else value, r.family.scaled,
-                         r.kind.compiled, r["args"])  # fmt: skip
-    if scales is not None and r["batched"]:
+def scales(r: Reading, value: Any) -> Scales | None:
+    """The ``scales`` table, checked against the kernel's dtypes (FP8 kernels need one) and, for a ``.cu`` kernel, its
+    ``args``; None for a kernel without scales. The table's entries are the :class:`Scales` record's to check."""
+    check, fp8, args = r.check, r.family.scaled, r["args"]
+    if value is MISSING:
+        if fp8:
+            check.fail("scales", f"an FP8 kernel declares how its operands are scaled, {_SCALES_EXAMPLE}")
+        taken = [a for a in args if a in SCALE_ARGS]
+        if taken:
+            check.fail("args", f"{taken[0]} is an FP8 kernel's scale; this kernel's dtypes take none")
+        return None
+    if not fp8:
+        check.fail("scales", f"only FP8 kernels (dtypes {', '.join(FP8)}) take scales")
+    if not isinstance(value, Mapping):
+        check.fail("scales", f"expected a table, {_SCALES_EXAMPLE}")
+    unknown = set(value) - {"A", "B", "type", "stored", "align"}
+    if unknown:
+        check.fail(
+            "scales", f"unknown key {sorted(unknown)[0]!r}; expected A, B, type, stored and align, {_SCALES_EXAMPLE}"
+        )
+    stored = value.get("stored", {})
+    if not isinstance(stored, Mapping) or set(stored) - {"A", "B"}:
+        check.fail(
+            "scales",
+            f'stored: expected a table of operand = stored shape of its grid, e.g. {{ A = "KxM" }}, got {stored!r}',
+        )
+    given = {name: value[name] for name in ("type", "align") if name in value}
+    given.update({f"{op}_stored": order for op, order in stored.items()})
+    scales = check.record("scales", Scales, A=value.get("A"), B=value.get("B"), **given)  # A and B have no default
+    if r.kind.compiled:
+        for arg in ("scale_a", "scale_b"):
+            if arg not in args:
+                check.fail("args", f"an FP8 kernel takes its scales: add {arg} to args")
+    if r["batched"]:
         check.fail("scales", "an FP8 kernel runs one GEMM at a time: strided batches with scales are not supported")
     return scales
 
 
 def dims(key: str, device: frozenset[str] = frozenset()) -> Callable[[Reading, Any], Any]:
-    return optional(lambda r, value: r.check.dims(key, value, r.names | device), ())
+    return lambda r, value: r.check.dims(key, value, r.names | device)

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import KernelFileError
-from .header import python_header, python_keys, spec_from_mapping
-from .spec import KernelSpec
+from .header import python_header, spec_from_mapping
+from .kinds import KernelKind
+from .spec import KernelSpec, distinct_names
 
 __all__ = ["DECLARING", "DECORATOR", "SPEC_ATTR", "PyFacts", "parse_py_source", "py_facts"]
 
@@ -139,15 +140,17 @@ def py_facts(text: str, *, every_mention: bool = False) -> PyFacts:
 
 
 def _arguments(path: str | Path, call: ast.Call) -> dict[str, Any]:
+    """The decorator's keywords and their literal values; which keys it may give is the schema's to check."""
     if call.args:
         raise KernelFileError(path, f"{DECORATOR}(...) takes keyword arguments only", line=call.lineno)
     out = {}
-    arguments = [key.name for key in python_keys()]
     for keyword in call.keywords:
-        if keyword.arg not in arguments:
-            what = "**" if keyword.arg is None else repr(keyword.arg)
+        if keyword.arg is None:
             raise KernelFileError(
-                path, f"{DECORATOR}(...): unknown argument {what}; expected {', '.join(arguments)}", line=call.lineno
+                path,
+                f"{DECORATOR}(...) takes each argument as a keyword, not **mapping (the file is read without running "
+                "it)",
+                line=call.lineno,
             )
         try:
             out[keyword.arg] = ast.literal_eval(keyword.value)
@@ -158,8 +161,6 @@ def _arguments(path: str | Path, call: ast.Call) -> dict[str, Any]:
                 line=keyword.value.lineno,
                 key=keyword.arg,
             ) from None
-    if "dtypes" not in out:
-        raise KernelFileError(path, f"{DECORATOR}(...) needs dtypes=[...]", line=call.lineno, key="dtypes")
     return out
 
 
@@ -178,11 +179,13 @@ def parse_py_source(path: str | Path, text: str) -> list[KernelSpec]:
         header = python_header(_arguments(path, deco))
         specs.append(
             spec_from_mapping(
-                header, path=path, line=deco.lineno, kind="py", attr=node.name, default_name=node.name, source=text
+                header,
+                path=path,
+                line=deco.lineno,
+                kind=KernelKind.PY,
+                attr=node.name,
+                default_name=node.name,
+                source=text,
             )
         )
-    names = [s.name for s in specs]
-    for spec in specs:
-        if names.count(spec.name) > 1:
-            raise KernelFileError(path, f"two kernels are named {spec.name!r}; give each a distinct name", key="name")
-    return specs
+    return distinct_names(path, specs)

@@ -6,7 +6,8 @@ From :data:`KEYS` come the ``.cu`` header's checks and the ``@gemm_kernel`` deco
 signature and the key table of the docs (:mod:`.header`). Keys are read in the table's order, so that each key's
 reader (:mod:`.key_readers`) can use what the keys before it gave (``storage`` its ``layout`` and ``params``).
 
-A new key is a row here, its reader, and its field of :class:`~.spec.KernelSpec` (tests check that they agree).
+A new key is a row here, its reader, and its field of :class:`~.spec.KernelSpec`, whose default is the key's (tests
+check that they agree).
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..records.dtypes import FP8, get_dtype
 from . import key_readers as readers
-from .header_keys import DEVICE_NAMES
+from .families import FLOAT, INTEGER, SCALED
+from .header_keys import ARG_NAMES, DEVICE_NAMES, FILE_FLAGS, STRIDE_ARGS
 from .key_readers import MISSING, Reading
 from .kinds import KernelKind
-from .size_types import DEFAULT_SIZE_TYPE
+from .scaling import SCALE_ARGS
+from .size_types import DEFAULT_SIZE_TYPE, SIZE_TYPES
+from .tensor_maps import SWIZZLES
 
 __all__ = ["BOTH", "BY_NAME", "CU", "KEYS", "PY", "Key"]
 
@@ -32,32 +37,47 @@ PY = (KernelKind.PY,)
 class Key:
     """One header key: where it may be written, whether it must be, how it is read, and what it means.
 
-    ``read`` gets the raw value (:data:`MISSING` when absent, in every kind of file: a key a kind cannot declare still
-    has its value there, such as a ``.cu`` kernel's ``batched``) and gives the :class:`KernelSpec` field of the same
-    name. ``python`` is the decorator keyword's annotation and default (None: it must be given)."""
+    ``read`` gets the value the header gives and gives the :class:`KernelSpec` field of the same name. A key the header
+    does not give (in every kind of file: a key a kind cannot declare still has its value there, such as a ``.cu``
+    kernel's ``batched``) takes that field's default; a ``derived`` one's value follows from the keys before it, so
+    its reader gets :data:`MISSING` instead. ``python`` is the decorator keyword's annotation (None: not a Python
+    kernel's key)."""
 
     name: str
     read: Callable[[Reading, Any], Any]
     meaning: str
     kinds: tuple[KernelKind, ...] = BOTH
     required: tuple[KernelKind, ...] = ()
-    python: tuple[str, Any] | None = None
-    elsewhere: str = ""  # why the kinds outside ``kinds`` cannot declare it
+    python: str | None = None
+    derived: bool = False
+    elsewhere: str = ""  # why the kinds outside ``kinds`` cannot declare it, where "it is a key of ..." is not enough
     required_text: str = ""  # the docs' "required" column where it is not "yes" or "no"
 
+
+def _either(words: list[str]) -> str:
+    """Choices as the docs write them: ``a, b or c``."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def _ticked(words: Any, default: Any = None, said: str = " (default)") -> list[str]:
+    """Each word in backticks, the default one followed by ``said``."""
+    return [f"`{word}`" + (said if word == default else "") for word in words]
+
+
+_SIZE_TYPE_WORDS = _ticked([f'"{name}"' for name in SIZE_TYPES], f'"{DEFAULT_SIZE_TYPE}"')
 
 #: every header key, in the order they are read
 KEYS: tuple[Key, ...] = (
     Key(
         name="params",
-        read=readers.optional(lambda r, v: r.check.params(v), ()),
+        read=lambda r, v: r.check.params(v),
         meaning=(
             "a table `name = [values]`; each combination is a variant. Values go into the entry's template "
             "arguments, are `#define`d at the top of the source (so is a storage flag that `storage` sets to 1), and "
             "can be used in expressions. Avoid names that CUDA headers you include use as identifiers (a macro `T` "
             "breaks `cuda_fp16.h`)"
         ),
-        python=("dict[str, list[int]] | None", None),
+        python="dict[str, list[int]] | None",
     ),
     Key(
         name="entry",
@@ -68,83 +88,83 @@ KEYS: tuple[Key, ...] = (
         ),
         kinds=CU,
         required=CU,
-        elsewhere="a Python kernel takes no entry, args, block or grid",
     ),
     Key(
         name="args",
-        read=readers.args,
+        read=lambda r, v: r.check.args(v),
         meaning=(
-            "the kernel's parameters in order, each one of `M N K alpha beta A B C lda ldb ldc A_map B_map C_map "
-            "batch stride_a stride_b stride_c scale_a scale_b ld_scale_a ld_scale_b` (the last four: an FP8 kernel's "
-            "scales, see [FP8 and INT8](#fp8-and-int8)); each of `A`, `B`, `C` is required as a pointer or as its "
-            "tensor map (`A_map`...), `alpha` and `beta` go together; `batch` makes it a strided-batched kernel (see "
-            "[Strided batches](#strided-batches))"
+            f"the kernel's parameters in order, each one of `{' '.join(ARG_NAMES)}` (`{SCALE_ARGS[0]}` to "
+            f"`{SCALE_ARGS[-1]}`: an FP8 kernel's scales, see [FP8 and INT8](#fp8-and-int8)); each of `A`, `B`, `C` is "
+            "required as a pointer or as its tensor map (`A_map`...), `alpha` and `beta` go together; `batch` makes "
+            "it a strided-batched kernel (see [Strided batches](#strided-batches))"
         ),
         kinds=CU,
         required=CU,
-        elsewhere="a Python kernel takes no entry, args, block or grid",
     ),
     Key(
         name="dtypes",
         read=lambda r, v: r.check.dtypes(v),
         meaning=(
-            "any of `fp32`, `tf32`, `fp16`, `bf16`, `fp64`; or FP8 (`fp8_e4m3`, `fp8_e5m2`, with `scales`), or "
-            "`int8`: a kernel of their own (see [FP8 and INT8](#fp8-and-int8))"
+            f"any of {', '.join(_ticked(FLOAT.dtypes))}; or FP8 ({', '.join(_ticked(SCALED.dtypes))}, with "
+            f"`scales`), or {_either(_ticked(INTEGER.dtypes))}: a kernel of their own (see [FP8 and "
+            "INT8](#fp8-and-int8))"
         ),
         required=BOTH,
-        python=("Iterable[str] | str", None),
+        python="Iterable[str] | str",
     ),
     Key(
         name="c_dtype",
         read=readers.c_dtype,
         meaning=(
-            "C's dtype when it differs from the inputs' (e.g. fp16 inputs, fp32 output); FP8 kernels write `bf16` "
-            "(the default), `fp16` or `fp32`, INT8 kernels `int32`"
+            "C's dtype when it differs from the inputs' (e.g. fp16 inputs, fp32 output); FP8 kernels write "
+            f"{_either(_ticked(SCALED.outputs, get_dtype(FP8[0]).default_output, ' (the default)'))}, INT8 kernels "
+            f"{_either(_ticked(INTEGER.outputs))}"
         ),
-        python=("str | None", None),
+        python="str | None",
     ),
     Key(
         name="name",
         read=readers.name,
         meaning=("the test name (default: the entry's function name, or the Python function's)"),
-        python=("str | None", None),
+        python="str | None",
+        derived=True,
     ),
     Key(
         name="description",
-        read=readers.optional(readers.string("description"), ""),
+        read=readers.string("description"),
         meaning="free text",
-        python=("str", ""),
+        python="str | None",
     ),
     Key(
         name="expect_fast",
-        read=readers.optional(readers.text("expect_fast", " this kernel may beat cuBLAS or the peak"), ""),
+        read=readers.text("expect_fast", " this kernel may beat cuBLAS or the peak"),
         meaning=(
             "why this kernel may legitimately beat cuBLAS by 1.5x or run above the GPU's peak (e.g. it exploits "
             "structure in the data); without it such timings fail as suspicious"
         ),
-        python=("str | None", None),
+        python="str | None",
     ),
     Key(
         name="regression_threshold",
-        read=readers.optional(readers.threshold, None),
+        read=readers.threshold,
         meaning=("this kernel's regression threshold (a fraction, e.g. `0.1`), instead of `--gemm-threshold`"),
-        python=("float | None", None),
+        python="float | None",
     ),
     Key(
         name="layout",
-        read=readers.optional(lambda r, v: r.check.choice("layout", v, ("row", "col")), "row"),
+        read=lambda r, v: r.check.choice("layout", v, ("row", "col")),
         meaning=(
             '`"row"` (default: A is MxK, B is KxN, C is MxN, row-major) or `"col"` (all three column-major); '
             "`storage` sets each operand on its own"
         ),
-        python=("str", "row"),
+        python="str | None",
     ),
     Key(
         name="size_type",
-        read=readers.optional(lambda r, v: r.check.size_type(v), DEFAULT_SIZE_TYPE),
+        read=lambda r, v: r.check.size_type(v),
         meaning=(
-            'the C type of `M N K lda ldb ldc batch`: `"int"` (default), `"unsigned"`, `"long long"` or `"size_t"`; '
-            "a shape past it is skipped with the reason"
+            f"the C type of `M N K lda ldb ldc batch`: {_either(_SIZE_TYPE_WORDS)}; a shape past it is skipped with "
+            "the reason"
         ),
         kinds=CU,
         elsewhere="a Python kernel takes Python ints; size_type is for .cu kernels",
@@ -153,7 +173,7 @@ KEYS: tuple[Key, ...] = (
         name="stride_type",
         read=readers.stride_type,
         meaning=(
-            "the C type of `stride_a stride_b stride_c`, one of the same; default: the `size_type` (cuBLAS's own "
+            f"the C type of `{' '.join(STRIDE_ARGS)}`, one of the same; default: the `size_type` (cuBLAS's own "
             "declares `int` sizes and `long long` strides)"
         ),
         kinds=CU,
@@ -167,19 +187,20 @@ KEYS: tuple[Key, ...] = (
             "takes `batch` in `args` instead); see [Strided batches](#strided-batches)"
         ),
         kinds=PY,
-        python=("bool", False),
+        python="bool | None",
+        derived=True,
         elsewhere=("a .cu kernel runs strided batches by taking batch (and its strides) in args"),
     ),
     Key(
         name="arrays",
-        read=readers.optional(readers.arrays, "cupy"),
+        read=readers.arrays,
         meaning=(
             'what the function is given: `"cupy"` arrays (default) or `"torch"` tensors on the same memory, called '
             "with the harness's stream as torch's current stream; see [torch and Triton "
             "kernels](#torch-and-triton-kernels)"
         ),
         kinds=PY,
-        python=("str", "cupy"),
+        python="str | None",
         elsewhere=("a .cu kernel takes pointers; arrays is for Python kernels (torch tensors or CuPy arrays)"),
     ),
     Key(
@@ -190,7 +211,8 @@ KEYS: tuple[Key, ...] = (
             "beta = 0); FP8 and INT8 kernels take none (a `.cu` kernel names `alpha` and `beta` in `args` instead)"
         ),
         kinds=PY,
-        python=("bool | None", None),
+        python="bool | None",
+        derived=True,
         elsewhere="a .cu kernel takes alpha and beta by naming them in args",
     ),
     Key(
@@ -200,7 +222,8 @@ KEYS: tuple[Key, ...] = (
             'how an FP8 kernel\'s operands are scaled: `{ A = "1x128", B = "128x128" }`, with `type`, `stored` and '
             "`align`; see [FP8 and INT8](#fp8-and-int8)"
         ),
-        python=("dict[str, Any] | None", None),
+        python="dict[str, Any] | None",
+        derived=True,
         required_text="FP8",
     ),
     Key(
@@ -211,13 +234,14 @@ KEYS: tuple[Key, ...] = (
         meaning=(
             'TMA tensor maps the harness builds for the kernel: `{ A = { box = [64, "BM"], swizzle = 128 } }` gives '
             "the argument `A_map` (see below). `box` is `[inner, outer]` in elements (integers or expressions over "
-            "params), `swizzle` is 0, 32, 64 or 128 bytes"
+            f"params), `swizzle` is {_either([str(s) for s in SWIZZLES])} bytes"
         ),
         kinds=CU,
+        derived=True,
     ),
     Key(
         name="arch",
-        read=readers.optional(lambda r, v: r.check.arch(v), None),
+        read=lambda r, v: r.check.arch(v),
         meaning=(
             'the one architecture this kernel is built for, e.g. `"sm_90a"` (for `wgmma`, `setmaxnreg`...) or '
             '`"sm_90"` (for TMA). Its compile items build only this arch, whatever `--gemm-archs` says; on a GPU '
@@ -228,23 +252,23 @@ KEYS: tuple[Key, ...] = (
     ),
     Key(
         name="always_reads_c",
-        read=readers.optional(readers.flag("always_reads_c"), False),
+        read=readers.flag("always_reads_c"),
         meaning=(
             "`true`: the kernel reads C whatever beta is; its beta = 0 cases run with finite prior data in C instead "
             "of the NaN poison (unwritten elements are still caught: they keep that data bit for bit). Default "
             '`false`: BLAS says C is output-only when beta = 0, and reading it fails with "reads C although beta = '
             '0". See [verification.md](verification.md#declarations)'
         ),
-        python=("bool", False),
+        python="bool | None",
     ),
     Key(
         name="nondeterministic",
-        read=readers.optional(readers.text("nondeterministic", ", e.g. 'split-K with atomicAdd'"), ""),
+        read=readers.text("nondeterministic", ", e.g. 'split-K with atomicAdd'"),
         meaning=(
             "why the kernel's output may differ between launches on the same inputs (e.g. `\"split-K with "
             "atomicAdd\"`); without it, each verified case's three launches must agree bit for bit"
         ),
-        python=("str | None", None),
+        python="str | None",
     ),
     Key(
         name="block",
@@ -252,7 +276,6 @@ KEYS: tuple[Key, ...] = (
         meaning="1 to 3 integers or expressions: threads per block",
         kinds=CU,
         required=CU,
-        elsewhere="a Python kernel takes no entry, args, block or grid",
     ),
     Key(
         name="grid",
@@ -263,22 +286,21 @@ KEYS: tuple[Key, ...] = (
         ),
         kinds=CU,
         required=CU,
-        elsewhere="a Python kernel takes no entry, args, block or grid",
     ),
     Key(
         name="shared_mem",
-        read=readers.optional(lambda r, v: r.check.expression("shared_mem", v, r.names), None),
+        read=lambda r, v: r.check.expression("shared_mem", v, r.names),
         meaning=("dynamic shared memory in bytes (expression); above 48 KB the harness raises the kernel's limit"),
         kinds=CU,
     ),
     Key(
         name="requires",
-        read=lambda r, v: r.check.requires([] if v is MISSING else v, r.names),
+        read=lambda r, v: r.check.requires(v, r.names),
         meaning=(
             "a boolean expression or a list of them; a shape that breaks one is skipped with that rule (and the "
             "values) as the reason, never failed"
         ),
-        python=("Iterable[str] | str", ()),
+        python="Iterable[str] | str | None",
     ),
     Key(
         name="storage",
@@ -289,25 +311,26 @@ KEYS: tuple[Key, ...] = (
             'stored N x K (`x @ W.T`), `{ C = "NxM" }` for a column-major C; operands not named follow `layout`. See '
             "[Storage orders](#storage-orders)"
         ),
-        python=("dict[str, str] | None", None),
+        python="dict[str, str] | None",
+        derived=True,
     ),
     Key(
         name="accumulate",
-        read=readers.optional(lambda r, v: r.check.accumulate(v, r["dtypes"], r["c_dtype"]), None),
+        read=lambda r, v: r.check.accumulate(v, r["dtypes"], r["c_dtype"]),
         meaning=(
             '`"fp16"`: the kernel accumulates in fp16 (fp16 inputs and output only); it is judged by fp16 '
             "accumulation's error bound and timed against cuBLAS with `CUBLAS_COMPUTE_16F`. Default: fp32 (fp64 for "
             "fp64 kernels)"
         ),
-        python=("str | None", None),
+        python="str | None",
     ),
     Key(
         name="options",
-        read=readers.optional(lambda r, v: r.check.options(v), ()),
+        read=lambda r, v: r.check.options(v),
         meaning=(
             'extra NVRTC flags, e.g. `["-use_fast_math"]`; the architecture is the harness\'s (`--gemm-archs`, or '
-            "the device's) or the header's `arch`. Flags that make NVRTC write or read files of their own (`--time`, "
-            "`--fdevice-time-trace`, `--create-pch`, `--use-pch`, `--pch`, `--pch-dir`, in either form) are refused"
+            "the device's) or the header's `arch`. Flags that make NVRTC write or read files of their own "
+            f"({', '.join(_ticked(f'--{flag}' for flag in FILE_FLAGS))}, in either form) are refused"
         ),
         kinds=CU,
     ),

@@ -8,6 +8,7 @@ parameter sizes from the driver (``cuFuncGetParamInfo``) and refuses such a laun
 from __future__ import annotations
 
 from ..records.dtypes import get_dtype
+from .header_keys import STRIDE_ARGS
 from .size_types import SIZE_TYPES
 from .spec import KernelSpec
 
@@ -16,19 +17,17 @@ __all__ = ["POINTER_BYTES", "TENSOR_MAP_BYTES", "declared_sizes", "signature_pro
 POINTER_BYTES = 8
 TENSOR_MAP_BYTES = 128  # a CUtensorMap, passed by value
 _SIZES = ("M", "N", "K", "lda", "ldb", "ldc", "batch", "ld_scale_a", "ld_scale_b")
-_STRIDES = ("stride_a", "stride_b", "stride_c")
 
 
 def declared_sizes(spec: KernelSpec, dtype: str) -> list[tuple[str, int, str]]:
     """Each argument the header lists: its name, the bytes the harness passes, and what decides them."""
-    size_type = SIZE_TYPES[spec.size_type]
+    size_type, stride_type = spec.size_ctype, spec.stride_ctype
     scalar = get_dtype(dtype).scalar
     found = []
     for arg in spec.args:
         if arg in _SIZES:
             found.append((arg, size_type.bytes, f"size_type {size_type.name!r}"))
-        elif arg in _STRIDES:
-            stride_type = SIZE_TYPES[spec.stride_type or spec.size_type]
+        elif arg in STRIDE_ARGS:
             found.append((arg, stride_type.bytes, f"stride_type {stride_type.name!r}"))
         elif arg in ("alpha", "beta"):
             found.append(
@@ -58,7 +57,7 @@ def signature_problems(spec: KernelSpec, dtype: str, compiled: list[int]) -> lis
     for i, ((name, size, why), actual) in enumerate(zip(declared, compiled), start=1):
         if size != actual:
             hint = ""
-            if name in _SIZES or name in _STRIDES:
+            if name in _SIZES or name in STRIDE_ARGS:
                 key = "size_type" if name in _SIZES else "stride_type"
                 fits = [t.name for t in SIZE_TYPES.values() if t.bytes == actual]
                 hint = f"; declare {key} = {' or '.join(repr(f) for f in fits)}" if fits else ""

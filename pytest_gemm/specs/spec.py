@@ -12,6 +12,7 @@ import itertools
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..records.declarations import Declarations
 from ..records.dtypes import get_dtype
@@ -21,10 +22,10 @@ from .errors import KernelFileError
 from .expr import Expression
 from .header_keys import ENTRY
 from .kinds import KernelKind
-from .size_types import DEFAULT_SIZE_TYPE
+from .size_types import DEFAULT_SIZE_TYPE, SIZE_TYPES, SizeType
 from .tensor_maps import TensorMapSpec
 
-__all__ = ["ARRAYS", "DEFAULT_MAX_VARIANTS", "KernelFileError", "KernelSpec", "Variant"]
+__all__ = ["ARRAYS", "DEFAULT_MAX_VARIANTS", "KernelFileError", "KernelSpec", "Variant", "distinct_names"]
 
 #: what a Python kernel may be given (the decorator's ``arrays``): CuPy arrays, or torch tensors on the same
 #: memory, and what each needs installed in the worker
@@ -75,12 +76,12 @@ class KernelSpec:
     requires: tuple[Expression, ...] = ()
     layout: str = "row"
     storage: Storage = field(default_factory=Storage)  # the orders the header fixes (swept ones: storage_for)
-    size_type: str = DEFAULT_SIZE_TYPE  # the C type of M, N, K, lda, ldb, ldc and batch (a key of storage.SIZE_TYPES)
+    size_type: str = DEFAULT_SIZE_TYPE  # the C type of M, N, K, lda, ldb, ldc and batch (a key of SIZE_TYPES)
     stride_type: str | None = None  # the C type of the batch strides; None: the size_type
     batched: bool = False  # runs strided batches: a .cu kernel takes batch, a .py one says batched
     arrays: str = "cupy"  # what a Python kernel is given: a key of ARRAYS ("cupy" arrays or "torch" tensors)
     alpha_beta: bool = True  # it takes alpha and beta (False: it computes C = A B, and its cases are alpha 1, beta 0)
-    accumulate: str | None = None  # a declared accumulation ("fp16"); None: fp32, or fp64 for fp64
+    accumulate: str = ""  # a declared accumulation ("fp16"); empty: fp32, or fp64 for fp64
     scales: Scales | None = None  # an FP8 kernel's scales
     options: tuple[str, ...] = ()
     params: tuple[tuple[str, tuple[int, ...]], ...] = ()
@@ -101,6 +102,16 @@ class KernelSpec:
     def label(self, variant: Variant) -> str:
         """The kernel's name with the variant's id: ``name[id]``, or ``name`` alone for no params."""
         return self.name + (f"[{variant.id}]" if variant.id else "")
+
+    @property
+    def size_ctype(self) -> SizeType:
+        """The C type of M, N, K, lda, ldb, ldc and batch: the header's ``size_type``."""
+        return SIZE_TYPES[self.size_type]
+
+    @property
+    def stride_ctype(self) -> SizeType:
+        """The C type of the batch strides (:data:`~.header_keys.STRIDE_ARGS`): ``stride_type``, or the size type."""
+        return SIZE_TYPES[self.stride_type or self.size_type]
 
     @property
     def variant_count(self) -> int:
@@ -130,7 +141,7 @@ class KernelSpec:
     def declarations(self, variant: Variant) -> Declarations:
         """What the header declares that changes the checks of ``variant``'s cases."""
         return Declarations(
-            self.storage_for(variant), self.accumulate or "", self.always_reads_c, self.nondeterministic, self.scales
+            self.storage_for(variant), self.accumulate, self.always_reads_c, self.nondeterministic, self.scales
         )
 
     def names_for(self, variant: Variant) -> dict[str, int]:
@@ -144,3 +155,15 @@ class KernelSpec:
 
     def tensor_map(self, operand: str) -> TensorMapSpec:
         return next(t for t in self.tensor_maps if t.operand == operand)
+
+
+def distinct_names(path: str | Path, specs: list[KernelSpec]) -> list[KernelSpec]:
+    """``specs``, the kernels one file declares, each named as no other (their tests' ids); KernelFileError else."""
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.name in seen:
+            raise KernelFileError(
+                path, f"two kernels are named {spec.name!r}; give each a distinct name", line=spec.line, key="name"
+            )
+        seen.add(spec.name)
+    return specs

@@ -13,12 +13,13 @@ from ..judge.scaled import fp8_table
 from ..records.dtypes import DType
 from ..records.outcome import Fault
 from ..records.verdicts import Check
-from ..specs.footprint import guard_layout
+from ..specs.footprint import GuardLayout, guard_layout
 
 __all__ = [
     "GuardedMatrix",
     "bits_to_float64",
     "guarded",
+    "guarded_buffer",
     "np_dtype",
     "random_matrix",
     "transposed_each",
@@ -217,14 +218,22 @@ def guarded(
 
     Without ``guards`` the buffer is the matrix alone (with its ld padding), so that under compute-sanitizer
     an access past it reaches memory that is not allocated."""
+    layout = guard_layout(shape[1], dt.itemsize, padded, guards, rows=shape[0], batch=batch, gap=gap, ld=ld)
+    return guarded_buffer(xp, dt, layout, shape, fill, guards=guards)
+
+
+def guarded_buffer(
+    xp: Any, dt: DType, layout: GuardLayout, shape: tuple[int, int], fill: np.ndarray | None, *, guards: bool = True
+) -> GuardedMatrix:
+    """A buffer of ``layout`` (specs.footprint) for a rows x cols matrix, or a batch of them, holding ``fill`` or the
+    NaN poison, as :func:`guarded` says."""
     rows, cols = shape
-    layout = guard_layout(cols, dt.itemsize, padded, guards, rows=rows, batch=batch, gap=gap, ld=ld)
     # Under compute-sanitizer (no guards) the buffer is built on the host and copied over once: its kernel filter
     # leaves CuPy's own fill and copy kernels uninstrumented, so initcheck would take what they wrote for unwritten
     # (every read of a padded matrix was "uninitialized"); a copy from the host it sees.
     build = xp if guards else np
     flat = build.full(layout.elements(rows), dt.guard_bits, dtype=uint_type(build, dt.itemsize))
-    g = GuardedMatrix(flat, layout.before, rows, cols, layout.ld, dt.guard_bits, batch, layout.stride)
+    g = GuardedMatrix(flat, layout.before, rows, cols, layout.ld, dt.guard_bits, layout.batch, layout.stride)
     view = g.matrix(flat.dtype)
     if fill is None:
         view[...] = dt.poison_bits

@@ -42,14 +42,14 @@ _OP_N, _OP_T = 0, 1
 _GEMM_DEFAULT = -1
 
 
-def compute_type(dtype: str, accumulate: str | None) -> int:
+def compute_type(dtype: str, accumulate: str) -> int:
     """cuBLAS's compute type for a kernel of ``dtype`` that declares ``accumulate``."""
     if accumulate == "fp16":
         return _COMPUTE_16F
     return {"fp64": _COMPUTE_64F, "tf32": _COMPUTE_32F_FAST_TF32, "int8": _COMPUTE_32I}.get(dtype, _COMPUTE_32F)
 
 
-def scalar_type(dtype: str, accumulate: str | None) -> type:
+def scalar_type(dtype: str, accumulate: str) -> type:
     """The host type of alpha and beta that cuBLAS reads for this compute type."""
     if accumulate == "fp16":
         return np.float16
@@ -91,7 +91,7 @@ def gemm_runner(
     shape: Shape,
     dt: DType,
     out: DType,
-    accumulate: str | None,
+    accumulate: str,
     alpha: float,
     beta: float,
 ) -> Callable[[dict[str, tuple[int, int, int]]], Callable[[], None]]:

@@ -19,7 +19,7 @@ from ..records.outcome import ErrorStats, Fault
 from ..records.scales import Scales
 from ..records.verdicts import Check
 from ..specs.cases import Case
-from ..specs.families import FAMILIES, family_of
+from ..specs.families import family_of
 from .buffers import GuardedMatrix, bits_to_float64, guarded, np_dtype, random_matrix, upload_bits
 from .operands import CaseInputs
 
@@ -36,9 +36,6 @@ class InputStrategy:
     """A case's inputs, as one family draws, lays out and judges them; by default what a floating-point family does
     besides drawing: nothing beside A, B and C, the truth the product of the elements themselves, no readings of its
     own."""
-
-    #: the peers' own figures (calc_diff, cosine) are reported beside the bound
-    figures = False
 
     def __init__(self, case: Case) -> None:
         self.case = case
@@ -93,8 +90,6 @@ class FloatInputs(InputStrategy):
 class IntegerInputs(InputStrategy):
     """INT8: integers in [-127, 127], summed in int32 and judged bit for bit; its misreading: 16-bit sums."""
 
-    figures = True
-
     def draw(self, seed: int) -> CaseInputs:
         case, rng = self.case, np.random.default_rng(seed)
         m, n, k, batch = case.shape.M, case.shape.N, case.shape.K, case.shape.batch
@@ -110,8 +105,6 @@ class ScaledInputs(InputStrategy):
     """FP8: each operand quantised block by block with its grid of scales (docs/verification.md#fp8-and-int8); the
     grids lie in guarded buffers of their own, stored as the header says; the truth is the product of exactly the
     dequantised operands; the misreadings of the scales and of the other FP8 format."""
-
-    figures = True
 
     @property
     def scales(self) -> Scales:
@@ -188,7 +181,7 @@ class ScaledInputs(InputStrategy):
     def candidates(self, cp: Any, data: CaseInputs, bits: tuple[Any, Any], truth: Truth) -> tuple[Iterable[Any], Any]:
         """The scales' and the format's slips; the common readings take the exact (dequantised) operands."""
         inputs = get_dtype(self.case.dtype)
-        other = get_dtype(next(f for f in FAMILIES["FP8"].dtypes if f != inputs.name))
+        other = get_dtype(family_of(inputs.name).other(inputs.name))
         a64, b64 = (bits_to_float64(cp, x, inputs) for x in bits)
         others = tuple(bits_to_float64(cp, x, other) for x in bits)
         grids = self.values(cp, data, "A"), self.values(cp, data, "B")

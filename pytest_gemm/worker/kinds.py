@@ -24,7 +24,6 @@ from ..specs.errors import KernelFileError
 from ..specs.header_keys import DEVICE_NAMES
 from ..specs.limits import launch_problems
 from ..specs.signature import signature_problems
-from ..specs.size_types import SIZE_TYPES
 from ..specs.tensor_maps import MAP_ARGS
 from .errors import LaunchRefused
 from .inputs import InputStrategy
@@ -109,8 +108,8 @@ class CudaKernel(KernelStrategy):
         if geom.shared_mem > 48 * 1024:
             cp.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SMEM_ATTR, geom.shared_mem)
         scalar = np.dtype(dt.scalar).type
-        size = np.dtype(SIZE_TYPES[spec.size_type].numpy).type  # a shape past it is skipped at collection
-        stride = np.dtype(SIZE_TYPES[spec.stride_type or spec.size_type].numpy).type
+        size = np.dtype(spec.size_ctype.numpy).type  # a shape past it is skipped at collection
+        stride = np.dtype(spec.stride_ctype.numpy).type
         ga, gb, gc = ops.a, ops.b, ops.c
         values = {
             "batch": size(case.shape.batch),

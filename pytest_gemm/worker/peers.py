@@ -24,7 +24,7 @@ from .inputs import InputStrategy, ScaledInputs
 from .operands import CaseInputs
 from .runner import GpuRunner
 
-__all__ = ["CublasLtFp8Peer", "CublasPeer", "NoPeer", "Peer", "peer_strategy"]
+__all__ = ["CublasLtFp8Peer", "CublasPeer", "NoPeer", "Peer", "launched_alone", "peer_strategy"]
 
 #: a peer's GEMM, given each operand's (device address, leading dimension, batch stride) by name, as stored
 Bind = Callable[[dict[str, tuple[int, int, int]]], Callable[[], None]]
@@ -115,6 +115,11 @@ def peer_strategy(case: Case, inputs: InputStrategy, capability: tuple[int, int]
     M a multiple of 4; INT8's gemmEx answered CUBLAS_STATUS_NOT_SUPPORTED at 15 x 16 x 17 and K = 1001. torch writes C
     row-major: a C stored N x M would be a copy inside the timed call, so it has no peer either."""
     return PEERS[family_of(case.dtype).name](case, inputs, capability)
+
+
+def launched_alone(case: Case) -> Peer:
+    """The peer of a case only launched, never judged (under compute-sanitizer): none."""
+    return NoPeer(case, "launched alone, under compute-sanitizer")
 
 
 def _no_fp8_peer(case: Case, capability: tuple[int, int]) -> str | None:

@@ -16,27 +16,27 @@ from ..judge.accuracy import Truth
 from ..records.dtypes import DType, get_dtype
 from ..records.outcome import ErrorStats
 from ..specs.cases import Case, precision
-from .buffers import GuardedMatrix, bits_to_float64, guarded, uint_type, upload_bits
+from ..specs.families import family_of
+from ..specs.footprint import operand_layout
+from .buffers import GuardedMatrix, bits_to_float64, guarded_buffer, uint_type, upload_bits
 from .inputs import InputStrategy
 from .kinds import KernelStrategy
 from .operands import CaseInputs, Operands
 from .peers import Peer
 from .runner import GpuRunner
 
-__all__ = ["START", "PreparedCase", "Watch"]
+__all__ = ["PreparedCase", "Watch"]
 
 #: a launch watched for GPU work outside the harness's stream: the other streams it used (CUPTI's ids), or why that
 #: cannot be told (:meth:`~.timer.Timer.streams_of`)
 Watch = Callable[[Callable[[], None]], "tuple[int, ...] | str"]
-#: what C starts as when a set of operands is made: its prior data (beta != 0), or the NaN poison
-START = "start"
 
 
 class PreparedCase:
-    """One case on one device: its kernel, input and peer strategies (no peer: a case only launched, as under
-    compute-sanitizer) and its host inputs. ``device`` is the worker's GPU runner (the CPU tests give a stand-in
-    with ``cp``, ``stream`` and what the strategies ask of it); ``guards``: operands sit in guarded buffers (not
-    under compute-sanitizer); ``watch``: how a launch is watched for work on other streams (None: it cannot be)."""
+    """One case on one device: its kernel, input and peer strategies and its host inputs. ``device`` is the worker's
+    GPU runner (the CPU tests give a stand-in with ``cp``, ``stream`` and what the strategies ask of it);
+    ``guards``: operands sit in guarded buffers (not under compute-sanitizer); ``watch``: how a launch is watched
+    for work on other streams (None: it cannot be)."""
 
     def __init__(
         self,
@@ -45,7 +45,7 @@ class PreparedCase:
         seed: int,
         kernel: KernelStrategy,
         inputs: InputStrategy,
-        peer: Peer | None,
+        peer: Peer,
         *,
         guards: bool = True,
         watch: Watch | None = None,
@@ -54,6 +54,13 @@ class PreparedCase:
         self.kernel, self.inputs, self.peer = kernel, inputs, peer
         self.guards, self.watch = guards, watch
         self.data: CaseInputs = inputs.draw(seed)
+        data = self.data
+        #: A, B and C's start (its prior data; None: the poison) in their storage order, laid out once for every phase
+        self.stored: dict[str, np.ndarray | None] = {
+            "A": data.stored(data.a, "A"),
+            "B": data.stored(data.b, "B"),
+            "C": None if data.c0 is None else data.stored(data.c0, "C"),
+        }
         self._grids: dict[str, GuardedMatrix] | None = None  # what timed sets read besides A, B and C (made once)
 
     @property
@@ -70,26 +77,24 @@ class PreparedCase:
         return get_dtype(self.case.spec.output_dtype(self.case.dtype))
 
     # -- operands -----------------------------------------------------------------------------------------------
-    def operands(self, c: np.ndarray | str | None = START) -> Operands:
+    def operands(self, c: np.ndarray | None = None) -> Operands:
         """A fresh set of operands in guarded buffers of their stored shape, ld padding and batch (each a stride's
-        gap apart where the kernel takes its stride): A and B, C holding ``c`` (logical; :data:`START`: its prior
-        data or the poison; None: the poison), and what else the kernel reads."""
-        data, dt = self.data, get_dtype(self.case.dtype)
-        if isinstance(c, str):
-            c = data.c0
-        fill = None if c is None else data.stored(c, "C")
+        gap apart where the kernel takes its stride): A and B, C holding ``c`` (logical; None: C's start, its prior
+        data or the poison), and what else the kernel reads."""
+        stored, dt = self.stored, get_dtype(self.case.dtype)
         return Operands(
-            self._guarded("A", dt, data.stored(data.a, "A")),
-            self._guarded("B", dt, data.stored(data.b, "B")),
-            self._guarded("C", self.out, fill),
-            self.inputs.grids(self.cp, data, self.guards),
+            self._guarded("A", dt, stored["A"]),
+            self._guarded("B", dt, stored["B"]),
+            self._guarded("C", self.out, stored["C"] if c is None else self.data.stored(c, "C")),
+            self.inputs.grids(self.cp, self.data, self.guards),
         )
 
     def _guarded(self, name: str, dt: DType, fill: np.ndarray | None) -> GuardedMatrix:
-        case, low = self.case, name.lower()
+        """Operand ``name`` in a buffer of the layout the case's memory was counted by (specs.footprint)."""
+        case = self.case
+        layout = operand_layout(case.spec, name, case.shape, case.storage, dt.itemsize, self.guards)
         shape = case.storage.stored_shape(name, case.shape)
-        padded, gap = f"ld{low}" in case.spec.args, f"stride_{low}" in case.spec.args
-        return guarded(self.cp, dt, padded, shape, fill, guards=self.guards, batch=case.shape.batch, gap=gap)
+        return guarded_buffer(self.cp, dt, layout, shape, fill, guards=self.guards)
 
     def packed(self, uploaded: tuple[Any, Any]) -> Operands:
         """A set of operands for a timed launch: copies of ``uploaded`` (A's and B's stored bits on the device), a C of
@@ -141,7 +146,7 @@ class PreparedCase:
         a64, b64 = self.inputs.exact(cp, self.data, bits_to_float64(cp, bits[0], dt), bits_to_float64(cp, bits[1], dt))
         c064 = None if bits[2] is None else bits_to_float64(cp, bits[2], self.out)
         truth = Truth.of(cp, a64, b64, c064, case.ab.alpha, case.ab.beta, self.out, case.shape.batch)
-        truth.figures = self.inputs.figures
+        truth.figures = family_of(case.dtype).figures
         return truth
 
     def output(self, gc: GuardedMatrix, c0_bits: Any) -> tuple[Any, Any]:
@@ -160,7 +165,7 @@ class PreparedCase:
 
     def peer_stats(self, truth: Truth, bits: tuple[Any, Any, Any]) -> ErrorStats | None:
         """The peer's output on the kernel's work, judged by the same bound (None where there is no peer)."""
-        if self.peer is None or self.peer.reason:
+        if self.peer.reason:
             return None
         dt, out = self.dtypes
         result = self.peer.result(self.device, self.data, bits, dt, out)

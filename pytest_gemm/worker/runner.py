@@ -37,7 +37,7 @@ def device_name(props: dict[str, Any]) -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
-def open_device(index: int = 0, cubins: CubinCache | None = None, files: KernelFiles | None = None) -> GpuRunner:
+def open_device(index: int = 0, cubins: CubinCache | None = None) -> GpuRunner:
     """Open the GPU, or raise :class:`DeviceUnavailable` with the reason."""
     cupy_environment()
     try:
@@ -50,7 +50,7 @@ def open_device(index: int = 0, cubins: CubinCache | None = None, files: KernelF
         raise DeviceUnavailable(f"the CUDA driver reports no device ({exc})") from None
     if count <= index:
         raise DeviceUnavailable(f"the CUDA driver sees {count} device(s)")
-    return GpuRunner(cupy, index, cubins, files or KernelFiles())
+    return GpuRunner(cupy, index, cubins, KernelFiles())
 
 
 class GpuRunner:
@@ -94,11 +94,7 @@ class GpuRunner:
         """What CUDA and CuPy say about this device and its software (NVML adds the rest)."""
         from cupy_backends.cuda.libs import cublas
 
-        cp, handle = self.cp, cublas.create()
-        try:
-            version = cublas.getVersion(handle)
-        finally:
-            cublas.destroy(handle)
+        cp, version = self.cp, cublas.getVersion(self.cublas_handle())
         return {
             "name": self.name,
             "compute_capability": f"{self.capability[0]}.{self.capability[1]}",

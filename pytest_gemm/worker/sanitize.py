@@ -33,6 +33,7 @@ def main() -> int:
         cupy.cuda.set_allocator(None)  # every buffer its own cudaMalloc: nothing around it is allocated
         from .inputs import input_strategy
         from .kinds import kernel_strategy
+        from .peers import launched_alone
         from .prepared import PreparedCase
         from .runner import open_device
 
@@ -43,7 +44,7 @@ def main() -> int:
         # The arguments were checked against the kernel by its verification; asking the driver again would show
         # here: with a driver that does not count them, the probe past the last one is a failed call (CUDA 13.0)
         kernel.check(signature=False)
-        prepared = PreparedCase(runner, case, request.seed, kernel, inputs, None, guards=False)  # launched alone
+        prepared = PreparedCase(runner, case, request.seed, kernel, inputs, launched_alone(case), guards=False)
         with runner.stream:
             prepared.launch(prepared.operands())
     except KernelFileError as exc:

@@ -1,6 +1,6 @@
 """Device timing of one case: the kernel and cuBLAS, interleaved pair by pair.
 
-Part of the worker (with :mod:`.device`, whose runner launches the kernel): it returns a plain
+Part of the worker (with :mod:`.prepared`, whose prepared case launches the kernel): it returns a plain
 :class:`~pytest_gemm.records.outcome.TimingRun`.
 
 One round is a pair of timed launches, the kernel then cuBLAS, each prepared the same way:
@@ -67,8 +67,8 @@ class _TimedSet:
 
 
 class Timer:
-    """Times cases on one runner; owns the flush buffer, the events, the harness's kernels (prepare, mark, spin)
-    and a cuBLAS handle."""
+    """Times cases on one runner; owns the flush buffer, the events and the harness's kernels (prepare, mark, spin)
+    (the cuBLAS handle is the runner's)."""
 
     def __init__(self, runner: GpuRunner) -> None:
         self.runner, self.cp = runner, runner.cp
@@ -117,17 +117,16 @@ class Timer:
         cp, runner, case, data = self.cp, self.runner, prepared.case, prepared.data
         dt, out = prepared.dtypes
         m, n, batch = case.shape.M, case.shape.N, case.shape.batch
-        stored = [data.stored(data.a, "A"), data.stored(data.b, "B")]
-        if data.c0 is None:
+        stored, c_start = [prepared.stored["A"], prepared.stored["B"]], prepared.stored["C"]
+        if c_start is None:
             c_init = cp.full(batch * m * n, out.poison_bits, dtype=uint_type(cp, out.itemsize))
         else:
-            c_init = upload_bits(cp, data.stored(data.c0, "C")).reshape(-1)
+            c_init = upload_bits(cp, c_start).reshape(-1)
 
         copies = input_copies(sum(x.nbytes for x in stored) + c_init.nbytes, runner.l2_bytes, settings.cold_cache)
-        uploaded = tuple(cp.asarray(np.ascontiguousarray(x).view(f"u{dt.itemsize}")) for x in stored)
+        uploaded = tuple(upload_bits(cp, x) for x in stored)
         kernel_sets = [_TimedSet(prepared.packed(uploaded)) for _ in range(copies)]
         cublas_sets = [_TimedSet(prepared.packed(uploaded)) for _ in range(copies)]
-        assert prepared.peer is not None  # a timed case has a peer (GpuBackend times only those)
         bind = prepared.peer.gemm(runner, data, dt, out)  # the peer's GEMM of this case, given a set's operands
 
         def reference(timed: _TimedSet) -> None:

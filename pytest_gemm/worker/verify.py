@@ -47,7 +47,7 @@ def verify(prepared: PreparedCase) -> Verification:
         ratio = truth.ratios(cp, got, k, dt, out)
         kernel_stats = truth.judge(cp, got, k, dt, out, unwritten, ratio=ratio)
         if not any(f.kind == Check.INPUT_MODIFIED for f in faults):  # the same inputs again
-            start = out.poison_bits if data.c0 is None else upload_bits(cp, data.stored(data.c0, "C"))
+            start = out.poison_bits if prepared.stored["C"] is None else upload_bits(cp, prepared.stored["C"])
             fault = determinism_fault(prepared, ops.c, start, lambda: prepared.launch(ops))
             faults += [fault] if fault else []
         sources, error_map = (), None

@@ -197,6 +197,24 @@ def test_a_corrupt_file_stops_a_run_and_is_only_replaced_by_an_update(recorded):
     _run(recorded).assert_outcomes(passed=6)  # the kept copy does not stop later runs
 
 
+def test_a_baseline_file_recorded_on_another_gpu_model_fails_each_timed_case_and_keeps_its_times(recorded):
+    """A baseline file named for this GPU but recorded on another model is never used: each timed case fails with
+    the gate's words (no verdict), and its device times still reach pytest-benchmark and the saved run."""
+    path = recorded.path / H100_FILE
+    path.write_text(json.dumps({**json.loads(path.read_text()), "gpu": "NVIDIA A100-SXM4-80GB"}))
+    result = _run(recorded, "--benchmark-json", "run.json")
+    result.assert_outcomes(failed=6)
+    said = (
+        f"pytest-gemm gate: *{H100_FILE}: recorded on 'NVIDIA A100-SXM4-80GB', not on this GPU "
+        "('NVIDIA H100 80GB HBM3'); it is not used"
+    )
+    result.stdout.fnmatch_lines([said])
+    assert "threshold 5% (or the kernel's own)" not in result.stdout.str()  # no verdict to count
+    saved = json.loads((recorded.path / "run.json").read_text())
+    assert len(saved["benchmarks"]) == 6 and all("gate" not in b["extra_info"]["gemm"] for b in saved["benchmarks"])
+    assert all(t["message"].startswith("pytest-gemm gate: ") for t in saved["gemm"]["tests"].values())
+
+
 def test_entries_of_gone_cases_are_removed_only_when_their_whole_file_ran(recorded):
     path = recorded.path / H100_FILE
     data = json.loads(path.read_text())

@@ -475,13 +475,13 @@ def test_merge_update_baselines_from_a_run_with_a_zero_median_records_nothing(pr
 
 def test_the_plugins_update_checks_every_gpus_cases_before_writing(tmp_path):
     """``--gemm-update-baselines`` (the end of the run's update) records none of a run with a bad case."""
-    from pytest_gemm.plugin.gating import record_baselines
+    from pytest_gemm.plugin.gating import write_baselines
     from pytest_gemm.settings import GateSettings
 
     bad = _records(6000, 2, gpu=A100)
     records = [*_records(5000, 3), bad[0], dataclasses.replace(bad[1], ratio=math.nan)]
     settings = GateSettings(tmp_path / "baselines", update=True)
-    recorded = record_baselines(settings, records, {H100: dict(recording()["facts"])}, {}, tmp_path)
+    recorded = write_baselines(settings, records, {H100: dict(recording()["facts"])}, {}, tmp_path)
     assert not (tmp_path / "baselines").exists() and not recorded.written
     (error,) = recorded.errors
     assert error.startswith("1 timed case(s) cannot be recorded as baselines: ")

@@ -3,9 +3,12 @@ an unknown tool is a usage error. Running the tools needs a GPU: tests/gpu/test_
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
+
+from pytest_gemm.runs.saved import read_run
 
 from support import KERNELS, ROOT
 
@@ -59,3 +62,24 @@ def test_an_unknown_tool_is_a_usage_error(pytester, value):
     result = pytester.runpytest("--gemm-kernels", "01_naive.cu", "--gemm-sanitize", value)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--gemm-sanitize / gemm_sanitize: unknown compute-sanitizer tool*expected memcheck*"])
+
+
+def test_sanitize_items_are_not_cases_of_their_kernel_file(replay, monkeypatch):
+    """A kernel file's sanitize items are tests of their own, not its cases: a run that selects every case of the file
+    selects it whole with --gemm-sanitize too, so its saved run says so and an update removes the entries of its gone
+    cases."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv("CUDA_HOME", str(replay.path / "no-cuda"))
+    monkeypatch.setattr("pytest_gemm.isolation.sanitizer.Path", _no_toolkit(replay.path))
+    args = ["--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", "--gemm-sanitize", "memcheck"]
+    replay.runpytest(*args, "--gemm-update-baselines").assert_outcomes(passed=6, skipped=1)
+    path = replay.path / "baselines" / "nvidia-h100-80gb-hbm3.json"
+    data = json.loads(path.read_text())
+    gone = "kernels/01_naive.cu::sgemm_gone[fp32-512x512x512]"
+    data["entries"][gone] = dict(next(iter(data["entries"].values())), kernel="sgemm_gone")
+    path.write_text(json.dumps(data))
+    update = replay.runpytest(*args, "--gemm-update-baselines", "--benchmark-json", "run.json")
+    update.assert_outcomes(passed=6, skipped=1)
+    update.stdout.fnmatch_lines(["baselines/nvidia-h100-80gb-hbm3.json: 0 added, 0 changed, 1 removed"])
+    assert gone not in json.loads(path.read_text())["entries"]
+    assert read_run(replay.path / "run.json").files["kernels/01_naive.cu"].whole

@@ -14,7 +14,7 @@ from pytest_gemm.worker.cublas import stored_operands
 from pytest_gemm.worker.inputs import input_strategy
 from pytest_gemm.worker.kinds import CudaKernel, KernelStrategy, PythonKernel
 from pytest_gemm.worker.operands import Operands
-from pytest_gemm.worker.peers import Peer
+from pytest_gemm.worker.peers import NoPeer, Peer
 from pytest_gemm.worker.prepared import PreparedCase
 
 
@@ -86,6 +86,7 @@ class HostPeer(Peer):
 
 def host_case(kernel: KernelStrategy, seed: int = 3, *, guards: bool = True, peer: Peer | None = None) -> PreparedCase:
     """The kernel's case prepared on the host (its inputs drawn from ``seed``), with no peer unless one is given."""
+    peer = peer or NoPeer(kernel.case, "no peer on the host")
     return PreparedCase(kernel.runner, kernel.case, seed, kernel, kernel.inputs, peer, guards=guards)
 
 

@@ -120,7 +120,7 @@ def test_declared_fp16_accumulation_changes_only_the_accumulation():
     """``accumulating`` is what the worker judges a declared accumulation by."""
     assert FP16_ACC.u_acc == 2.0**-11 and FP16_ACC.acc_tiny == np.finfo(np.float16).smallest_subnormal
     assert dataclasses.replace(FP16_ACC, u_acc=FP16.u_acc, acc_tiny=FP16.acc_tiny) == FP16
-    assert accumulating(FP16, None) is FP16 and accumulating(FP64, None) is FP64
+    assert accumulating(FP16, "") is FP16 and accumulating(FP64, "") is FP64
     with pytest.raises(KeyError, match="unknown accumulation 'fp8'; expected one of fp16"):
         accumulating(FP16, "fp8")
 

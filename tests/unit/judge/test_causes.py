@@ -245,7 +245,7 @@ def test_a_kernel_whose_launches_differ_is_caught_unless_declared(declared, expe
 
     host = HostKernel(case, jitter)
     prepared = host_case(host)
-    ops = prepared.operands(None)
+    ops = prepared.operands()
     prepared.launch(ops)
     gc = ops.c
     first = gc.matrix(np.uint32).copy()
@@ -269,7 +269,7 @@ def test_a_kernel_that_skips_work_once_it_has_seen_the_buffer_is_said_to_remembe
             correct(case, g, a, b, c, n)
 
     prepared = host_case(HostKernel(_case(), memo))
-    ops = prepared.operands(None)
+    ops = prepared.operands()
     prepared.launch(ops)
     fault = determinism_fault(prepared, ops.c, FP32.poison_bits, lambda: prepared.launch(ops))
     assert fault is not None and fault.count == M * N
@@ -284,7 +284,7 @@ def test_writes_past_the_end_of_c_are_located_and_mapped(ldc):
     """Rows past M written (a missing row check): the fault says where, as if C went on, and the map keeps it."""
     case = _case(**({"args": ["M", "N", "K", "alpha", "beta", "A", "B", "C", "ldc"]} if ldc else {}))
     prepared = host_case(HostKernel(case, correct))
-    ops = prepared.operands(None)
+    ops = prepared.operands()
     prepared.launch(ops)
     gc = ops.c
     assert gc.stray_writes(np).shape == (0, 3) and gc.guard_faults(np, "C") == []  # C alone written

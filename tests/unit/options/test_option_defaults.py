@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gemm.options import BY_NAME, OPTIONS
+from pytest_gemm.records.dtypes import INPUT_DTYPES
 from pytest_gemm.records.request import TimingSettings
 from pytest_gemm.settings import GateSettings, Settings, read_settings
 
@@ -84,3 +85,8 @@ def test_the_readmes_table_gives_each_options_default(option):
     said = _readme_defaults()
     assert option.name in said, f"the README's options table has no row for --gemm-{option.name}"
     assert said[option.name].strip("`") == option.default, (option.name, said[option.name])
+
+
+def test_the_dtypes_help_names_every_dtype_the_option_takes():
+    said = re.search(r"\((.*?)\)", BY_NAME["dtypes"].help)
+    assert said and said.group(1).split(", ") == list(INPUT_DTYPES)

@@ -3,11 +3,16 @@ runs measured, and runs saved before these keys existed still read."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
+import pytest
+
+from pytest_gemm.judge.gate import GatePolicy, judge
+from pytest_gemm.judge.verdict import final
 from pytest_gemm.records.result import CaseResult
 from pytest_gemm.runs.data import KernelFileRun, RunData, Shards
-from pytest_gemm.runs.merge import merge_runs, prunable_files
+from pytest_gemm.runs.merge import merge_runs, prunable_files, regate
 from pytest_gemm.runs.plan import plan_lines
 from pytest_gemm.runs.saved import read_run, run_json
 
@@ -29,8 +34,9 @@ def test_the_merged_run_keeps_what_each_run_said():
     }
     merged = merge_runs([("a.json", a), ("b.json", b)]).data
     assert merged.shard is None and [r.test for r in merged.records] == [r.test for r in first + second]
-    assert prunable_files(merged) == ["kernels/01_naive.cu"]  # step 2 was not selected whole
-    assert prunable_files(merge_runs([("a.json", a)], allow_partial=True).data) == []  # half a suite prunes nothing
+    assert prunable_files(merged.files, sharded=merged.shard is not None) == ["kernels/01_naive.cu"]  # step 2: part
+    half = merge_runs([("a.json", a)], allow_partial=True).data
+    assert prunable_files(half.files, sharded=half.shard is not None) == []  # half a suite prunes nothing
     assert any(n.startswith("merged from b.json (shard 2 of 2, 2 tests)") for n in merged.notes)
 
 
@@ -63,3 +69,42 @@ def test_a_run_saved_before_these_keys_existed_is_still_read(tmp_path):
     data = read_run(tmp_path / "old.json")
     assert len(data.records) == 3 and data.version == "" and data.shard is None
     assert [r.outcome for r in data.tests.values()] == ["passed"] * 3  # the timed cases are the tests it says
+
+
+# -- gating a saved run again: the verdict pytest made, made the same way -----------------------------
+def _said(record, gate) -> str:
+    return f"merge gate: {record.name} {gate.verdict}"
+
+
+@pytest.mark.parametrize("unchecked", ["", "cupti-python is not installed"])
+def test_merge_gates_a_case_as_pytest_did(unchecked):
+    """One verdict: a saved case gated again is made final as pytest made it (judge.verdict.final). Under
+    --gemm-fail-new a case with no baseline entry fails, but one whose streams were not checked makes no speed claim:
+    it is not gated, and stays passed, in merge as in pytest."""
+    record = dataclasses.replace(recorded_records()[0], unchecked_streams=unchecked)
+    policy = GatePolicy(fail_new=True)
+
+    def gate(r):
+        return judge(r, None, policy=policy, baseline_file="baselines/h100.json", file_missing=True)
+
+    in_pytest = final(CaseResult("passed", kind="case", timing=record), gate)
+    data = RunData.of_timed({}, [record], settings={"fail-new": True})
+    regate(data, gate, _said)
+    merged = data.tests[record.test]
+    assert (merged.outcome, merged.timing) == (in_pytest.outcome, in_pytest.timing)
+    assert merged.outcome == ("passed" if unchecked else "failed")
+    assert merged.message == ("" if unchecked else f"merge gate: {record.name} new")
+    assert (merged.timing.gate is None) == bool(unchecked)
+
+
+def test_recording_sets_the_gate_aside_and_a_failure_of_its_own_stays():
+    """Gated with no gate (as when recording baselines), a case the gate failed passes again, its verdict gone; a
+    case that failed for another reason stays failed."""
+    record, other = recorded_records()[:2]
+    verdict = judge(record, None, policy=GatePolicy(fail_new=True))
+    data = RunData.of_timed({}, [record.with_gate(verdict), other])
+    data.tests[other.test] = dataclasses.replace(data.tests[other.test], outcome="failed", message="teardown")
+    assert data.tests[record.test].failed
+    regate(data, None, _said)
+    assert data.tests[record.test] == CaseResult("passed", kind="case", timing=record)
+    assert (data.tests[other.test].outcome, data.tests[other.test].message) == ("failed", "teardown")

@@ -127,14 +127,14 @@ def test_size_types_are_declared_and_bound_the_shapes():
 
 def test_accumulate_declares_fp16_for_fp16_only():
     """fp16 accumulation is declared; the default stays fp32 (fp64 for fp64)."""
-    assert spec().accumulate is None
+    assert spec().accumulate == ""  # none declared
     assert spec(accumulate='"fp16"').accumulate == "fp16"
-    assert spec(accumulate='"fp32"').accumulate is None
+    assert spec(accumulate='"fp32"').accumulate == ""
     assert "fp16 inputs and an fp16 output only" in error(accumulate='"fp16"', dtypes='["fp16", "bf16"]')
     assert "and c_dtype 'fp32'" in error(accumulate='"fp16"', c_dtype='"fp32"')
     assert "expected 'fp16'" in error(accumulate='"bf16"')
     assert compute_type("fp16", "fp16") == 64 and scalar_type("fp16", "fp16") is np.float16  # CUBLAS_COMPUTE_16F
-    assert compute_type("fp16", None) == 68 and compute_type("tf32", None) == 77 and compute_type("fp64", None) == 70
+    assert compute_type("fp16", "") == 68 and compute_type("tf32", "") == 77 and compute_type("fp64", "") == 70
 
 
 def test_python_kernels_declare_storage_and_accumulation():

@@ -425,7 +425,7 @@ def test_a_read_across_the_gap_between_batches_is_traced_to_it():
     case = _case(Shape(24, 20, 12, 3))
     fn, kernel = _batch_kernel("reads the gap")
     prepared = host_case(kernel(case, fn), 1)
-    data, ops = prepared.data, prepared.operands(None)
+    data, ops = prepared.data, prepared.operands()
     prepared.launch(ops)
     a64, b64 = data.a.astype(np.float64), data.b.astype(np.float64)
     truth = Truth.of(np, a64, b64, None, 1.0, 0.0, FP32, 3)
