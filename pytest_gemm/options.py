@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from .judge.gate import DEFAULT_BASELINES, DEFAULT_METRIC, DEFAULT_THRESHOLD
-from .records.case_record import METRICS
+from .records.case_record import LONGEST_PHASE_S, METRICS
 from .records.dtypes import INPUT_DTYPES
 from .records.request import COMPILE_TIMEOUT, SANITIZER_TOOLS, TIMERS, TimingSettings
 from .records.shapes import Shape, ShapeError, parse_shapes
 from .specs.archs import known_arch
-from .specs.spec import DEFAULT_MAX_VARIANTS
+from .specs.bounds import DEFAULT_MAX_CASES, DEFAULT_MAX_SHAPES, DEFAULT_MAX_VARIANTS
 
 __all__ = [
     "BY_NAME",
@@ -179,12 +179,26 @@ OPTIONS = (
         _number(int, 1, 10_000_000),
     ),
     Option(
+        "max-shapes",
+        str(DEFAULT_MAX_SHAPES),
+        "most shapes a run may have (--gemm-shapes, the sets counted shape by shape), each a case of every variant "
+        "and dtype of every kernel; more is a usage error, said before any case is built",
+        _number(int, 1, 100_000_000),
+    ),
+    Option(
+        "max-cases",
+        str(DEFAULT_MAX_CASES),
+        "most GPU cases (tests) one kernel may have: its variants x selected dtypes x shapes x alpha/beta pairs; more "
+        "is a collection error of its file, said before any case is built",
+        _number(int, 1, 1_000_000_000),
+    ),
+    Option(
         "timeout",
         f"{DEFAULT_TIMEOUT:g}",
         "seconds a case may run in the GPU worker without progress (a verification, a batch of timed "
         "launches, which gets max-time more) before the worker is killed and replaced and the case fails "
         "as timed out",
-        _number(float, 0.1, 86400.0),
+        _number(float, 0.1, LONGEST_PHASE_S),
     ),
     Option(
         "compile-timeout",
@@ -193,7 +207,7 @@ OPTIONS = (
         "before the compiler is stopped and that variant fails; a compile that runs long says so on the terminal; "
         "also the most time a case may spend in Triton's or torch's compilers and Triton's autotuner without "
         "--gemm-timeout running",
-        _number(float, 0.1, 86400.0),
+        _number(float, 0.1, LONGEST_PHASE_S),
     ),
     Option(
         "max-time",

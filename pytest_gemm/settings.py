@@ -13,7 +13,7 @@ from .judge.gate import DEFAULT_BASELINES, DEFAULT_METRIC, DEFAULT_THRESHOLD
 from .options import BY_NAME, DEFAULT_TIMEOUT, OptionError
 from .records.request import COMPILE_TIMEOUT, TimingSettings
 from .records.shapes import Shape
-from .specs.spec import DEFAULT_MAX_VARIANTS
+from .specs.bounds import DEFAULT_MAX_CASES, DEFAULT_MAX_SHAPES, DEFAULT_MAX_VARIANTS
 
 __all__ = ["GateSettings", "Settings", "read_settings"]
 
@@ -42,6 +42,8 @@ class Settings:
     gate: GateSettings = field(default_factory=lambda: GateSettings(Path(DEFAULT_BASELINES)))
     require_gpu: bool = False  # no usable CUDA device is a usage error
     max_variants: int = DEFAULT_MAX_VARIANTS  # most variants one kernel may have (--gemm-max-variants)
+    max_shapes: int = DEFAULT_MAX_SHAPES  # most shapes a run may have (--gemm-max-shapes)
+    max_cases: int = DEFAULT_MAX_CASES  # most GPU cases one kernel may have (--gemm-max-cases)
     report: Path | None = None  # the report folder (--gemm-report), or None
     overwrite_report: bool = False  # the report may go in a folder of files pytest-gemm did not write
     sanitize: tuple[str, ...] = ()  # compute-sanitizer tools each .cu kernel runs under (--gemm-sanitize)
@@ -79,8 +81,14 @@ def read_settings(value: Callable[[str], str], flag: Callable[[str], bool], root
         update=flag("update-baselines"),
         summary=get("summary"),
     )
+    shapes, max_shapes = get("shapes"), get("max-shapes")
+    if len(shapes) > max_shapes:  # before any case is built, so that the refusal is quick
+        raise OptionError(
+            f"{BY_NAME['shapes'].label()}: {len(shapes):,} shapes, each a case of every variant and dtype of every "
+            f"kernel; a run may have at most {max_shapes:,} ({BY_NAME['max-shapes'].label()} raises the limit)"
+        )
     return Settings(
-        get("shapes"),
+        shapes,
         get("dtypes"),
         get("archs"),
         get("seed"),
@@ -89,6 +97,8 @@ def read_settings(value: Callable[[str], str], flag: Callable[[str], bool], root
         gate,
         flag("require-gpu"),
         max_variants=get("max-variants"),
+        max_shapes=max_shapes,
+        max_cases=get("max-cases"),
         report=get("report"),
         overwrite_report=flag("overwrite-report"),
         sanitize=get("sanitize"),

@@ -12,33 +12,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..records.case_record import GPU_RECORD_KEYS, figure_problem
+from ..records.case_record import GPU_RECORD_KEYS, figures_problem
 
 __all__ = [
+    "ENTRY_FIGURES",
+    "GPU_FIGURES",
     "MAX_GPUS",
     "gpu_record",
     "gpus_problem",
-    "numbers_problem",
     "same_recording",
     "with_other_gpus",
 ]
 
 MAX_GPUS = 8  # GPU records kept per entry: the most recent ones
+#: the timing figures of one GPU's record in an entry (checked by
+#: :func:`~pytest_gemm.records.case_record.figures_problem`), and of an entry
+GPU_FIGURES = tuple(key for key in GPU_RECORD_KEYS if key != "date")
+ENTRY_FIGURES = (*GPU_FIGURES, "tflops", "samples")
 
 
 def gpu_record(entry: Mapping[str, Any]) -> dict[str, Any]:
     """One GPU's record: the gated numbers of a fresh entry, and its date."""
-    return {**{k: entry[k] for k in GPU_RECORD_KEYS if k != "date"}, "date": (entry.get("recorded") or {}).get("date")}
-
-
-def numbers_problem(entry: Mapping[str, Any]) -> str | None:
-    """What is wrong with the gated numbers of an entry, or of one GPU's record in it (None: nothing), by the rule
-    of timing figures (:func:`~pytest_gemm.records.case_record.figure_problem`)."""
-    for key in ("ratio", "median_s", "ratio_ci", "ci_s"):
-        problem = figure_problem(key, entry.get(key))
-        if problem:
-            return problem
-    return None
+    return {**{k: entry[k] for k in GPU_FIGURES}, "date": (entry.get("recorded") or {}).get("date")}
 
 
 def gpus_problem(entry: Mapping[str, Any]) -> str | None:
@@ -49,7 +44,7 @@ def gpus_problem(entry: Mapping[str, Any]) -> str | None:
     if not isinstance(gpus, dict) or not all(isinstance(r, dict) for r in gpus.values()):
         return "'gpus' must be an object of per-GPU objects"
     for gpu, record in gpus.items():
-        problem = numbers_problem(record)
+        problem = figures_problem(record, GPU_FIGURES)
         if problem:
             return f"gpus[{gpu!r}]: {problem}"
     return None

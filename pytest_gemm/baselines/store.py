@@ -12,15 +12,26 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..fileio import atomic_write, os_reason
-from ..records.case_record import CaseRecord, figure_problem, nvml_values
-from .gpus import gpu_record, gpus_problem, numbers_problem, with_other_gpus
+from ..fileio import MAX_BASELINE_BYTES, RefusedFile, atomic_write, os_reason, read_regular
+from ..records.case_record import (
+    LONGEST_GPU_NAME,
+    CaseRecord,
+    dtype_problem,
+    figures_problem,
+    nvml_values,
+    path_problem,
+    printable,
+    quoted,
+    text_problem,
+)
+from .gpus import ENTRY_FIGURES, gpu_record, gpus_problem, with_other_gpus
 
 __all__ = [
     "SCHEMA",
@@ -28,6 +39,8 @@ __all__ = [
     "BaselineError",
     "BaselineFile",
     "Changes",
+    "DamagedBaseline",
+    "NewerBaseline",
     "OtherGpuError",
     "baseline_path",
     "baseline_paths",
@@ -84,15 +97,40 @@ class BaselineAccessError(BaselineError):
         self.path, self.problem, self.text, self.whole = path, problem, text, whole
 
 
+class DamagedBaseline(BaselineError):
+    """A baseline file whose text is not a baseline file's (not JSON, a wrong schema, a bad entry): never changed,
+    except by recording it afresh (``force``), which keeps it aside first. ``problem``: what is wrong, without the
+    file's name and the advice the message gives."""
+
+    def __init__(self, path: Path, problem: str, advice: str, shown: Shown = str) -> None:
+        super().__init__(f"{shown(path)}: {problem}; {advice}")
+        self.path, self.problem = path, problem
+
+
+class NewerBaseline(BaselineError):
+    """A baseline file written by a newer pytest-gemm (a schema version above :data:`SCHEMA`): never used, and never
+    set aside or replaced, not even by recording afresh (``force``), since this version would lose what it holds."""
+
+    def __init__(self, path: Path, schema: int, shown: Shown = str) -> None:
+        super().__init__(
+            f"{shown(path)}: schema version {schema} is not one this pytest-gemm reads ({SCHEMA}): a newer pytest-gemm "
+            "wrote it; upgrade pytest-gemm to use or update it (this version never replaces it, not even with --force "
+            "or --gemm-update-baselines)"
+        )
+        self.path = path
+
+
 class OtherGpuError(BaselineError):
     """A readable baseline file recorded on another GPU model: never used, never overwritten."""
 
 
 def gpu_slug(name: str) -> str:
-    """The file name stem for a GPU model: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    """The file name stem for a GPU model: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'; at most
+    ``LONGEST_GPU_NAME`` characters, so that the file's name and its lock file's can be made."""
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    if not slug:
-        raise BaselineError(f"cannot name a baseline file after the GPU {name!r}")
+    if not slug or len(slug) > LONGEST_GPU_NAME:
+        said = "nothing to name it by" if not slug else f"over {LONGEST_GPU_NAME} characters"
+        raise BaselineError(f"cannot name a baseline file after the GPU {quoted(name, 60)} ({said})")
     return slug
 
 
@@ -117,36 +155,40 @@ def load(path: Path, *, gpu: str | None = None, shown: Shown = str) -> BaselineF
     """Read and check a baseline file; None when it does not exist.
 
     ``gpu``, when given, must be the model the file was recorded on: a baseline from another
-    GPU model is never used. Each fault gets its own advice, naming the file (an access error
-    names paths with ``shown``).
+    GPU model is never used. A file that cannot be read (no permission, not a regular file, over
+    ``MAX_BASELINE_BYTES``) raises :class:`BaselineAccessError`, naming paths with ``shown``; one a newer
+    pytest-gemm wrote :class:`NewerBaseline`; one whose text is not a baseline file's :class:`DamagedBaseline`, with
+    advice that fits the fault.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        data = json.loads(read_regular(path, MAX_BASELINE_BYTES, "a baseline file").decode("utf-8"))
     except FileNotFoundError:
         return None
+    except RefusedFile as exc:
+        raise BaselineAccessError(path, str(exc), shown=shown) from None
     except OSError as exc:
         problem = f"cannot be read ({os_reason(exc, path, shown)})"
         raise BaselineAccessError(path, problem, shown=shown) from None
     except UnicodeDecodeError as exc:
-        raise BaselineError(f"{path}: not UTF-8 text (byte {exc.start}), so not a baseline file; {_REDO}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BaselineError(
-            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); fix it there, {_REDO}"
+        raise DamagedBaseline(
+            path, f"not UTF-8 text (byte {exc.start}), so not a baseline file", _REDO, shown=shown
         ) from None
+    except json.JSONDecodeError as exc:
+        problem = f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        raise DamagedBaseline(path, problem, f"fix it there, {_REDO}", shown=shown) from None
     except RecursionError:
-        raise BaselineError(f"{path}: nested too deeply to be a baseline file; {_REDO}") from None
-    problem = _file_problem(data)
-    if problem:
-        raise BaselineError(f"{path}: {problem}")
+        raise DamagedBaseline(path, "nested too deeply to be a baseline file", _REDO, shown=shown) from None
+    if _newer(data):
+        raise NewerBaseline(path, data["schema"], shown=shown)
+    wrong = _file_problem(data)
+    if wrong:
+        raise DamagedBaseline(path, *wrong, shown=shown)
     model, entries = data["gpu"], data["entries"]
     for key, entry in entries.items():
-        problem = entry_problem(entry)
+        problem = entry_problem(key, entry)
         if problem:
-            raise BaselineError(
-                f"{path}: entry {key!r}: {problem}; fix or delete that entry, or restore the file from version control"
-            )
+            advice = "fix or delete that entry, or restore the file from version control"
+            raise DamagedBaseline(path, f"entry {key!r}: {problem}", advice, shown=shown)
     baseline = BaselineFile(path, model, dict(entries))
     return baseline if gpu is None else for_gpu(baseline, gpu)
 
@@ -160,42 +202,43 @@ def for_gpu(baseline: BaselineFile, gpu: str) -> BaselineFile:
 
 #: the advice for a file that is not a baseline file at all
 _REDO = (
-    "restore it from version control, or record it again with --gemm-update-baselines "
-    "(which keeps this file next to the new one)"
+    "restore it from version control, or record it again with --gemm-update-baselines or pytest-gemm update "
+    "--force (either keeps this file next to the new one)"
 )
 
 
-def _file_problem(data: Any) -> str | None:
-    """What is wrong with a baseline file's top level, with advice that fits (None: nothing)."""
+def _newer(data: Any) -> bool:
+    """Whether a baseline file's top level says a newer pytest-gemm wrote it: a schema version above ``SCHEMA``."""
+    schema = data.get("schema") if isinstance(data, dict) else None
+    return isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA
+
+
+def _file_problem(data: Any) -> tuple[str, str] | None:
+    """What is wrong with a baseline file's top level (not of a newer schema), and the advice that fits (None:
+    nothing)."""
     if not isinstance(data, dict):
-        return f"expected a JSON object with 'schema', 'gpu' and 'entries', found {_kind(data)}; {_REDO}"
+        return f"expected a JSON object with 'schema', 'gpu' and 'entries', found {_kind(data)}", _REDO
     if "schema" not in data:
         found = f"its fields are {', '.join(map(repr, sorted(data)))}" if data else "it is an empty object"
-        return f"no 'schema' field, so not a pytest-gemm baseline file ({found}); {_REDO}"
+        return f"no 'schema' field, so not a pytest-gemm baseline file ({found})", _REDO
     schema = data["schema"]
     if not isinstance(schema, int) or isinstance(schema, bool):
         return (
-            f"'schema' must be the integer {SCHEMA}, found {_kind(schema)} {json.dumps(schema)}; "
-            f'write it as "schema": {SCHEMA} if the rest of the file is right'
-        )
-    if schema > SCHEMA:
-        return (
-            f"schema version {schema} is not one this pytest-gemm reads ({SCHEMA}): a newer pytest-gemm "
-            "wrote it; upgrade pytest-gemm to use it"
+            f"'schema' must be the integer {SCHEMA}, found {_kind(schema)} {json.dumps(schema)}",
+            f'write it as "schema": {SCHEMA} if the rest of the file is right',
         )
     if schema != SCHEMA:
-        return f"schema version {schema} is not one this pytest-gemm reads ({SCHEMA}) and none writes it; {_REDO}"
+        return f"schema version {schema} is not one this pytest-gemm reads ({SCHEMA}) and none writes it", _REDO
     wrong = [
         f"'{key}': {json.dumps(data.get(key))}"
         for key, kind in (("gpu", str), ("entries", dict))
         if not isinstance(data.get(key), kind)
     ]
     if wrong:
-        return (
-            f"expected 'gpu' (a string) and 'entries' (an object), found {', '.join(wrong)}; "
-            "fix it by hand, or restore it from version control"
-        )
-    return None
+        problem = f"expected 'gpu' (a string) and 'entries' (an object), found {', '.join(wrong)}"
+        return problem, "fix it by hand, or restore it from version control"
+    problem = text_problem("'gpu'", data["gpu"], LONGEST_GPU_NAME)
+    return (problem, "fix it by hand, or restore it from version control") if problem else None
 
 
 def _kind(value: Any) -> str:
@@ -203,14 +246,25 @@ def _kind(value: Any) -> str:
     return names.get(type(value), "a number")
 
 
-def entry_problem(entry: Any) -> str | None:
-    """What is wrong with a baseline entry (None: nothing): the rule for reading a file and for recording a case."""
+def entry_problem(key: str, entry: Any) -> str | None:
+    """What is wrong with the baseline entry ``key`` (None: nothing): the rule for reading a file and for recording
+    a case. Its key and file name a file inside the project, its kernel is text (both by
+    :func:`~pytest_gemm.records.case_record.text_problem`), its dtype is known, its figures hold by
+    :func:`~pytest_gemm.records.case_record.figures_problem` (each interval ordered and containing its estimate),
+    and so do its GPU records."""
     if not isinstance(entry, dict):
         return "expected an object"
     missing = sorted(_ENTRY_KEYS - entry.keys())
     if missing:
         return f"missing {', '.join(missing)}"
-    return figure_problem("tflops", entry["tflops"]) or numbers_problem(entry) or gpus_problem(entry)
+    return (
+        path_problem("its key", key)
+        or path_problem("file", entry["file"])
+        or text_problem("kernel", entry["kernel"])
+        or dtype_problem(entry["dtype"])
+        or figures_problem(entry, ENTRY_FIGURES)
+        or gpus_problem(entry)
+    )
 
 
 #: most cases a message names
@@ -220,7 +274,11 @@ _NAMED = 10
 def unrecordable(records: Iterable[CaseRecord]) -> str | None:
     """Why these timed cases cannot all be recorded (None: they can), by the rule a file's entries are read with;
     each case that cannot is named (the first ``_NAMED``), with its field."""
-    bad = [f"{r.test}: {problem}" for r in records if (problem := entry_problem(entry_from_record(r, {})))]
+    bad = [
+        f"{printable(r.test)}: {problem}"
+        for r in records
+        if (problem := entry_problem(r.test, entry_from_record(r, {})))
+    ]
     if not bad:
         return None
     more = f"; and {len(bad) - _NAMED} more" if len(bad) > _NAMED else ""
@@ -248,10 +306,21 @@ def save(baseline: BaselineFile) -> None:
 
 
 def set_aside(path: Path) -> Path:
-    """Move an unreadable baseline file out of the way (kept, never deleted) and return where it went."""
-    target = path.with_name(f"{path.stem}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
-    os.replace(path, target)
-    return target
+    """Keep a copy of an unreadable baseline file beside it (``<model>.unreadable-<time>.json``, never read as a
+    baseline file) and return where; the file itself stays, for the update to replace with its mode kept."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1, 100):
+        target = path.with_name(f"{path.stem}.unreadable-{stamp}{f'-{n}' * (n > 1)}{path.suffix}")
+        try:
+            os.link(path, target)
+            return target
+        except FileExistsError:
+            continue
+        except OSError:  # a file system without hard links
+            if not os.path.lexists(target):
+                shutil.copy2(path, target)
+                return target
+    raise FileExistsError(f"no free name to keep {path} aside")
 
 
 def entry_from_record(record: CaseRecord, recorded: Mapping[str, Any]) -> dict[str, Any]:

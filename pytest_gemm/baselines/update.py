@@ -29,7 +29,7 @@ from .store import (
     BaselineError,
     BaselineFile,
     Changes,
-    OtherGpuError,
+    DamagedBaseline,
     Shown,
     entry_from_record,
     load,
@@ -66,10 +66,10 @@ def lock_path(path: Path) -> Path:
 def locked(path: Path, shown: Shown = str) -> Iterator[str | None]:
     """Hold the lock of baseline file ``path``, across processes, for a whole read-change-write.
 
-    Yields None while it is held, or why it could not be taken (its folder cannot be written, or another
-    process held it for ``LOCK_TIMEOUT_S``): the block may still read and merge, but :func:`write` then
-    refuses, carrying the text it would have written. The lock is the operating system's (``flock``), dropped
-    when its process ends however it ends, so a killed process never leaves it held.
+    Yields None while it is held, or why it could not be taken (its folder cannot be written, its name cannot be
+    made, or another process held it for ``LOCK_TIMEOUT_S``): the block may still read and merge, but :func:`write`
+    then refuses, carrying the text it would have written; no ``OSError`` escapes. The lock is the operating
+    system's (``flock``), dropped when its process ends however it ends, so a killed process never leaves it held.
     """
     lock, problem = FileLock(lock_path(path), timeout=LOCK_TIMEOUT_S), None
     try:
@@ -83,7 +83,7 @@ def locked(path: Path, shown: Shown = str) -> Iterator[str | None]:
         )
     except OSError as exc:
         why = os_reason(exc, lock_path(path), shown)
-        if lock_path(path).exists():  # the folder was written: the lock file itself is what is wrong
+        if os.path.lexists(lock_path(path)):  # the folder was written: the lock file itself is what is wrong
             problem = f"cannot be locked: its lock file {shown(lock_path(path))} cannot be opened ({why})"
         else:
             problem = f"cannot be written in {shown(path.parent)}/ ({why})"
@@ -104,48 +104,58 @@ def record(
     whole_files: Mapping[str, bool] | None = None,
     root: Path | None = None,
     shown: Shown = str,
+    force: bool = False,
 ) -> tuple[Changes, list[str]]:
     """Put ``records`` into the baseline file of ``gpu``; with ``whole_files``, drop entries whose case is gone.
 
-    An unreadable file is set aside (kept under another name) and a new one started; a file of
-    another GPU raises :class:`OtherGpuError`, one that cannot be read or written
-    :class:`BaselineAccessError` (nothing changed), carrying the text that would have been written:
-    the whole file, or this run's entries alone when the old file could not be read. Records that could not
-    be entries (:func:`~.store.unrecordable`) raise :class:`BaselineError`, nothing changed. The file is read,
-    merged and written under its lock. Messages name paths with ``shown``. Returns what changed and notes worth
-    printing.
+    A file whose text is not a baseline file's raises :class:`DamagedBaseline` (nothing changed), unless ``force``:
+    then a copy is kept beside it (:func:`~.store.set_aside`) and it is replaced by a new one, its mode kept. A file
+    a newer pytest-gemm wrote raises :class:`~.store.NewerBaseline` (nothing changed, ``force`` or not), one of
+    another GPU :class:`OtherGpuError`, one that cannot be read or written :class:`BaselineAccessError`
+    (nothing changed), carrying the text that would have been written: the whole file, or this run's entries alone
+    when the old file could not be read. Records that could not be entries (:func:`~.store.unrecordable`) raise
+    :class:`BaselineError`, nothing changed. The file is read, merged and written under its lock. Messages name
+    paths with ``shown``. Returns what changed and notes worth printing.
     """
     problem = unrecordable(records)
     if problem:
         raise BaselineError(f"{shown(path)}: {problem}; nothing recorded")
-    notes, unreadable = [], None
+    notes: list[str] = []
     recorded = recorded_info(facts, records, version)
     new = {r.test: entry_from_record(r, recorded) for r in records}
     with locked(path, shown) as unlocked:
+        damaged = None
         try:
             baseline = load(path, gpu=gpu, shown=shown) or BaselineFile(path, gpu)
-        except OtherGpuError:
-            raise
         except BaselineAccessError as exc:
             alone = render(BaselineFile(path, gpu, new))
             raise BaselineAccessError(path, exc.problem, alone, whole=False, shown=shown) from None
-        except BaselineError as exc:
-            unreadable, baseline = str(exc).removeprefix(f"{path}: "), BaselineFile(path, gpu)
+        except DamagedBaseline as exc:
+            if not force:
+                raise
+            damaged, baseline = exc.problem, BaselineFile(path, gpu)
         notes += [f"{r.test} was timed while throttled ({', '.join(r.throttle)})" for r in records if r.throttle]
         gone = stale_keys(baseline, new, whole_files, root) if whole_files is not None and root is not None else []
         changes = merge(baseline, new, gone)
-        if unreadable is not None:
-            if unlocked:
-                why = f"it is unreadable ({unreadable}) and {unlocked}"
-                raise BaselineAccessError(path, why, render(baseline), shown=shown)
-            try:
-                moved = set_aside(path)
-            except OSError as exc:
-                why = f"it is unreadable ({unreadable}) and cannot be set aside ({os_reason(exc, path, shown)})"
-                raise BaselineAccessError(path, why, render(baseline), shown=shown) from None
-            notes.insert(0, f"the unreadable file was kept as {moved.name} ({path}: {unreadable})")
-        if changes:
-            write(baseline, shown, unlocked)
+        if damaged is None:
+            if changes:
+                write(baseline, shown, unlocked)
+            return changes, notes
+        if unlocked:
+            raise BaselineAccessError(
+                path, f"it is unreadable ({damaged}) and {unlocked}", render(baseline), shown=shown
+            )
+        try:
+            kept = set_aside(path)
+        except OSError as exc:
+            why = f"it is unreadable ({damaged}) and cannot be kept aside ({os_reason(exc, path, shown)})"
+            raise BaselineAccessError(path, why, render(baseline), shown=shown) from None
+        try:
+            write(baseline, shown)
+        except BaselineAccessError:
+            kept.unlink(missing_ok=True)  # the unreadable file is still in its place
+            raise
+        notes.insert(0, f"the unreadable file was kept as {kept.name} ({shown(path)}: {damaged})")
     return changes, notes
 
 

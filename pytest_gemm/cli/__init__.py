@@ -8,6 +8,7 @@ JSON files (``--benchmark-json`` or ``--benchmark-save``) written by a timed run
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from ..report.regression import aligned, interval_cell
 from ..report.tables import format_time
 from ..specs.spec import KernelFileError
 from .common import (
+    FORCE_HELP,
     GATE,
     CliError,
     add_cli_arguments,
@@ -85,7 +87,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # -- update --------------------------------------------------------------------------------------
 def cmd_update(args: argparse.Namespace) -> int:
     data, _ = timed_run(Path(args.source))
-    record_saved_run(data, args.source, Path(args.baselines), None, Path("."))
+    record_saved_run(data, args.source, Path(args.baselines), None, Path("."), force=args.force)
     return 0
 
 
@@ -183,6 +185,7 @@ def _parser() -> argparse.ArgumentParser:
     update = sub.add_parser("update", help="record a saved run as its GPU's baselines (no GPU needed)")
     add_cli_arguments(update, ["baselines"])
     update.add_argument("--from", dest="source", required=True, help="a pytest-benchmark JSON file of a timed run")
+    update.add_argument("--force", action="store_true", help=FORCE_HELP)
     update.set_defaults(func=cmd_update)
     prune = sub.add_parser("prune", help="remove entries whose kernel file or case no longer exists")
     add_cli_arguments(prune, ["baselines"])
@@ -206,6 +209,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # text from a file (a date, a note) that no encoding can print is escaped
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     args = _parser().parse_args(argv)
     try:
         status = args.func(args)

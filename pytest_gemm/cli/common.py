@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..baselines.store import BaselineAccessError, BaselineFile, baseline_path, unrecordable
+from ..baselines.store import (
+    BaselineAccessError,
+    BaselineError,
+    BaselineFile,
+    DamagedBaseline,
+    NewerBaseline,
+    baseline_path,
+    load,
+    unrecordable,
+)
 from ..baselines.update import record
 from ..fileio import os_reason
 from ..judge.gate import GatePolicy, compared_record, judge
@@ -26,13 +35,17 @@ from ..runs.data import RunData
 from ..runs.saved import RunFileError, read_run
 
 __all__ = [
+    "FORCE_HELP",
     "GATE",
     "CliError",
     "add_cli_arguments",
     "by_gpu",
+    "damaged_error",
     "gate_table",
     "read_saved",
     "record_saved_run",
+    "recordable",
+    "refuse_damaged",
     "same_file",
     "switch",
     "timed_run",
@@ -41,6 +54,11 @@ __all__ = [
 
 #: the options of the gate that a command shares with the plugin (where it gates a run)
 GATE = ("baselines", "threshold", "gate-metric")
+#: what ``--force`` does where a command records baselines
+FORCE_HELP = (
+    "replace a baseline file that is not valid (truncated, not JSON, a bad entry), keeping it aside as "
+    "<model>.unreadable-<date>.json (without it, such a file stops the command and nothing changes)"
+)
 
 
 class CliError(Exception):
@@ -149,31 +167,76 @@ def gate_table(
     return results, counts
 
 
-def record_saved_run(data: RunData, run: str, folder: Path, whole_files: Mapping[str, bool] | None, root: Path) -> None:
-    """Record a saved run's timed cases as each GPU model's baselines: those whose times make a speed claim, as the
-    plugin's update records them (``judge.verdict.claims_speed``), its gate's verdicts set aside; with
-    ``whole_files``, also remove the entries of gone cases of those kernel files (found under ``root``). Every GPU's
-    cases are checked first: all of the run is recorded, or none of it."""
+def damaged_error(exc: DamagedBaseline, switches: str = "--force") -> CliError:
+    """The error of a damaged baseline file, which a command replaces only when recording with ``--force``:
+    ``switches`` are the options of the command run that would (``--update-baselines --force`` for merge)."""
+    aside = f"{exc.path.stem}.unreadable-DATE{exc.path.suffix}"
+    return CliError(
+        f"{exc.path}: {exc.problem}; nothing changed: fix it, restore it from version control, or pass {switches} to "
+        f"keep it aside as {aside} and record the run in a new file"
+    )
+
+
+def refuse_damaged(models: Iterable[str], folder: Path, force: bool) -> None:
+    """Before anything is written: the baseline file of each GPU model in ``models`` must not be of a newer format
+    (:class:`NewerBaseline`: never replaced, ``force`` or not), and unless ``force`` not damaged
+    (:class:`DamagedBaseline`: it would be replaced). Other faults are left to the recording, which words them."""
+    for name in models:
+        try:
+            load(baseline_path(folder, name))
+        except NewerBaseline as exc:
+            raise CliError(f"{exc}; nothing changed") from None
+        except DamagedBaseline as exc:
+            if not force:
+                raise damaged_error(exc) from None
+        except BaselineError:
+            continue
+
+
+def recordable(data: RunData) -> dict[str, list[CaseRecord]]:
+    """Each GPU model's timed cases that an update records: those whose times make a speed claim, as the plugin's
+    update records them (``judge.verdict.claims_speed``), its gate's verdicts set aside (a model's list may be
+    empty)."""
     claims = {test for test, result in data.tests.items() if claims_speed(ungated(result))}
-    groups = {name: [r for r in records if r.test in claims] for name, records in by_gpu(data).items()}
+    return {name: [r for r in records if r.test in claims] for name, records in by_gpu(data).items()}
+
+
+def record_saved_run(
+    data: RunData, run: str, folder: Path, whole_files: Mapping[str, bool] | None, root: Path, *, force: bool = False
+) -> None:
+    """Record a saved run's timed cases as each GPU model's baselines (:func:`recordable`); with ``whole_files``, also
+    remove the entries of gone cases of those kernel files (found under ``root``). Every GPU's cases, and their
+    baseline files (:func:`refuse_damaged`), are checked first: all of the run is recorded, or none of it. A damaged
+    baseline file is replaced only with ``force``, kept aside. A GPU model none of whose cases is recorded is said,
+    its file neither read nor changed."""
+    groups = recordable(data)
     problem = unrecordable(r for good in groups.values() for r in good)
     if problem:
         raise CliError(f"{run}: {problem}; nothing recorded")
+    refuse_damaged([name for name, good in groups.items() if good], folder, force)
     for name, good in groups.items():
         path = baseline_path(folder, name)
+        if not good:
+            why = f"none of its {len(by_gpu(data)[name])} timed case(s) passed with times to believe"
+            print(f"{path}: unchanged: nothing recorded for {name} ({why})")
+            continue
         try:
-            changes, notes = record(path, name, good, data.facts(name), __version__, whole_files=whole_files, root=root)
+            changes, notes = record(
+                path, name, good, data.facts(name), __version__, whole_files=whole_files, root=root, force=force
+            )
         except BaselineAccessError as exc:
             raise CliError(
                 f"{exc}; nothing changed; the run stays in {run}: run this again once that is fixed"
             ) from None
+        except DamagedBaseline as exc:  # damaged since it was checked
+            raise damaged_error(exc) from None
         never = "; entries are never removed here" if whole_files is None else ""
         print(f"{path}: {changes.summary() if changes else 'unchanged'} (from {run}{never})")
+        for note in notes:  # before the keys, which may be hundreds: a file kept aside is said at once
+            print(f"  note: {note}")
         for kind, keys in (("added", changes.added), ("changed", changes.changed), ("removed", changes.removed)):
             for key in keys:
                 print(f"  {kind}: {key}")
-        for note in notes:
-            print(f"  note: {note}")
 
 
 def write_file(path: Path, text: str) -> None:

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..baselines.store import BaselineFile, baseline_path, gpu_slug, load
+from ..baselines.store import BaselineFile, DamagedBaseline, baseline_path, gpu_slug, load
 from ..judge.gate import DEFAULT_BASELINES, DEFAULT_METRIC, DEFAULT_THRESHOLD, GatePolicy
 from ..judge.verdict import claims_speed, ungated
-from ..records.case_record import CaseRecord, GateResult
+from ..records.case_record import CaseRecord, GateResult, path_problem
 from ..report.outputs import output_file_problem, report_folder_problem, summary_problems, write_summary
 from ..report.regression import gate_line
 from ..runs import merge as m
@@ -28,13 +28,17 @@ from ..runs.data import RunData
 from ..runs.plan import plan_lines
 from ..runs.saved import run_json
 from .common import (
+    FORCE_HELP,
     GATE,
     CliError,
     add_cli_arguments,
     by_gpu,
+    damaged_error,
     gate_table,
     read_saved,
     record_saved_run,
+    recordable,
+    refuse_damaged,
     same_file,
     switch,
     write_file,
@@ -89,6 +93,7 @@ def add_merge_parser(sub: argparse._SubParsersAction) -> None:
         ("--allow-partial", "merge runs that are not the whole suite: shards missing, a run interrupted (warns)"),
     ):
         merge.add_argument(flag, action="store_true", help=text)
+    merge.add_argument("--force", action="store_true", help=f"with --update-baselines: {FORCE_HELP}")
     merge.add_argument(
         "--root",
         default=".",
@@ -110,12 +115,22 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _baselines(groups: Mapping[str, list[CaseRecord]], folder: Path) -> dict[str, tuple[Path, BaselineFile | None]]:
-    """Each GPU model's baseline file; refused when the runs' own gate found one that is not here."""
+def _baselines(
+    groups: Mapping[str, list[CaseRecord]], folder: Path, *, recording: bool
+) -> dict[str, tuple[Path, BaselineFile | None]]:
+    """Each GPU model's baseline file; refused when the runs' own gate found one that is not here. A damaged file
+    stops a gate, with the advice of merge's own options; ``recording``: it is passed over (the recording refuses or,
+    with --force, replaces it)."""
     found = {}
     for name, records in groups.items():
         path = baseline_path(folder, name)
-        baseline = load(path, gpu=name)
+        try:
+            baseline = load(path, gpu=name)
+        except DamagedBaseline as exc:
+            if not recording:
+                raise damaged_error(exc, "--update-baselines --force") from None
+            found[name] = (path, None)
+            continue
         gated = [r.gate for r in records if r.gate is not None and not r.gate.baseline_file_missing]
         if baseline is None and gated:
             raise CliError(
@@ -125,6 +140,19 @@ def _baselines(groups: Mapping[str, list[CaseRecord]], folder: Path) -> dict[str
             )
         found[name] = (path, baseline)
     return found
+
+
+def _baseline_folder(given: str | None, saved: str | None) -> str:
+    """The baseline folder, relative to ``--root``: ``--baselines``, else the one the runs saved, which must lie
+    under ``--root`` (a saved run is not trusted to say where files are written), else ``baselines``."""
+    if given:
+        return given
+    if saved and path_problem("baselines", saved):
+        raise CliError(
+            f"the runs saved their baseline folder as {saved!r}, which is not a folder under --root; nothing written: "
+            "name the baseline folder with --baselines DIR"
+        )
+    return saved or DEFAULT_BASELINES
 
 
 def _gate(data: RunData, out: Path, found: Mapping[str, tuple[Path, BaselineFile | None]], args: Any) -> None:
@@ -195,6 +223,8 @@ def _report(data: RunData, folder: str, source: str, saved: Path) -> None:
 def cmd_merge(args: argparse.Namespace) -> int:
     from ..report.markdown import markdown, summary_cases
 
+    if args.force and not args.update_baselines:
+        raise CliError("--force needs --update-baselines: it replaces a damaged baseline file as the runs are recorded")
     _check_paths(args)
     runs, command = [(name, read_saved(Path(name))) for name in args.runs], " ".join(["pytest-gemm merge", *args.runs])
     try:
@@ -204,8 +234,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     except m.MergeError as exc:
         raise CliError(str(exc)) from None
     data, out, root = merged.data, Path(args.out), Path(args.root)
-    folder = root / (args.baselines or data.settings.get("baselines") or DEFAULT_BASELINES)
-    found = _baselines(by_gpu(data), folder)
+    folder = root / _baseline_folder(args.baselines, data.settings.get("baselines"))
+    if args.update_baselines:
+        refuse_damaged([name for name, good in recordable(data).items() if good], folder, args.force)
+    found = _baselines(by_gpu(data), folder, recording=args.update_baselines)
     if args.report:
         flag, allow = switch("overwrite-report"), args.overwrite_report
         for where in _report_folders(data, args.report).values():
@@ -226,7 +258,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
             print(f"  note: {file} is not under {root.resolve()}: entries of its gone cases are kept (--root DIR)")
         m.regate(data, None, gate_line)
         write_file(out, json.dumps(run_json(data), indent=1) + "\n")  # first: it keeps the run if baselines cannot
-        record_saved_run(data, str(out), folder, whole, root)
+        record_saved_run(data, str(out), folder, whole, root, force=args.force)
         if not data.records:
             print("nothing recorded: no timed case in the runs")
     else:

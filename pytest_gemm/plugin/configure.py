@@ -2,14 +2,16 @@
 and the compile cache under pytest's cache directory.
 
 An ini file gives a list option (``Option.many``) as a TOML list or as a comma-separated string, as the command
-line does (``gemm_shapes = ["quick", "edge"]`` or ``gemm_shapes = quick,edge``), in every format pytest reads
-(pytest.ini, tox.ini, setup.cfg, ``[tool.pytest.ini_options]``, and from pytest 9 the native TOML of
-``[tool.pytest]`` and pytest.toml); an option of one value takes a string, or a TOML number (``gemm_timeout = 5``).
-A value that cannot be read is a usage error naming its setting.
+line does (``gemm_shapes = ["quick", "edge"]``, ``gemm_shapes = "quick,edge"`` or ``gemm_shapes = quick,edge``), in
+every format pytest reads (pytest.ini, tox.ini, setup.cfg, ``[tool.pytest.ini_options]``, and from pytest 9 the
+native TOML of ``[tool.pytest]`` and pytest.toml): where an ini format gives the TOML as text, it is read with
+tomllib (never evaluated). An option of one value takes a string, or a TOML number (``gemm_timeout = 5``). A value
+that cannot be read is a usage error naming its setting.
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,11 @@ import pytest
 from ..compiler.cache import CubinCache
 from ..options import BY_NAME, OPTIONS, Option
 from ..settings import Settings, read_settings
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 __all__ = ["add_options", "cubin_cache", "read"]
 
@@ -92,12 +99,29 @@ def _written(config: pytest.Config, option: Option, refused: str) -> str | list[
     )
 
 
+def _as_toml(option: Option, lines: list[object]) -> list[object]:
+    """A list option's lines as an ini file gives them (pytest.ini, tox.ini and setup.cfg give the text of each
+    line): read with tomllib where they write a TOML list or string (``["quick", "edge"]``, ``"quick,edge"``), over
+    one line or several; as they are otherwise."""
+    text = "\n".join(line for line in lines if isinstance(line, str)).strip()
+    if len(lines) != sum(isinstance(line, str) for line in lines) or not text.startswith(("[", '"', "'")):
+        return lines  # a TOML list's items, or a plain string
+    try:
+        value = tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError as exc:
+        raise pytest.UsageError(
+            f"{option.label()}: {text!r} is neither a TOML list or string nor a comma-separated string ({exc})"
+        ) from None
+    return value if isinstance(value, list) else [value]
+
+
 def _text(option: Option, value: object) -> str:
     """An ini value as the command line gives it: a list option's items joined by commas."""
     if not isinstance(value, list):
         return str(value)
     if not option.many:
         raise pytest.UsageError(f"{option.label()}: expected one value, got a list: {value!r}")
+    value = _as_toml(option, value)
     for item in value:
         if not isinstance(item, str):
             raise pytest.UsageError(

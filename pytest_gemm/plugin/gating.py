@@ -57,10 +57,10 @@ class Gate:
     def check_files(self) -> None:
         """Read every baseline file now; an unreadable one stops a normal run with a usage error naming it."""
         if self.settings.update:
-            return  # an update sets unreadable files aside and starts them again
+            return  # an update keeps a damaged file of its GPU aside and starts it again (docs/baselines.md)
         for path in baseline_paths(self.settings.folder):
             try:
-                baseline = load(path)
+                baseline = load(path, shown=partial(message_path, root=self.rootpath))
             except BaselineError as exc:
                 raise pytest.UsageError(f"pytest-gemm: {exc}") from None
             if baseline is not None:
@@ -118,7 +118,7 @@ def write_baselines(
             path = baseline_path(settings.folder, gpu)
             changes, notes = record(
                 path, gpu, mine, gpu_facts.get(gpu, {}), __version__, whole_files=whole_files, root=rootpath,
-                shown=shown,
+                shown=shown, force=True,  # the update that a damaged file's message advises: it keeps that file aside
             )  # fmt: skip
         except BaselineAccessError as exc:
             done.errors.append(_kept_elsewhere(exc, len(mine), shown))

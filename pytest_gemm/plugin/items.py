@@ -17,6 +17,7 @@ from ..records.case_record import CompileRecord
 from ..records.result import CaseResult, ItemResult
 from ..report.regression import case_command
 from ..specs.archs import parse_arch
+from ..specs.bounds import check_counts
 from ..specs.cases import (
     Case,
     case_seed,
@@ -27,7 +28,7 @@ from ..specs.cases import (
     variant_shared_mem,
     variant_threads,
 )
-from ..specs.files import read_specs, shown_path
+from ..specs.files import case_path, read_specs
 from ..specs.limits import KernelResources, launch_problems, limits_for_arch, near_limits, occupancy
 from ..specs.spec import KernelFileError, KernelSpec, Variant
 from .benchmark import DeviceClock
@@ -42,7 +43,6 @@ __all__ = [
     "GemmSanitizeItem",
     "KernelFile",
     "UnimportedKernelFile",
-    "check_variant_count",
 ]
 
 
@@ -75,12 +75,13 @@ class KernelFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         settings = _session(self.config).settings
-        shown = shown_path(self.path, self.config.rootpath)
         try:
+            shown = case_path(self.path, self.config.rootpath)  # a file outside the rootdir is refused here
             # the hash is of the bytes the specs were read from: a baseline notes it to tell a changed kernel
             specs, source = read_specs(self.path, shown)
-            for spec in specs:
-                check_variant_count(spec, settings.max_variants)
+            for spec in specs:  # before any case is built: a kernel of millions is refused at once
+                limits = {"max_variants": settings.max_variants, "max_cases": settings.max_cases}
+                check_counts(spec, settings.shapes, settings.dtypes, **limits, label=label)
                 check_launch(spec)  # a launch CUDA refuses whatever the shape: one error, not a failure per case
             expanded = [(spec, expand(spec, settings.shapes, settings.dtypes)) for spec in specs]
         except KernelFileError as exc:
@@ -109,20 +110,6 @@ class UnimportedKernelFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         return iter(())
-
-
-def check_variant_count(spec: KernelSpec, most: int) -> None:
-    """A kernel whose params give more than ``most`` variants is refused, saying how many and how to allow them."""
-    count = spec.variant_count
-    if count > most:
-        product = " x ".join(f"{len(values)} {name}" for name, values in spec.params)
-        raise KernelFileError(
-            spec.path,
-            f"{spec.name}'s params give {count:,} variants ({product}), each compiled and run at every shape; "
-            f"a kernel may have at most {most:,} ({label('max-variants')} raises the limit)",
-            line=spec.line,
-            key="params",
-        )
 
 
 def _with_params_id(item: pytest.Item, base: str, params: str) -> pytest.Item:
@@ -284,7 +271,7 @@ class GemmSanitizeItem(_TextFailure, pytest.Item):
         pin = workers.gpus[0].entry if workers.gpus else None
         case, timeout = self.case, SLOWER * session.settings.timeout
         request = to_request(case, str(self.path), session.settings.seed, None)
-        kernel = self.spec.entry.split("<")[0].strip()
+        kernel = self.spec.function_name  # a substring of its mangled and demangled names alike
         shape = case.shape.id
         what = f"{case.name} (M={case.shape.M}, N={case.shape.N}, K={case.shape.K})"
         try:

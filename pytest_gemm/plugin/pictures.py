@@ -19,6 +19,7 @@ import pytest
 
 from ..options import label
 from ..records.diagnosis import Diagnosis
+from ..report.names import OutsideFolderError, inside
 from ..report.outputs import claim_report_folder, report_folder_problem
 from ..runs.data import RunData
 
@@ -87,7 +88,8 @@ class Pictures:
         if self._drawing is None:
             self._drawing = ThreadPoolExecutor(1, thread_name_prefix="gemm-heatmap")
         day = datetime.now(timezone.utc).date().isoformat()
-        self._drawn[name] = self._drawing.submit(heatmap, test, diagnosis, gpu, day, self.folder / name)
+        folder = self.folder
+        self._drawn[name] = self._drawing.submit(lambda: heatmap(test, diagnosis, gpu, day, inside(folder, name)))
         return name
 
     def drawn(self, name: str) -> bool:
@@ -112,14 +114,23 @@ class Pictures:
         from ..report.folder import chart_name
 
         out = []
-        if heatmap is not None and self.drawn(heatmap) and (self.folder / heatmap).is_file():
-            data = base64.b64encode((self.folder / heatmap).read_bytes()).decode("ascii")
+        drawn = self._inside(heatmap) if heatmap is not None and self.drawn(heatmap) else None
+        if drawn is not None and drawn.is_file():
+            data = base64.b64encode(drawn.read_bytes()).decode("ascii")
             out.append(extras.png(data, name="error over C"))
-        if dtype is not None and not self.config.getoption("self_contained_html", False):  # a link would warn there
-            chart = os.path.relpath(self.folder / chart_name(dtype), self.html.parent)
-            out.append(extras.image(chart, name=f"{dtype} throughput"))
+        chart = self._inside(chart_name(dtype)) if dtype is not None else None
+        if chart is not None and not self.config.getoption("self_contained_html", False):  # a link would warn there
+            out.append(extras.image(os.path.relpath(chart, self.html.parent), name=f"{dtype} throughput"))
         out.append(extras.url(os.path.relpath(self.folder / "index.html", self.html.parent), name="pytest-gemm report"))
         return out
+
+    def _inside(self, name: str) -> Path | None:
+        """Where the report's file ``name`` is (report/names.py), or None where it would be outside the folder."""
+        assert self.folder is not None
+        try:
+            return inside(self.folder, name)
+        except OutsideFolderError:
+            return None
 
     def write(self, data: RunData, drawn: Collection[str]) -> list[tuple[str, bool]]:
         """Write the report (nothing when none is asked for); the lines to print, each with whether it says a

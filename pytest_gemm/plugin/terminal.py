@@ -128,30 +128,43 @@ _KERNEL_FILES = ".cu files with a /* pytest-gemm header, .py files that use @gem
 
 
 _NOT_DECLARED = (
-    "names gemm_kernel but declares no kernel (a kernel is a top-level def under @gemm_kernel(...), by that name: the "
-    "file is read without running it, so an alias such as `import gemm_kernel as gk` is not followed)"
+    "names gemm_kernel but declares no kernel (a kernel is a top-level def under @gemm_kernel(...), or under an alias "
+    "the file imports, such as `from pytest_gemm import gemm_kernel as gk`: the file is read without running it)"
 )
+#: files named in the hints about one folder; more are counted
+_NAMED = 5
 
 
-def _kernel_files_under(folder: Path, config: pytest.Config) -> tuple[int, list[Path]]:
-    """How many kernel files a folder holds, and its .py files that name gemm_kernel without declaring a kernel,
-    not looking into the folders pytest does not recurse into. Files that are not regular are never read."""
-    count, mentions = 0, []
+def _kernel_files_under(folder: Path, config: pytest.Config, *, count: bool) -> tuple[int, list[Path]]:
+    """How many kernel files a folder holds (``count``: else 0, and no ``.cu`` file is read), and its .py files that
+    name gemm_kernel without declaring a kernel, not looking into the folders pytest does not recurse into. Files that
+    are not regular are never read."""
+    found, mentions = 0, []
     skip = config.getini("norecursedirs")
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not any(fnmatch.fnmatch(d, pattern) for pattern in skip))
         for name in sorted(files):
-            if name.endswith((".cu", ".py")):
-                path = Path(root, name)
-                count += declares_kernels(path, test_module=imported_by_pytest(path, config))
-                mentions += [path] if mentions_without_declaring(path) else []
-    return count, mentions
+            path = Path(root, name)
+            if count and name.endswith((".cu", ".py")):
+                found += declares_kernels(path, test_module=imported_by_pytest(path, config))
+            if name.endswith(".py") and mentions_without_declaring(path):
+                mentions.append(path)
+    return found, mentions
+
+
+def _not_declared(config: pytest.Config, mentions: list[Path]) -> list[str]:
+    """The hint for each file that names gemm_kernel without declaring a kernel (at most :data:`_NAMED`)."""
+    hints = [f"pytest-gemm: {message_path(m, config.rootpath)} {_NOT_DECLARED}" for m in mentions[:_NAMED]]
+    if len(mentions) > _NAMED:
+        hints.append(f"pytest-gemm: and {len(mentions) - _NAMED} more such files")
+    return hints
 
 
 def kernel_file_hints(config: pytest.Config, *, gemm: bool, nothing_ran: bool) -> list[str]:
-    """Hints for a run that missed its kernels: the paths it was given hold kernel files but --gemm-kernels is
-    off, or a named ``.cu`` file has no header (with --gemm-kernels), or a folder holds no kernel file (and which
-    of its files name gemm_kernel without declaring one). A file that is not regular is passed over unread."""
+    """Hints for a run that missed kernels: the paths it was given hold kernel files but --gemm-kernels is off, or
+    a named ``.cu`` file has no header, or a folder holds no kernel file (with --gemm-kernels); and, in any
+    --gemm-kernels run, each file of its paths that names gemm_kernel without declaring a kernel. A file that is not
+    regular is passed over unread."""
     hints = []
     for arg in config.args:
         path = config.invocation_params.dir / arg.split("::")[0]
@@ -159,16 +172,17 @@ def kernel_file_hints(config: pytest.Config, *, gemm: bool, nothing_ran: bool) -
             continue
         shown = message_path(path, config.rootpath) + ("/" if path.is_dir() else "")
         if path.is_dir():
-            if not nothing_ran:
+            if not nothing_ran and not gemm:
                 continue
-            count, mentions = _kernel_files_under(path, config)
+            count, mentions = _kernel_files_under(path, config, count=nothing_ran)
             if count and not gemm:
                 noun = "kernel file" if count == 1 else "kernel files"
                 them = "it" if count == 1 else "them"
                 hints.append(f"pytest-gemm: {shown} holds {count} {noun}; run with --gemm-kernels to collect {them}")
-            elif not count and gemm:
-                hints.append(f"pytest-gemm: {shown} holds no kernel file ({_KERNEL_FILES})")
-                hints += [f"pytest-gemm: {message_path(m, config.rootpath)} {_NOT_DECLARED}" for m in mentions[:5]]
+            elif gemm:
+                if nothing_ran and not count:
+                    hints.append(f"pytest-gemm: {shown} holds no kernel file ({_KERNEL_FILES})")
+                hints += _not_declared(config, mentions)  # whether or not the folder holds kernel files
         elif declares_kernels(path, test_module=imported_by_pytest(path, config, named=not gemm)):  # as collected
             if not gemm and nothing_ran:
                 hints.append(f"pytest-gemm: {shown} is a kernel file; run with --gemm-kernels to collect it")

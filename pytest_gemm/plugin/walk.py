@@ -1,6 +1,7 @@
 """Guards on pytest's walk through the kernel folders (with --gemm-kernels): each kernel file collected once
-whatever symlinks lead to it, no symlink loop descended, and a kernel file that is not a regular file (a FIFO,
-a link to a device) shown as a collection error instead of being passed over in silence.
+whatever symlinks lead to it (under the first of its paths the run collects), no symlink loop descended, and a
+kernel file that is not a regular file (a FIFO, a link to a device) shown as a collection error instead of being
+passed over in silence.
 
 What a guard did is said after collection, in :func:`walk_notes`' lines (under pytest-xdist, passed on by the
 workers, which collect, and said at the end of the run: :func:`pass_on_notes`, :func:`heard_notes`).
@@ -48,11 +49,26 @@ def _notes(config: pytest.Config) -> list[str]:
     return config.stash.setdefault(_NOTES, [])
 
 
+def _in_run(path: Path, config: pytest.Config) -> bool:
+    """Whether ``path`` is one of the run's paths or lies under one, as written (symlinks not followed, as pytest
+    matches them): pytest also lists the folders above a path it is given, and keeps nothing else from them. True
+    where an argument is no path (``--pyargs``'s module names), which this cannot tell."""
+    here = os.path.abspath(path)
+    for arg in config.args:
+        given = os.path.abspath(Path(config.invocation_params.dir, arg.split("::")[0]))
+        if here == given or here.startswith(given.rstrip(os.sep) + os.sep) or not os.path.exists(given):
+            return True
+    return False
+
+
 def note_collected(config: pytest.Config, path: Path) -> Path:
-    """Record that ``path`` is collected as a kernel file; the path its real file was first collected as."""
+    """Record that ``path`` is collected as a kernel file; the path its real file was first collected as. A path
+    outside the run's paths (in a folder above one, which pytest lists and then drops) is not recorded."""
     try:
         real = os.path.realpath(path)
     except (OSError, ValueError):
+        return path
+    if not _in_run(path, config):
         return path
     return config.stash.setdefault(_SEEN, {}).setdefault(real, path)
 
@@ -92,15 +108,18 @@ def ignore_in_walk(collection_path: Path, config: pytest.Config, *, kernel_files
         target = _loops(path)
         if target is None:
             return None
-        _notes(config).append(
-            f"pytest-gemm: {message_path(path, config.rootpath)}/ is a symlink to {target}, a folder that holds it: "
-            "not descended (a symlink loop)"
-        )
+        if _in_run(path, config):  # else a folder above a run's path lists it, and pytest drops it: nothing to say
+            _notes(config).append(
+                f"pytest-gemm: {message_path(path, config.rootpath)}/ is a symlink to {target}, a folder that holds "
+                "it: not descended (a symlink loop)"
+            )
         return True
     if not kernel_files or not named_like_kernel_file(path) or file_problem(path) is not None:
         return None
     if not is_kernel_file(path, test_module=imported_by_pytest(path, config)):
         return None
+    if not _in_run(path, config):
+        return None  # listed in a folder above a run's path: pytest drops it
     real = os.path.realpath(path)
     first = _walked_to(Path(real), config) if real != os.path.abspath(path) else None
     if first is None or os.path.abspath(first) == os.path.abspath(path):

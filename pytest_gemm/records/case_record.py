@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from hashlib import sha256
 from typing import Any
 
+from .dtypes import INPUT_DTYPES
 from .plain import from_plain, to_plain
 from .shapes import Shape
 from .verdicts import GateVerdict, Sanity, TimingProblem
@@ -21,15 +23,26 @@ from .verdicts import GateVerdict, Sanity, TimingProblem
 __all__ = [
     "COMPARED_WITH",
     "GPU_RECORD_KEYS",
+    "INTERVALS",
+    "LONGEST_GPU_NAME",
+    "LONGEST_PHASE_S",
+    "LONGEST_TEXT",
     "METRICS",
     "TIMING_FIGURES",
     "CaseRecord",
     "CompileRecord",
     "GateResult",
+    "dtype_problem",
     "figure_problem",
+    "figures_problem",
     "gpu_identity",
     "max_sm_clock",
     "nvml_values",
+    "path_problem",
+    "printable",
+    "quoted",
+    "record_problem",
+    "text_problem",
 ]
 
 #: what the gate may compare: metric -> (record field of the value, field of its 95% interval, label)
@@ -43,32 +56,158 @@ METRICS = {
 GPU_RECORD_KEYS = ("ratio", "ratio_ci", "median_s", "ci_s", "date")
 
 #: the figures of a timed case that no timing makes otherwise, and the rule of each (:func:`figure_problem`)
-_POSITIVE = ("median_s", "cublas_median_s", "ratio")  # a time or a ratio: finite and above 0
-_INTERVALS = ("ci_s", "cublas_ci_s", "ratio_ci")  # a 95% interval: two bounds, each finite and above 0
+_POSITIVE = ("median_s", "cublas_median_s", "ratio", "pct_cublas")  # a time, a ratio, a share: finite and above 0
+#: each 95% interval (two bounds, each by its estimate's rule, the low one first) and the estimate it must contain
+INTERVALS = {"ci_s": "median_s", "cublas_ci_s": "cublas_median_s", "ratio_ci": "ratio", "pct_cublas_ci": "pct_cublas"}
 _RATES = ("tflops", "cublas_tflops")  # TFLOP/s: finite and at least 0
-TIMING_FIGURES = _POSITIVE + _INTERVALS + _RATES
+_COUNTS = ("samples", "input_copies")  # a whole number of at least 1
+TIMING_FIGURES = _POSITIVE + tuple(INTERVALS) + _RATES + _COUNTS
+#: the longest a phase of a case may run, in seconds: a day (the most --gemm-timeout and --gemm-compile-timeout may
+#: be), so no time a timing makes is longer
+LONGEST_PHASE_S = 86_400.0
+#: the most a figure can plausibly be, and how a message says it: a time a phase's longest, a ratio to cuBLAS a
+#: billion (and a share of it 100 / 1e-9), a rate a million TFLOP/s (a thousand times any GPU's peak)
+_MOST = {
+    "median_s": (LONGEST_PHASE_S, f"{LONGEST_PHASE_S:g} s (a day)"),
+    "cublas_median_s": (LONGEST_PHASE_S, f"{LONGEST_PHASE_S:g} s (a day)"),
+    "ratio": (1e9, "1e9"),
+    "pct_cublas": (1e11, "1e11"),
+    "tflops": (1e6, "1e6 TFLOP/s"),
+    "cublas_tflops": (1e6, "1e6 TFLOP/s"),
+}
 
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _said(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
 def figure_problem(name: str, value: Any) -> str | None:
     """What is wrong with ``value`` as the timing figure ``name`` (one of :data:`TIMING_FIGURES`, a field of
     :class:`CaseRecord` and of a baseline entry), None when nothing is: the one rule by which saved runs and
-    baseline files are read and cases recorded. A time, a ratio and each bound of their intervals must be finite
-    and above 0 (NaN, an infinity, 0 or a negative value could never be gated against); TFLOP/s finite and at
-    least 0."""
-    if name in _INTERVALS:
-        if isinstance(value, (list, tuple)) and len(value) == 2 and all(_number(v) and v > 0 for v in value):
-            return None
-        shown = list(value) if isinstance(value, tuple) else value
-        return f"{name} must be a list of two positive numbers, got {shown!r}"
+    baseline files are read and cases recorded. A time, a ratio and each bound of their intervals must be finite,
+    above 0 (NaN, an infinity, 0 or a negative value could never be gated against) and at most what it can plausibly
+    be (``_MOST``); an interval's low bound first; TFLOP/s finite, at least 0 and plausible; a count at least 1."""
+    if name in INTERVALS:
+        if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(_number(v) and v > 0 for v in value)):
+            return f"{name} must be a list of two positive numbers, got {_said(value)!r}"
+        if value[0] > value[1]:
+            return f"{name} must be [low, high] with low <= high, got {_said(value)!r}"
+        most, said = _MOST[INTERVALS[name]]
+        return f"{name} must be at most {said}, got {_said(value)!r}" if value[1] > most else None
+    if name in _COUNTS:
+        whole = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        return None if whole else f"{name} must be a whole number of at least 1, got {value!r}"
     if name in _RATES:
-        return None if _number(value) and value >= 0 else f"{name} must be a finite number of at least 0, got {value!r}"
-    if name not in _POSITIVE:
+        if not (_number(value) and value >= 0):
+            return f"{name} must be a finite number of at least 0, got {value!r}"
+    elif name not in _POSITIVE:
         raise KeyError(f"{name!r} is not a timing figure")
-    return None if _number(value) and value > 0 else f"{name} must be a positive number, got {value!r}"
+    elif not (_number(value) and value > 0):
+        return f"{name} must be a positive number, got {value!r}"
+    most, said = _MOST[name]
+    return f"{name} must be at most {said}, got {value!r}" if value > most else None
+
+
+def figures_problem(values: Mapping[str, Any], names: Iterable[str]) -> str | None:
+    """What is wrong with the timing figures ``names`` of ``values`` (a record's fields, a baseline entry, one GPU's
+    record in it), None when nothing is: each by :func:`figure_problem`, then each interval among them against its
+    estimate, which it must contain. The message starts with the figure's name."""
+    names = tuple(names)
+    for name in names:
+        problem = figure_problem(name, values.get(name))
+        if problem:
+            return problem
+    for name in names:
+        estimate = INTERVALS.get(name)
+        if estimate in names and not values[name][0] <= values[estimate] <= values[name][1]:
+            return f"{name} {_said(values[name])!r} does not contain {estimate} {values[estimate]!r}"
+    return None
+
+
+#: the most characters a test id, a kernel file's path or a kernel's name[variant] may hold: what a path may be
+#: (Linux's PATH_MAX)
+LONGEST_TEXT = 4096
+#: the most characters a GPU model's name may hold: it names its baseline file and that file's lock file
+#: (``.<name>.json.lock``), and a file's name may be at most 255 bytes
+LONGEST_GPU_NAME = 200
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode's control characters (category Cc)
+
+
+def quoted(value: str, most: int = 120) -> str:
+    """``value`` as a message quotes it: its repr (which escapes a lone surrogate and a control character), cut to
+    about ``most`` characters with its length said."""
+    shown = repr(value)
+    return shown if len(shown) <= most else f"{shown[: most - 3]}... ({len(value)} characters)"
+
+
+def text_problem(name: str, value: Any, longest: int = LONGEST_TEXT) -> str | None:
+    """What is wrong with ``value`` as a text field (``name``: where it is) of a record or a baseline file: a test id,
+    a kernel file's path, a kernel's name[variant], a GPU model's name; None when nothing is. The one rule by which
+    saved runs and baseline files are read and cases recorded, since messages print these and files are named after
+    them: a string that UTF-8 can encode (no lone surrogate), without control characters (a newline, an escape,
+    NUL), at most ``longest`` characters."""
+    if not isinstance(value, str):
+        return f"{name} must be a string, got {value!r}"
+    if len(value) > longest:
+        return f"{name} must be at most {longest} characters, got {len(value)}: {quoted(value, 60)}"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"{name} must be text UTF-8 can encode, got {quoted(value)} (a lone surrogate at character {exc.start})"
+    control = _CONTROL.search(value)
+    if control:
+        at = f"{control[0]!r} at character {control.start()}"
+        return f"{name} must hold no control characters, got {quoted(value)} ({at})"
+    return None
+
+
+def printable(text: str) -> str:
+    """``text`` (a test id) as a message may print it: itself when it holds by :func:`text_problem`, else its repr,
+    cut short."""
+    return text if text_problem("", text) is None else quoted(text)
+
+
+def path_problem(name: str, value: Any) -> str | None:
+    """What is wrong with a test id or a kernel file's path (``name``: where it is) as saved runs and baseline files
+    hold it, None when nothing is: text by :func:`text_problem` whose file (before ``::``) is a path relative to the
+    project's root that stays in it (not absolute, no drive, no ``..`` part), since kernel files are read from it
+    and files named after it."""
+    if not isinstance(value, str) or not value:
+        return f"{name} must be a test id or a kernel file's path, got {value!r}"
+    problem = text_problem(name, value)
+    if problem:
+        return problem
+    file = value.split("::", 1)[0]
+    parts = re.split(r"[/\\]", file)
+    if file.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", file) or ".." in parts:
+        return f"{name} must name a file inside the project (a relative path without '..'), got {value!r}"
+    return None
+
+
+def dtype_problem(value: Any) -> str | None:
+    """What is wrong with a case's dtype as saved runs and baseline files hold it (None: nothing): one of the input
+    dtypes pytest-gemm knows (it names files: each dtype's chart)."""
+    if isinstance(value, str) and value in INPUT_DTYPES:
+        return None
+    return f"dtype must be one of {', '.join(INPUT_DTYPES)}, got {value!r}"
+
+
+def record_problem(record: CaseRecord) -> str | None:
+    """What is wrong with a timed case's record as a saved run holds it (None: nothing), by the rules a baseline entry
+    is read with: its test id and file (:func:`path_problem`), its kernel and GPU model (:func:`text_problem`), its
+    dtype, its figures (:func:`figures_problem`)."""
+    return (
+        path_problem("test", record.test)
+        or path_problem("file", record.file)
+        or text_problem("kernel", record.kernel)
+        or text_problem("gpu", record.gpu, LONGEST_GPU_NAME)
+        or dtype_problem(record.dtype)
+        or figures_problem({name: getattr(record, name) for name in TIMING_FIGURES}, TIMING_FIGURES)
+    )
 
 
 #: what a timed case is compared with, when its baseline entry holds records of several GPUs of its model

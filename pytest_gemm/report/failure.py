@@ -330,8 +330,9 @@ def _problem(problem: TimingProblem, d: Diagnosis, record: CaseRecord | None) ->
         streams = ", ".join(map(str, d.streams[:STREAMS_KEPT])) + (", ..." if len(d.streams) > STREAMS_KEPT else "")
         return (
             f"launched GPU work on CUDA stream(s) {streams} (CUPTI's ids), not on the harness's stream, where it is "
-            "waited for and timed: launch on the current stream (torch's, which the harness sets, or CuPy's); it is "
-            "not timed, and not gated"
+            "waited for and timed: launch on CuPy's current stream, which the harness sets for every Python kernel, "
+            "or, in a kernel that declares arrays=\"torch\", on torch's (the harness sets torch's only then: a kernel "
+            "that launches through torch or Triton declares it); it is not timed, and not gated"
         )
     if record is None:
         return f"suspicious timing: {problem}"

@@ -3,7 +3,8 @@
 ``pytest --gemm-report DIR`` and ``pytest-gemm plot RUN.json --out DIR`` both call :func:`write_report`. A
 run's report folder also holds the run itself (``run.json``, bounded: error maps pooled); a report drawn
 from a saved run names that file instead of copying it. The folder is marked as pytest-gemm's first
-(``outputs.py``: its callers check before that a folder is new, empty or pytest-gemm's).
+(``outputs.py``: its callers check before that a folder is new, empty or pytest-gemm's). Nothing is written
+outside it, whatever the run's dtypes, kernel names and test ids hold (``names.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..runs.data import RunData
 from ..runs.saved import run_json
 from .heatmap import heatmap
 from .html import page
+from .names import inside
 from .outputs import GATE_CHART, PAGE, PCT_CHART, RUN_FILE, chart_name, heatmap_name, mark_report_folder
 from .pictures import gate_chart, largest_shape, pct_cublas_chart, tflops_chart
 from .style import shape_label
@@ -80,30 +82,36 @@ def write_report(
     saved run the report is drawn from (named on the page, not copied); without it the run is written beside
     the report as :data:`RUN_FILE`, so that it can be drawn again or merged. ``processes``: how many processes
     may draw the heatmaps (only a single-threaded caller, such as the command, may fork).
+
+    Each file's name is made from the run's data by :mod:`.names` and placed in ``out`` by :func:`.names.inside`
+    before anything is written: :class:`.names.OutsideFolderError` (an ``OSError``) when one would leave it.
     """
+    records = data.records
+    charts = {dtype: chart_name(dtype) for dtype in dict.fromkeys(r.dtype for r in records)}
+    wrong = {test: d for test, r in data.failures.items() if (d := r.diagnosis) is not None and d.error_map is not None}
+    maps = {test: heatmap_name(test) for test in wrong}
+    names = [*charts.values(), PCT_CHART, GATE_CHART, *maps.values(), PAGE, RUN_FILE]
+    at = {name: inside(out, name) for name in names}  # every file's place checked before anything is written
     mark_report_folder(out)
     report = Report(out)
     gpu, day = data.gpu_name, data.day
-    records = data.records
-    for dtype in dict.fromkeys(r.dtype for r in records):
-        if tflops_chart(records, dtype, data.gpu, gpu, day, out / chart_name(dtype)):
-            report.charts.append((chart_name(dtype), f"{dtype}: TFLOP/s against problem size, cuBLAS and peak"))
-    at = shape or largest_shape(records)
-    if at and pct_cublas_chart(records, at, gpu, day, out / PCT_CHART):
-        report.charts.append((PCT_CHART, f"Each kernel as % of cuBLAS at {shape_label(at)}"))
-    if gate_chart(records, gpu, day, out / GATE_CHART, gate_source):
+    for dtype, name in charts.items():
+        if tflops_chart(records, dtype, data.gpu, gpu, day, at[name]):
+            report.charts.append((name, f"{dtype}: TFLOP/s against problem size, cuBLAS and peak"))
+    shown = shape or largest_shape(records)
+    if shown and pct_cublas_chart(records, shown, gpu, day, at[PCT_CHART]):
+        report.charts.append((PCT_CHART, f"Each kernel as % of cuBLAS at {shape_label(shown)}"))
+    if gate_chart(records, gpu, day, at[GATE_CHART], gate_source):
         report.charts.append((GATE_CHART, "The gate: each case's change against its baseline"))
-    jobs = []
-    for test, result in data.failures.items():
-        diagnosis = result.diagnosis
-        if diagnosis is None or diagnosis.error_map is None:
-            continue
-        name = report.heatmaps[test] = heatmap_name(test)
-        if test not in drawn or not (out / name).is_file():
-            jobs.append((test, diagnosis, gpu, day, out / name))
+    report.heatmaps = maps
+    jobs = [
+        (test, wrong[test], gpu, day, at[name])
+        for test, name in maps.items()
+        if test not in drawn or not at[name].is_file()
+    ]
     _draw_all(jobs, processes)
     if source is None:
         report.run_file = RUN_FILE
-        (out / RUN_FILE).write_text(json.dumps(run_json(data), indent=1) + "\n", encoding="utf-8")
-    (out / PAGE).write_text(page(data, report.charts, report.heatmaps, source), encoding="utf-8")
+        at[RUN_FILE].write_text(json.dumps(run_json(data), indent=1) + "\n", encoding="utf-8")
+    at[PAGE].write_text(page(data, report.charts, report.heatmaps, source), encoding="utf-8", errors="replace")
     return report

@@ -16,6 +16,7 @@ from ..records.result import CaseResult
 from ..records.verdicts import GateVerdict
 from ..runs.data import RunData
 from .failure import declared, diagnosis_lines, headline
+from .names import kernel_key, kernel_labels
 from .tables import COLUMNS, NUMERIC, cells, dtype_label, gate_tally
 
 __all__ = ["page"]
@@ -86,9 +87,10 @@ _HEAD = (*COLUMNS[:-1], "gate", COLUMNS[-1])
 def _timing_section(records: Sequence[CaseRecord]) -> list[str]:
     out = ['<h2 id="tables">Timing tables</h2>']
     numeric = {i for i, column in enumerate(_HEAD) if column in NUMERIC}
+    labels = kernel_labels(records)
     for dtype in dict.fromkeys(dtype_label(r.dtype, r.accumulate) for r in records):
         mine = [r for r in records if dtype_label(r.dtype, r.accumulate) == dtype]
-        rows = [[{**cells(r), "gate": _gate_cell(r)}[column] for column in _HEAD] for r in mine]
+        rows = [[{**cells(r, labels[kernel_key(r)]), "gate": _gate_cell(r)}[column] for column in _HEAD] for r in mine]
         bad = [r.gate is not None and r.gate.verdict == GateVerdict.REGRESSED for r in mine]
         out.append(f"<h3>{_e(dtype)}: {len(rows)} case(s)</h3>")
         out.append(_table(_HEAD, rows, numeric, bad))

@@ -13,17 +13,16 @@ error names the path and whose it is (the option's, or ``$GITHUB_STEP_SUMMARY``'
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import os
-import re
 import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ..fileio import os_reason
+from ..fileio import MAX_BASELINE_BYTES, MAX_RUN_BYTES, RefusedFile, os_reason, read_regular
 from ..specs.files import declares_kernels
+from .names import slug
 
 __all__ = [
     "GATE_CHART",
@@ -58,23 +57,23 @@ RUN_FILE = "run.json"  # the run a report folder was drawn from, written beside 
 PCT_CHART = "pct-cublas.png"  # each kernel as % of cuBLAS at one shape
 GATE_CHART = "gate.png"  # the gate: each case's change against its baseline
 HEATMAPS = "errors"  # the folder of the failed cases' heatmaps
+_CHARTS = "tflops-"  # each dtype's throughput chart: this, its dtype, .png
 _RUN_KEYS = frozenset({"machine_info", "benchmarks", "datetime", "gemm"})  # runs.saved.run_json's keys
 _PNG = b"\x89PNG\r\n\x1a\n"
 _DRAWN = b"tEXtSoftware\x00pytest-gemm"  # every picture pytest-gemm draws says so (report/style.py save)
 _HEAD = 4096  # bytes of a page or picture read to tell whose it is
 _BASELINE_KEYS = frozenset({"schema", "gpu", "entries"})  # a baseline file's keys (baselines/store.py render)
-_BASELINE_BYTES = 256 << 20  # a JSON file larger than this is read no further to tell whether it is a baseline file
 
 
 def chart_name(dtype: str) -> str:
-    """The throughput chart of ``dtype``, relative to the report folder."""
-    return f"tflops-{dtype}.png"
+    """The throughput chart of ``dtype``, relative to the report folder (``tflops-fp32.png``; :func:`.names.slug`)."""
+    return f"{_CHARTS}{slug(dtype)}.png"
 
 
 def heatmap_name(test: str) -> str:
-    """A failed case's heatmap, relative to the report folder: readable, and unique per test id."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", test.split("::")[-1]).strip("_")[:80]
-    return f"{HEATMAPS}/{slug}-{hashlib.sha256(test.encode()).hexdigest()[:8]}.png"
+    """A failed case's heatmap, relative to the report folder: its test's name, and unique per test id
+    (:func:`.names.slug`)."""
+    return f"{HEATMAPS}/{slug(test.split('::')[-1], of=test)}.png"
 
 
 def _head(path: Path) -> bytes:
@@ -97,9 +96,9 @@ def _run(path: Path) -> bool:
     """A run as pytest-gemm writes it beside a report: JSON of run_json's keys alone (pytest-benchmark's own JSON,
     which has more, is a file the user chose to put there)."""
     try:
-        raw = json.loads(path.read_bytes())
-    except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError), or nested past reading
-        return False
+        raw = json.loads(read_regular(path, MAX_RUN_BYTES, "a saved run"))
+    except (RefusedFile, ValueError, RecursionError):  # too large, not JSON (UnicodeDecodeError is a ValueError), or
+        return False  # nested past reading
     return isinstance(raw, dict) and set(raw) <= _RUN_KEYS and isinstance(raw.get("gemm"), dict)
 
 
@@ -115,7 +114,7 @@ def _ours(path: Path, known: Callable[[str], Callable[[Path], bool] | None]) -> 
 def _top(name: str) -> Callable[[Path], bool] | None:
     """How to tell the file ``name`` of a report folder's top is pytest-gemm's (None: pytest-gemm writes no such
     file there)."""
-    if name in (PCT_CHART, GATE_CHART) or fnmatch.fnmatchcase(name, chart_name("*")):
+    if name in (PCT_CHART, GATE_CHART) or fnmatch.fnmatchcase(name, f"{_CHARTS}*.png"):
         return _drawn
     return {PAGE: _page, RUN_FILE: _run}.get(name)
 
@@ -185,10 +184,10 @@ def _never_written_over(path: Path) -> str | None:
     if declares_kernels(path, test_module=False):  # (declaring kernels beside tests still makes it one)
         return "a kernel file"
     try:
-        if path.suffix != ".json" or not path.is_file() or path.stat().st_size > _BASELINE_BYTES:
+        if path.suffix != ".json":
             return None
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        data = json.loads(read_regular(path, MAX_BASELINE_BYTES, "a baseline file"))
+    except (OSError, RefusedFile, ValueError, RecursionError):  # no such file, not a regular one or too large
         return None
     return "a baseline file" if isinstance(data, dict) and data.keys() >= _BASELINE_KEYS else None
 

@@ -10,15 +10,27 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..records.case_record import METRICS, CaseRecord, max_sm_clock
 from ..records.shapes import Shape, parse_shapes
 from ..records.verdicts import GateVerdict
-from .style import DTYPE_STYLE, INK, OKABE_ITO, REFERENCE, kernel_styles, new_figure, save, shape_label, title
+from .names import kernel_key, kernel_labels
+from .style import DTYPE_STYLE, INK, OKABE_ITO, REFERENCE, kernel_styles, new_figure, plain, save, shape_label, title
 from .tables import gate_tally
 
-__all__ = ["gate_chart", "largest_shape", "one_shape", "pct_cublas_chart", "tflops_chart"]
+__all__ = [
+    "Bar",
+    "gate_chart",
+    "largest_shape",
+    "one_shape",
+    "pct_bars",
+    "pct_cublas_chart",
+    "tflops_chart",
+    "throughput_lines",
+]
+
+_Key = tuple[str, str]  # a kernel variant's identity: names.kernel_key
 
 
 def _volume(shape: Shape) -> int:
@@ -30,11 +42,12 @@ def largest_shape(records: Sequence[CaseRecord]) -> Shape | None:
     return max((r.shape for r in records), key=_volume, default=None)
 
 
-def _one_per_case(records: Sequence[CaseRecord]) -> dict[tuple[str, Shape], list[CaseRecord]]:
-    """Records by (kernel, shape): the alpha = 1, beta = 0 case where the run has it, else every alpha/beta case."""
-    groups: dict[tuple[str, Shape], list[CaseRecord]] = {}
+def _one_per_case(records: Sequence[CaseRecord]) -> dict[tuple[_Key, Shape], list[CaseRecord]]:
+    """Records by (kernel variant, shape): the alpha = 1, beta = 0 case where the run has it, else every alpha/beta
+    case."""
+    groups: dict[tuple[_Key, Shape], list[CaseRecord]] = {}
     for r in records:
-        groups.setdefault((r.kernel, r.shape), []).append(r)
+        groups.setdefault((kernel_key(r), r.shape), []).append(r)
     return {key: [r for r in rs if not r.ab] or rs for key, rs in groups.items()}
 
 
@@ -46,6 +59,19 @@ def _legend_outside(ax: Any, **kwargs: Any) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False, fontsize=8.5, **kwargs)
 
 
+def throughput_lines(records: Sequence[CaseRecord], dtype: str) -> dict[str, list[tuple[Shape, float]]]:
+    """Each kernel variant's line in ``dtype``'s throughput chart, by its label (:func:`.names.kernel_labels` of
+    ``records``): (shape, median TFLOP/s), from the smallest shape."""
+    rows = [r for r in records if r.dtype == dtype]
+    labels = kernel_labels(records)
+    groups = _one_per_case(rows)
+    shapes = sorted({r.shape for r in rows}, key=_volume)
+    return {
+        labels[key]: [(s, statistics.median(r.tflops for r in groups[(key, s)])) for s in shapes if (key, s) in groups]
+        for key in dict.fromkeys(map(kernel_key, rows))
+    }
+
+
 def tflops_chart(records: Sequence[CaseRecord], dtype: str, gpu: dict[str, Any], gpu_name: str, day: str, out: Path):
     """TFLOP/s against problem size for every kernel of ``dtype``, cuBLAS and the device's peak as references."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
@@ -53,20 +79,17 @@ def tflops_chart(records: Sequence[CaseRecord], dtype: str, gpu: dict[str, Any],
     rows = [r for r in records if r.dtype == dtype]
     if not rows:
         return None
-    groups = _one_per_case(rows)
-    kernels = list(dict.fromkeys(r.kernel for r in rows))
+    chosen = [r for case in _one_per_case(rows).values() for r in case]
+    lines = throughput_lines(records, dtype)
     shapes = sorted({r.shape for r in rows}, key=_volume)
     size = {s: _volume(s) ** (1 / 3) for s in shapes}
-    styles = kernel_styles(kernels)
+    styles = kernel_styles(list(lines))
     fig = new_figure(11.5, 6.0)
     ax = fig.add_subplot()
-    cublas = [statistics.median(r.cublas_tflops for k in kernels for r in groups.get((k, s), [])) for s in shapes]
+    cublas = [statistics.median(r.cublas_tflops for r in chosen if r.shape == s) for s in shapes]
     ax.plot([size[s] for s in shapes], cublas, color=REFERENCE, linewidth=5, alpha=0.8, label="cuBLAS", zorder=1)
-    for kernel in kernels:
-        points = [
-            (size[s], statistics.median(r.tflops for r in groups[(kernel, s)])) for s in shapes if (kernel, s) in groups
-        ]
-        ax.plot(*zip(*points), label=kernel, zorder=3, **styles[kernel])
+    for label, points in lines.items():
+        ax.plot([size[s] for s, _ in points], [v for _, v in points], label=plain(label), zorder=3, **styles[label])
     peaks = [r.peak_tflops for r in rows if r.peak_tflops]
     if peaks:
         peak = max(peaks)
@@ -85,33 +108,50 @@ def tflops_chart(records: Sequence[CaseRecord], dtype: str, gpu: dict[str, Any],
     ax.set_xlabel("problem size (M·N·K)^(1/3), log₂ axis; ticks name the shape M×N×K")
     ax.set_ylabel("TFLOP/s (2·M·N·K / median device time), log axis")
     ax.grid(True, which="both", color="#e4e4e4", linewidth=0.7)
-    _legend_outside(ax, ncols=2 if len(kernels) > 22 else 1)
+    _legend_outside(ax, ncols=2 if len(lines) > 22 else 1)
     title(fig, ax, f"{dtype} GEMM throughput against problem size", gpu_name, day, _ab_note(rows) + "; cold L2")
     return save(fig, out)
+
+
+class Bar(NamedTuple):
+    """One kernel variant's bar in the % of cuBLAS chart: its dtype, label, median % and 95% interval."""
+
+    dtype: str
+    label: str
+    value: float
+    low: float
+    high: float
+
+
+def pct_bars(records: Sequence[CaseRecord], shape: Shape) -> list[Bar]:
+    """The bars of the % of cuBLAS chart at ``shape``, one per kernel variant (labelled by
+    :func:`.names.kernel_labels` of ``records``) and dtype, grouped by dtype in run order."""
+    rows = [r for r in records if r.shape == shape]
+    labels = kernel_labels(records)
+    bars = []
+    for dtype in dict.fromkeys(r.dtype for r in rows):
+        for (key, _), case in _one_per_case([r for r in rows if r.dtype == dtype]).items():
+            values = [r.pct_cublas for r in case]
+            pick = case[0] if len(case) == 1 else None
+            low, high = pick.pct_cublas_ci if pick else (min(values), max(values))
+            bars.append(Bar(dtype, labels[key], statistics.median(values), low, high))
+    return bars
 
 
 def pct_cublas_chart(records: Sequence[CaseRecord], shape: Shape | None, gpu_name: str, day: str, out: Path):
     """Each kernel's speed as % of cuBLAS at one shape (default: the largest), grouped by dtype."""
     shape = shape or largest_shape(records)
-    rows = [r for r in records if r.shape == shape]
-    if not rows:
+    bars = pct_bars(records, shape) if shape else []
+    if not bars:
         return None
-    groups = _one_per_case(rows)
-    bars: list[tuple[str, str, float, float, float]] = []  # dtype, kernel, value, low, high
-    for dtype in dict.fromkeys(r.dtype for r in rows):
-        for kernel in dict.fromkeys(r.kernel for r in rows if r.dtype == dtype):
-            case = groups[(kernel, shape)]
-            values = [r.pct_cublas for r in case]
-            pick = case[0] if len(case) == 1 else None
-            low, high = pick.pct_cublas_ci if pick else (min(values), max(values))
-            bars.append((dtype, kernel, statistics.median(values), low, high))
+    rows = [r for r in records if r.shape == shape]
     y, position, labels, gaps = [], 0.0, [], []
     for i, bar in enumerate(bars):
-        if i and bar[0] != bars[i - 1][0]:
+        if i and bar.dtype != bars[i - 1].dtype:
             position += 0.8
             gaps.append(position - 0.9)
         y.append(position)
-        labels.append(bar[1])
+        labels.append(plain(bar.label))
         position += 1
     fig = new_figure(11.0, max(3.4, 1.6 + 0.27 * len(bars)))
     ax = fig.add_subplot()
@@ -119,11 +159,11 @@ def pct_cublas_chart(records: Sequence[CaseRecord], shape: Shape | None, gpu_nam
     for (dtype, _, value, low, high), pos in zip(bars, y):
         colour, hatch = DTYPE_STYLE.get(dtype, (OKABE_ITO[6], "++"))
         ax.barh(pos, value, height=0.75, color=colour, hatch=hatch, edgecolor="white", linewidth=0,
-                label=None if dtype in seen else dtype, zorder=2)  # fmt: skip
+                label=None if dtype in seen else plain(dtype), zorder=2)  # fmt: skip
         seen.add(dtype)
         ax.errorbar(value, pos, xerr=[[value - low], [high - value]], color=INK, linewidth=0.9, capsize=2, zorder=3)
         ax.text(high + 1, pos, f"{value:.1f}%", va="center", ha="left", fontsize=8, color=INK)
-    top = max(110.0, max(b[4] for b in bars) + 12)
+    top = max(110.0, max(b.high for b in bars) + 12)
     ax.axvline(100, color=INK, linestyle=(0, (6, 3)), linewidth=1.2, label="cuBLAS = 100%", zorder=1)
     ax.set_xlim(0, top)
     ax.set_ylim(position - 0.4, -0.6)
@@ -152,13 +192,13 @@ def gate_chart(records: Sequence[CaseRecord], gpu_name: str, day: str, out: Path
         return None
     metric = gated[0].gate.metric  # type: ignore[union-attr]
     dtypes = list(dict.fromkeys(r.dtype for r in gated))
-    kernels = sorted(dict.fromkeys((r.dtype, r.kernel) for r in gated), key=lambda key: dtypes.index(key[0]))
+    kernels = sorted(dict.fromkeys((r.dtype, kernel_key(r)) for r in gated), key=lambda key: dtypes.index(key[0]))
     row = {key: i for i, key in enumerate(kernels)}
     shapes = sorted({r.shape for r in gated}, key=_volume)
     fig = new_figure(11.0, max(3.4, 1.9 + 0.25 * len(kernels)))
     ax = fig.add_subplot()
-    for (dtype, kernel), i in row.items():
-        thresholds = [r.gate.threshold for r in gated if (r.dtype, r.kernel) == (dtype, kernel)]  # type: ignore[union-attr]
+    for (dtype, key), i in row.items():
+        thresholds = [r.gate.threshold for r in gated if (r.dtype, kernel_key(r)) == (dtype, key)]  # type: ignore[union-attr]
         t = 100 * max(thresholds)
         ax.fill_betweenx([i - 0.45, i + 0.45], -t, t, color="#ececec", linewidth=0, zorder=0)
     ax.fill_betweenx([], 0, 0, color="#ececec", label="within the threshold (by its size alone)")
@@ -168,12 +208,13 @@ def gate_chart(records: Sequence[CaseRecord], gpu_name: str, day: str, out: Path
         assert gate is not None and gate.change is not None
         marker, colour, size = _VERDICT_STYLE.get(gate.verdict, ("o", INK, 22))
         offset = (shapes.index(r.shape) - (len(shapes) - 1) / 2) * (0.6 / max(len(shapes), 1))
-        ax.scatter(100 * gate.change, row[(r.dtype, r.kernel)] + offset, marker=marker, s=size, color=colour,
+        ax.scatter(100 * gate.change, row[(r.dtype, kernel_key(r))] + offset, marker=marker, s=size, color=colour,
                    edgecolors=INK if gate.verdict != GateVerdict.SAME else "none", linewidths=0.6, zorder=3,
                    label=None if gate.verdict in labelled else str(gate.verdict))  # fmt: skip
         labelled.add(gate.verdict)
     ax.axvline(0, color=INK, linewidth=0.8)
-    ax.set_yticks(range(len(kernels)), [f"{k} ({d})" for d, k in kernels], fontsize=8.5)
+    labels = kernel_labels(records)
+    ax.set_yticks(range(len(kernels)), [plain(f"{labels[key]} ({dtype})") for dtype, key in kernels], fontsize=8.5)
     ax.set_ylim(len(kernels) - 0.5, -0.5)
     changes = [100 * abs(r.gate.change) for r in gated]  # type: ignore[union-attr]
     reach = max(max(changes), 100 * max(r.gate.threshold for r in gated)) * 1.15  # type: ignore[union-attr]

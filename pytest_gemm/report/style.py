@@ -19,6 +19,7 @@ __all__ = [
     "kernel_base",
     "kernel_styles",
     "new_figure",
+    "plain",
     "save",
     "shape_label",
     "title",
@@ -40,13 +41,16 @@ DTYPE_STYLE = {
 }
 
 
-def kernel_base(kernel: str) -> str:
-    """``sgemm_smem[TILE32]`` -> ``sgemm_smem``."""
-    return kernel.split("[", 1)[0]
+def kernel_base(label: str) -> str:
+    """A kernel variant's label without its variant: ``sgemm_smem[TILE32]`` -> ``sgemm_smem``,
+    ``a/k.cu::sgemm_smem[TILE32]`` -> ``a/k.cu::sgemm_smem``."""
+    file, sep, kernel = label.rpartition("::")
+    return file + sep + kernel.split("[", 1)[0]
 
 
 def kernel_styles(kernels: list[str]) -> dict[str, dict[str, Any]]:
-    """Line-plot keyword arguments per kernel variant: colour and marker by kernel, line style by variant."""
+    """Line-plot keyword arguments per kernel variant, by its label (:func:`.names.kernel_labels`): colour and
+    marker by kernel, line style by variant."""
     bases: list[str] = []
     variants: dict[str, list[str]] = {}
     for kernel in kernels:
@@ -71,6 +75,12 @@ def kernel_styles(kernels: list[str]) -> dict[str, dict[str, Any]]:
     return styles
 
 
+def plain(text: str) -> str:
+    """Text from a run as a picture shows it, literally: ``$`` escaped (never mathtext, which refuses some text) and
+    what UTF-8 cannot hold (a lone surrogate) replaced."""
+    return text.encode("utf-8", "replace").decode("utf-8").replace("$", r"\$")
+
+
 def shape_label(shape: object) -> str:
     """``1024x1024x1024`` -> ``1024³``; other shapes as they are (a Shape, or its id)."""
     dims = str(shape).split("x")
@@ -89,12 +99,12 @@ def new_figure(width: float, height: float, *, layout: str | None = "constrained
 
 def title(fig: Any, ax: Any, what: str, gpu: str, day: str, detail: str = "", *, wrap: bool = True) -> None:
     """The title names what is shown, the GPU and the date; ``detail`` goes on a smaller line under it (``wrap``:
-    a long title wraps within the figure, at some cost in time)."""
+    a long title wraps within the figure, at some cost in time). Each is shown as :func:`plain` text."""
     fig.suptitle(
-        f"{what} — {gpu}" + (f", {day}" if day else ""), x=0.01, ha="left", fontsize=12.5, color=INK, wrap=wrap
+        plain(f"{what} — {gpu}" + (f", {day}" if day else "")), x=0.01, ha="left", fontsize=12.5, color=INK, wrap=wrap
     )
     if detail:
-        ax.set_title(detail, loc="left", fontsize=9, color="#444444")
+        ax.set_title(plain(detail), loc="left", fontsize=9, color="#444444")
 
 
 def save(fig: Any, path: Path, *, optimize: bool = True, palette: bool = False) -> Path:

@@ -9,6 +9,8 @@ from typing import Any
 from ..records.case_record import CaseRecord, CompileRecord, max_sm_clock, nvml_values
 from ..records.request import TIMERS
 from ..records.verdicts import REFERENCE_MOVED, SOURCE_CHANGED, GateVerdict, Stop
+from .names import kernel_key, kernel_labels
+from .style import kernel_base
 
 __all__ = [
     "COLUMNS",
@@ -136,10 +138,11 @@ _MIN_KERNEL = 10
 _DROPPED_FIRST = ("% peak", "host")
 
 
-def cells(row: CaseRecord) -> dict[str, str]:
-    """One timed case's row as text, by column (:data:`COLUMNS`): the terminal's table and the HTML page's."""
+def cells(row: CaseRecord, label: str | None = None) -> dict[str, str]:
+    """One timed case's row as text, by column (:data:`COLUMNS`): the terminal's table and the HTML page's. ``label``:
+    its kernel's, from :func:`.names.kernel_labels` of the run (default: its ``name[variant]``)."""
     return {
-        "kernel": row.kernel + (f" {row.ab}" if row.ab else ""),
+        "kernel": (label or row.kernel) + (f" {row.ab}" if row.ab else ""),
         "shape": row.shape.id,
         "median": format_time(row.median_s),
         "host": "-" if row.host_s is None else format_time(row.host_s),
@@ -207,6 +210,7 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120,
     else :func:`condensed`, each row's flags saying how many of the cases it stands for are flagged)."""
     lines = [gpu_line(gpu, rows)]
     shown = rows if full else condensed(rows)
+    labels = kernel_labels(rows)
     flagged: Counter[tuple[str, str, str, Any]] = Counter()
     if not full:
         seen = {id(r) for r in shown}
@@ -214,7 +218,7 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120,
     for dtype in sorted({dtype_label(row.dtype, row.accumulate) for row in shown}):
         table = []
         for row in (r for r in shown if dtype_label(r.dtype, r.accumulate) == dtype):
-            line = cells(row)
+            line = cells(row, labels[kernel_key(row)])
             more = flagged[_group(row)]
             if more:
                 line["flags"] = ", ".join(filter(None, (line["flags"], f"{more} more flagged")))
@@ -240,9 +244,10 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120,
 def autotune_lines(rows: Sequence[CaseRecord], *, full: bool = True, most: int = 12) -> list[str]:
     """What each autotuned Triton kernel chose, by kernel and shape (the first ``most`` lines unless ``full``)."""
     chosen: dict[tuple[str, str], list[str]] = {}
+    labels = kernel_labels(rows)
     for row in rows:
         for choice in row.autotuned:
-            chosen.setdefault((row.kernel.split("[")[0], choice), []).append(row.shape.id)
+            chosen.setdefault((kernel_base(labels[kernel_key(row)]), choice), []).append(row.shape.id)
     lines = [f"autotuned: {kernel} chose {choice} at {', '.join(dict.fromkeys(shapes))}"
              for (kernel, choice), shapes in chosen.items()]  # fmt: skip
     if not full and len(lines) > most:

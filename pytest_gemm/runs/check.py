@@ -18,7 +18,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from ..records.case_record import METRICS
+from ..records.case_record import LONGEST_PHASE_S, METRICS
 
 __all__ = ["WrongValue", "check", "check_present", "check_settings", "key", "shown"]
 
@@ -151,7 +151,7 @@ def _number(low: float, high: float) -> Any:
 #: the settings a saved run carries (plugin/ledger.py), their types and allowed values
 SETTINGS: Mapping[str, Any] = {
     "seed": int,
-    "timeout": _number(0.1, 86400.0),
+    "timeout": _number(0.1, LONGEST_PHASE_S),
     "noise": _number(1e-4, 0.5),
     "min-samples": int,
     "max-time": _number(0.0, 3600.0),

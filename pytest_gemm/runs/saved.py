@@ -18,7 +18,16 @@ import math
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..records.case_record import TIMING_FIGURES, CaseRecord, figure_problem, gpu_identity
+from ..fileio import MAX_RUN_BYTES, RefusedFile, os_reason, read_regular
+from ..records.case_record import (
+    LONGEST_GPU_NAME,
+    CaseRecord,
+    gpu_identity,
+    path_problem,
+    printable,
+    record_problem,
+    text_problem,
+)
 from ..records.plain import PlainError, from_plain, to_plain
 from ..records.result import CaseResult
 from .check import WrongValue, check, check_present, check_settings, key, shown
@@ -114,6 +123,7 @@ def _tests(extra: dict[str, Any]) -> dict[str, CaseResult]:
     tests = {}
     for test, value in raw.items():
         where = key("gemm.tests", test)
+        _path(test, where)
         if isinstance(value, dict) and "diagnosis" in value:
             value = {**value, "diagnosis": legacy_declarations(value["diagnosis"], key(where, "diagnosis"))}
         result = stored(_record(CaseResult, value, where))
@@ -126,6 +136,8 @@ def _tests(extra: dict[str, Any]) -> dict[str, CaseResult]:
 def _merge_keys(extra: dict[str, Any]) -> dict[str, Any]:
     """The keys ``pytest-gemm merge`` reads, checked (absent in files saved before they existed)."""
     files = {k: _record(KernelFileRun, v, key("gemm.files", k)) for k, v in _object(extra, "files", "gemm").items()}
+    for file in files:
+        _path(file, key("gemm.files", file))
     settings = _object(extra, "settings", "gemm")
     check_settings(settings, "gemm.settings")
     check(extra.get("wall_s"), float | None, "gemm.wall_s")
@@ -154,19 +166,27 @@ def _records(raw: dict[str, Any], settings: dict[str, Any]) -> list[CaseRecord]:
         if "gemm" in info:
             value = legacy_record(_object(info, "gemm", f"{where}.extra_info"), settings)
             test = value.get("test") or bench.get("fullname")
-            whose = f"the timing record of {test}" if isinstance(test, str) and test else "the timing record"
+            whose = f"the timing record of {printable(test)}" if isinstance(test, str) and test else "the timing record"
             records.append(_record(CaseRecord, value, f"{where}.extra_info.gemm", whose))
-            _times(records[-1], f"{where}.extra_info.gemm")
+            problem = record_problem(records[-1])
+            if problem:
+                raise WrongValue(f"{where}.extra_info.gemm.{problem} (case {printable(records[-1].test)})")
     return records
 
 
-def _times(record: CaseRecord, where: str) -> None:
-    """A time, ratio or rate that no timing makes (0 or negative, NaN, infinite) is wrong, named with its key path
-    and case, by the rule baselines are read and recorded with."""
-    for name in TIMING_FIGURES:
-        problem = figure_problem(name, getattr(record, name))
+def _path(name: str, where: str) -> None:
+    """A test id or kernel file's path, a key of the run, is a file inside the project (:func:`path_problem`)."""
+    problem = path_problem("the key", name)
+    if problem:
+        raise WrongValue(f"{where}: {problem}")
+
+
+def _gpu_name(facts: dict[str, Any], where: str) -> None:
+    """A GPU's facts name its model (when they do) by the rule of a record's ``gpu``: it names baseline files."""
+    if facts.get("name") is not None:
+        problem = text_problem(f"{where}.name", facts["name"], LONGEST_GPU_NAME)
         if problem:
-            raise WrongValue(f"{where}.{problem} (case {record.test})")
+            raise WrongValue(problem)
 
 
 def read_run(path: Path) -> RunData:
@@ -174,10 +194,17 @@ def read_run(path: Path) -> RunData:
 
     :class:`RunFileError` names the file and, for a value that is wrong, its key path.
     """
+    not_run = f"{path}: not a pytest-benchmark JSON file"
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RunFileError(f"{path}: not a pytest-benchmark JSON file ({exc})") from None
+        raw = json.loads(read_regular(path, MAX_RUN_BYTES, "a saved run"))
+    except RefusedFile as exc:
+        raise RunFileError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise RunFileError(f"{not_run} (cannot be read: {os_reason(exc, path)})") from None
+    except ValueError as exc:
+        raise RunFileError(f"{not_run} ({exc})") from None
+    except RecursionError:
+        raise RunFileError(f"{not_run} (nested too deeply to be read)") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("benchmarks"), list):
         raise RunFileError(f"{path}: not a pytest-benchmark JSON file (no list of benchmarks)")
     try:
@@ -193,6 +220,8 @@ def read_run(path: Path) -> RunData:
         gpu = _object(machine, "gpu", "machine_info") if machine.get("gpu") is not None else {}
         gpus = _list(machine, "gpus", "machine_info") if machine.get("gpus") is not None else []
         check(gpus, list[dict], "machine_info.gpus")
+        for where, facts in [("machine_info.gpu", gpu), *((f"machine_info.gpus[{i}]", g) for i, g in enumerate(gpus))]:
+            _gpu_name(facts, where)
     except WrongValue as exc:
         raise RunFileError(f"{path}: {exc}") from None
     if not records and not tests and merged["shard"] is None:

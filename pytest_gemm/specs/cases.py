@@ -32,6 +32,7 @@ __all__ = [
     "launch_geometry",
     "precision",
     "sanitize_case",
+    "scalar_pairs",
     "tensor_map_box",
     "to_request",
     "variant_shared_mem",
@@ -126,11 +127,17 @@ def case_seed(base_seed: int, nodeid: str) -> int:
     return int.from_bytes(digest[:4], "little")
 
 
+def scalar_pairs(spec: KernelSpec) -> tuple[AlphaBeta, ...]:
+    """The alpha/beta pairs each shape of the kernel runs at: all of :data:`AB_CASES`, or alpha = 1, beta = 0 alone for
+    a kernel that takes no alpha and beta."""
+    return AB_CASES if spec.alpha_beta else AB_CASES[:1]
+
+
 def expand(spec: KernelSpec, shapes: list[Shape], dtypes: list[str] | None = None) -> list[Case]:
     """All cases of one kernel, in a deterministic order; shapes past the harness's integer arguments, or that
     break a ``requires`` rule, get a skip reason."""
     selected = [d for d in spec.dtypes if dtypes is None or d in dtypes]
-    abs_ = AB_CASES if spec.alpha_beta else AB_CASES[:1]
+    abs_ = scalar_pairs(spec)
     cases = []
     for variant in spec.variants():
         storage = spec.storage_for(variant)

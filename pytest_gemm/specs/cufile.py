@@ -22,14 +22,21 @@ __all__ = ["parse_cu_file", "parse_cu_source"]
 _TOML_WHERE = re.compile(r"\s*\(at line (\d+), column (\d+)\)")
 
 
-def _toml_error(path: str | Path, exc: Exception, first_line: int) -> KernelFileError:
-    """TOML's error at the line of the file it is on (tomllib counts from the header's first line)."""
+def _toml_error(path: str | Path, exc: Exception, first_line: int, header: str) -> KernelFileError:
+    """TOML's error at the line of the file it is on (tomllib counts from the header's first line); a key that is
+    not ASCII is said to be the cause, as tomllib does not say it."""
     message = str(exc)
     where = _TOML_WHERE.search(message)
     if where is None:  # "at end of document" and the like: the header's last line is as near as it gets
         return KernelFileError(path, f"the pytest-gemm header is not valid TOML: {message}", line=first_line)
     line = first_line + int(where.group(1)) - 1
     text = f"{message[: where.start()]} (column {where.group(2)})"
+    lines = header.splitlines()
+    at = int(where.group(1)) - 1
+    if "key" in message and 0 <= at < len(lines) and not lines[at].isascii():
+        text += (
+            "; TOML's bare keys are ASCII letters, digits, _ and -, and the names a header gives are ASCII identifiers"
+        )
     return KernelFileError(path, f"the pytest-gemm header is not valid TOML: {text}", line=line)
 
 
@@ -42,7 +49,7 @@ def parse_cu_source(path: str | Path, text: str) -> list[KernelSpec]:
         try:
             data = tomllib.loads(match.group(1))
         except tomllib.TOMLDecodeError as exc:
-            raise _toml_error(path, exc, line) from None
+            raise _toml_error(path, exc, line, match.group(1)) from None
         specs.append(spec_from_mapping(data, path=path, line=line, kind=KernelKind.CU, source=text))
     return distinct_names(path, specs)
 

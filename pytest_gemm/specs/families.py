@@ -38,6 +38,12 @@ class InputFamily:
     outputs: tuple[str, ...] = ()  # the dtypes its C may be (empty: the inputs' own, or fp32 for MIXED_OUTPUT)
     figures: bool = False  # its peers' own figures (calc_diff, cosine) are reported beside the bound (the one rule)
     skip: Callable[[Shape], str | None] = _no_skip  # why a shape is not run (its sums would overflow)
+    accumulates: tuple[tuple[str, str], ...] = ()  # (dtype, what it accumulates in) where that is not fp32
+
+    def accumulation(self, dtype: str) -> str:
+        """What inputs of ``dtype`` accumulate in unless the kernel declares otherwise: fp64 for fp64, int32 for INT8,
+        fp32 for the others (FP8's promoted partial sums too)."""
+        return dict(self.accumulates).get(dtype, "fp32")
 
     def other(self, dtype: str) -> str:
         """The family's other format than ``dtype`` where it has two (fp8_e4m3's fp8_e5m2): what inputs of ``dtype``
@@ -60,10 +66,16 @@ class InputFamily:
         )
 
 
-FLOAT = InputFamily("float", ("fp32", "tf32", "fp16", "bf16", "fp64"))
+FLOAT = InputFamily("float", ("fp32", "tf32", "fp16", "bf16", "fp64"), accumulates=(("fp64", "fp64"),))
 SCALED = InputFamily("FP8", FP8, scaled=True, alpha_beta=False, outputs=("bf16", "fp16", "fp32"), figures=True)
 INTEGER = InputFamily(
-    "INT8", ("int8",), alpha_beta=False, outputs=("int32",), figures=True, skip=lambda shape: int8_overflow(shape.K)
+    "INT8",
+    ("int8",),
+    alpha_beta=False,
+    outputs=("int32",),
+    figures=True,
+    skip=lambda shape: int8_overflow(shape.K),
+    accumulates=(("int8", "int32"),),
 )
 #: every family, by name
 FAMILIES = {family.name: family for family in (FLOAT, SCALED, INTEGER)}

@@ -7,6 +7,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from ..records.case_record import path_problem
 from ..records.request import Request
 from .cases import AlphaBeta, Case
 from .cufile import parse_cu_source
@@ -17,6 +18,7 @@ from .spec import KernelSpec, Variant
 
 __all__ = [
     "case_from_request",
+    "case_path",
     "declares_kernels",
     "is_kernel_file",
     "load_specs",
@@ -29,11 +31,38 @@ __all__ = [
 
 
 def shown_path(path: Path, root: Path) -> str:
-    """``path`` as ids and messages show it: relative to the rootdir when it lies inside it."""
+    """``path`` as messages show it: relative to the rootdir when it lies inside it, else whole (a kernel file's
+    cases name it by :func:`case_path`, which refuses one outside)."""
     try:
         return str(path.relative_to(root))
     except ValueError:
         return str(path)
+
+
+def case_path(path: Path, root: Path) -> str:
+    """The kernel file ``path`` as its cases' test ids, saved runs and baseline files name it: relative to the rootdir
+    ``root``. :class:`KernelFileError` for a file outside the rootdir, which pytest's ids name by no path of the
+    project (``::k[fp32-64x64x64]`` for a file given by itself, its path under a folder given for one outside), and
+    for one whose path a saved run could not hold (:func:`~pytest_gemm.records.case_record.path_problem`, the rule
+    saved runs and baseline files are read with)."""
+    try:
+        shown = str(path.relative_to(root))
+    except ValueError:
+        raise KernelFileError(
+            path,
+            f"lies outside the rootdir, {root}: a case's test id, its key in saved runs and baseline files, names its "
+            "kernel file by its path in the rootdir; put the file, or a symlink to it, inside the rootdir, or give "
+            "--rootdir a folder that holds both (the baseline folder is found relative to it)",
+        ) from None
+    problem = path_problem("its path", shown)
+    if problem is not None:
+        raise KernelFileError(
+            shown,
+            "cannot be named in saved runs and baseline files, which would read its path as one that leaves the "
+            "project (a name that starts with a drive, such as 'C:', or a backslash, or holds '..' between "
+            "backslashes): rename it",
+        )
+    return shown
 
 
 def message_path(path: Path, root: Path) -> str:
@@ -133,11 +162,12 @@ def declares_kernels(path: Path, *, test_module: bool) -> bool:
 
 
 def mentions_without_declaring(path: Path) -> bool:
-    """Whether a ``.py`` file (not a conftest) names gemm_kernel without declaring a kernel with it."""
+    """Whether a ``.py`` file (not a conftest, nor a module of tests) names gemm_kernel without declaring a kernel
+    with it."""
     if path.suffix != ".py" or not named_like_kernel_file(path):
         return False
     facts = _py_facts(path, test_module=False)
-    return facts is not None and facts.mentions and not facts.broken and not facts.declares
+    return facts is not None and facts.mentions and not (facts.broken or facts.declares or facts.test_module)
 
 
 def read_specs(path: Path, shown: str) -> tuple[list[KernelSpec], str]:

@@ -27,6 +27,7 @@ __all__ = [
     "DEVICE_NAMES",
     "ENTRY",
     "FILE_FLAGS",
+    "IDENT",
     "SHAPE_NAMES",
     "STRIDE_ARGS",
     "TEMPLATE_WORDS",
@@ -41,8 +42,13 @@ BATCH_ARGS = ("batch", *STRIDE_ARGS)
 ARG_NAMES = ("M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc", *MAP_ARGS, *BATCH_ARGS, *SCALE_ARGS)
 SHAPE_NAMES = frozenset({"M", "N", "K", "batch"})
 DEVICE_NAMES = frozenset({"SM_COUNT"})  # the GPU's, known only in the worker: allowed in ``grid`` (persistent grids)
-ENTRY = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<.*>)?\s*$", re.DOTALL)
-_IDENT = re.compile(r"^[A-Za-z_]\w*$")
+#: a C++ identifier as NVRTC reads it: ASCII letters, digits and _ (a letter such as 'ï' is an unrecognized token)
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+#: the entry: a kernel's name, qualified by its namespaces (``ns::inner::sgemm``), then its template arguments; group 1
+#: is the qualified name, group 2 its last part (the function's own name), group 3 the template arguments
+ENTRY = re.compile(rf"^\s*((?:::\s*)?(?:{IDENT}\s*::\s*)*({IDENT}))\s*(<.*>)?\s*$", re.DOTALL)
+#: why a name must be ASCII, for messages
+_ASCII_WHY = "C++ names are ASCII for NVRTC"
 #: the words a template argument of the entry may use besides params: literals and C++'s type names
 TEMPLATE_WORDS = re.compile(
     r"(true|false|bool|float|double|int|unsigned|signed|long|short|char|size_t|u?int(8|16|32|64)_t"
@@ -85,8 +91,25 @@ class HeaderChecker:
             raise  # unreachable
 
     def entry(self, value: Any) -> str:
-        if not isinstance(value, str) or not ENTRY.match(value):
-            self.fail("entry", f'expected a kernel name such as "sgemm" or "sgemm<128, 8>", got {value!r}')
+        """The ``__global__`` function as NVRTC names it: ``sgemm``, ``sgemm<128, 8>`` or ``ns::inner::sgemm<BM>``."""
+        example = '"sgemm", "sgemm<128, 8>" or "ns::sgemm<BM, BN>"'
+        if not isinstance(value, str):
+            self.fail("entry", f"expected a kernel name such as {example}, got {value!r}")
+        other = next((ch for ch in value if not ch.isascii()), None)
+        if other is not None:
+            self.fail(
+                "entry",
+                f"{value!r} is not an ASCII name ({other!r}): NVRTC reads a kernel's C++ name as ASCII letters, "
+                "digits, _ and :: only, so name the kernel in ASCII in the source and here",
+            )
+        if ENTRY.match(value) is None:
+            if re.search(r">\s*::", value):
+                self.fail(
+                    "entry",
+                    f"{value!r}: only namespaces qualify a kernel (a __global__ function is no class member), so "
+                    "template arguments come last, as in ns::sgemm<128, 8>",
+                )
+            self.fail("entry", f"expected a kernel name such as {example}, got {value!r}")
         return value.strip()
 
     def args(self, value: Any) -> tuple[str, ...]:
@@ -225,9 +248,14 @@ class HeaderChecker:
         out = []
         for name, values in value.items():
             reserved = name in SHAPE_NAMES or name in DEVICE_NAMES or name in ARG_NAMES
-            if not _IDENT.match(name) or reserved or name.startswith("_"):
+            if not isinstance(name, str) or not re.fullmatch(IDENT, name) or reserved or name.startswith("_"):
                 reserved_names = ", ".join((*ARG_NAMES, *sorted(DEVICE_NAMES)))
-                self.fail("params", f"{name!r} cannot be a param name (identifiers other than {reserved_names})")
+                self.fail(
+                    "params",
+                    f"{name!r} cannot be a param name: a param is #defined in a .cu kernel's source and named in "
+                    f"expressions, so it is an ASCII identifier ({_ASCII_WHY}) not starting with _, other than "
+                    f"{reserved_names}",
+                )
             if isinstance(values, int) and not isinstance(values, bool):
                 values = [values]
             if (
@@ -284,14 +312,30 @@ class HeaderChecker:
         return value
 
     def accumulate(self, value: Any, dtypes: tuple[str, ...], c_dtype: Any) -> str:
-        """A declared accumulation: ``"fp16"`` (fp16 in and out only, as cuBLAS's CUBLAS_COMPUTE_16F), or
-        ``"fp32"``, the default for every dtype but fp64 (``""``, as not declaring one)."""
-        if value == "fp32" and "fp64" not in dtypes:
+        """A declared accumulation: ``"fp16"`` (fp16 in and out only, as cuBLAS's CUBLAS_COMPUTE_16F), or each dtype's
+        own (fp32; fp64 for fp64, int32 for INT8) written out, which is as declaring none (``""``)."""
+        own = {dtype: family_of(dtype).accumulation(dtype) for dtype in dtypes}
+        if set(own.values()) == {value}:
             return ""
         if value == "fast" and family_of(dtypes[0]).scaled:
             self.fail("accumulate", FAST_ACCUMULATION)
+        if value in own.values():  # one dtype's own, not another's
+            others = ", ".join(f"{dtype} in {acc}" for dtype, acc in own.items() if acc != value)
+            self.fail(
+                "accumulate",
+                f"{value!r} is not what each of dtypes {list(dtypes)} accumulates in ({others}); leave accumulate "
+                "out, and each dtype accumulates in its own",
+            )
         if value != "fp16":
-            self.fail("accumulate", f"expected 'fp16' (or 'fp32', the default for all but fp64), got {value!r}")
+            by_acc: dict[str, list[str]] = {}
+            for dtype, acc in own.items():
+                by_acc.setdefault(acc, []).append(dtype)
+            accepted = "; ".join(f"{acc!r} for {', '.join(them)}" for acc, them in by_acc.items())
+            also = ", or 'fp16' (fp16 inputs and output only)" if "fp16" in dtypes else ""
+            self.fail(
+                "accumulate",
+                f"expected what the kernel's dtypes accumulate in, the default ({accepted}){also}; got {value!r}",
+            )
         if set(dtypes) != {"fp16"} or c_dtype not in (None, "fp16"):
             self.fail(
                 "accumulate",

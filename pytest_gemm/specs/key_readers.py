@@ -14,7 +14,7 @@ from ..records.dtypes import FP8, OUTPUT_DTYPES
 from ..records.scales import Scales
 from ..records.storage import ORDER_FLAGS
 from .families import InputFamily, family_of
-from .header_keys import ENTRY, SHAPE_NAMES, STRIDE_ARGS, TEMPLATE_WORDS, HeaderChecker
+from .header_keys import ENTRY, IDENT, SHAPE_NAMES, STRIDE_ARGS, TEMPLATE_WORDS, HeaderChecker
 from .kinds import KernelKind
 from .scaling import SCALE_ARGS
 from .spec import ARRAYS
@@ -73,7 +73,7 @@ def entry(r: Reading, value: Any) -> str:
     entry = r.check.entry(value)
     match = ENTRY.match(entry)
     assert match is not None  # the checker's rule
-    for ident in re.findall(r"\b[A-Za-z_]\w*\b", match.group(2) or ""):
+    for ident in re.findall(rf"\b{IDENT}\b", match.group(3) or ""):
         if ident not in r.names and not TEMPLATE_WORDS.fullmatch(ident):  # only params and literals
             r.check.fail("entry", f"template argument {ident!r} is neither a param nor a literal")
     return entry
@@ -98,11 +98,19 @@ def _no_scalars(r: Reading, key: str) -> None:
 
 
 def name(r: Reading, value: Any) -> str:
-    if value is MISSING:
+    """The test name: the header's, or the entry's function name (``ns::sgemm<128>``'s ``sgemm``), or the Python
+    function's; an ASCII identifier (dots allowed)."""
+    given = value is not MISSING
+    if not given:
         entry = r["entry"]
-        value = r.default_name or (ENTRY.match(entry).group(1) if entry else "")
-    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][\w.]*", value):
-        r.check.fail("name", f"expected an identifier such as 'sgemm_tiled', got {value!r}")
+        value = r.default_name or (ENTRY.match(entry).group(2) if entry else "")
+    if not isinstance(value, str) or not re.fullmatch(rf"{IDENT}(?:\.[A-Za-z0-9_]+)*", value):
+        rule = "a kernel's name is an ASCII identifier such as 'sgemm_tiled', as C++ names are for NVRTC"
+        if not given and r.default_name:
+            r.check.fail(
+                "name", f"the function's name {value!r} cannot name the kernel: {rule}; give it one: name='...'"
+            )
+        r.check.fail("name", f"{rule}; got {value!r}")
     return value
 
 

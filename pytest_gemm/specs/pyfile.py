@@ -3,9 +3,11 @@
 The pytest process never imports a kernel file (it may import CuPy, or do anything at import
 time); only a GPU worker does, to call the function. So the decorator's arguments are read from
 the syntax tree and must be literals (``ast.literal_eval``, which evaluates no code). A file is a
-kernel file when its syntax tree holds a ``gemm_kernel`` decorator anywhere; one that declares
-nothing (on a method, an ``async def``, a function under ``if`` or inside another) is an error
-naming its line, never silence.
+kernel file when its syntax tree holds a ``gemm_kernel`` decorator or call anywhere; one that declares
+nothing (on a method, an ``async def``, a function under ``if`` or inside another; a call that decorates no
+def, such as ``gemm_kernel(...)(lambda ...)``) is an error naming its line, never silence. The decorator is
+found by its name, ``gemm_kernel`` or ``module.gemm_kernel``, and by the aliases the file's own syntax tree
+binds to it (``from pytest_gemm import gemm_kernel as gk``; ``gk = gemm_kernel``, ``gk: Any = gemm_kernel``).
 """
 
 from __future__ import annotations
@@ -25,20 +27,64 @@ from .spec import KernelSpec, distinct_names
 __all__ = ["DECLARING", "DECORATOR", "SPEC_ATTR", "PyFacts", "parse_py_source", "py_facts"]
 
 DECORATOR = "gemm_kernel"
-#: Text that may be a gemm_kernel decorator (``@gemm_kernel``, ``@pytest_gemm.gemm_kernel``, ``gemm_kernel(``): only
-#: a file that holds it is parsed to find out (one that names gemm_kernel only in an import is not)
-DECLARING = re.compile(rf"@\s*(?:\w+\s*\.\s*)*{DECORATOR}\b|{DECORATOR}\s*\(")
+#: Text that may be a gemm_kernel decorator (``@gemm_kernel``, ``@pytest_gemm.gemm_kernel``, ``gemm_kernel(``) or bind
+#: an alias of it (``gemm_kernel as gk``; ``gk = gemm_kernel`` or ``gk: Any = pg.gemm_kernel``, whatever follows on the
+#: line): only a file that holds it is parsed to find out (one that names gemm_kernel only in a plain import is not).
+#: An ``=`` and gemm_kernel are matched on one line, with no ``#`` or other ``=`` between them (so each character is
+#: looked at from one ``=`` only: a file too large to read is searched in linear time).
+DECLARING = re.compile(
+    rf"@\s*(?:\w+\s*\.\s*)*{DECORATOR}\b|{DECORATOR}\s*\(|\b{DECORATOR}\s+as\s|=[^\n#=]*\b{DECORATOR}\b"
+)
 SPEC_ATTR = "__pytest_gemm__"  # where the decorator leaves the header on the function
 
 
-def _decorator_name(node: ast.expr) -> str:
-    if isinstance(node, ast.Call):
-        node = node.func
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return ""
+def _bindings(node: ast.stmt) -> Iterator[tuple[str, ast.expr]]:
+    """Each plain name a statement binds with ``=`` and what it binds it to: ``a = b = x``, ``a: T = x``, ``a, b = x,
+    y`` (pair by pair) and ``(a := x)``."""
+    if isinstance(node, ast.Assign):
+        pairs = [(target, node.value) for target in node.targets]
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        pairs = [(node.target, node.value)]
+    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.NamedExpr):
+        pairs = [(node.value.target, node.value.value)]
+    else:
+        return
+    while pairs:
+        target, value = pairs.pop(0)
+        if isinstance(target, ast.Name):
+            yield target.id, value
+        elif (
+            isinstance(target, (ast.Tuple, ast.List))
+            and isinstance(value, (ast.Tuple, ast.List))
+            and len(target.elts) == len(value.elts)
+            and not any(isinstance(part, ast.Starred) for part in (*target.elts, *value.elts))
+        ):
+            pairs[:0] = zip(target.elts, value.elts)
+
+
+def _aliases(tree: ast.Module) -> frozenset[str]:
+    """The names the file binds to gemm_kernel: its own, each ``import ... gemm_kernel as NAME``, and each name a
+    top-level statement binds to it (:func:`_bindings`: ``NAME = gemm_kernel``, ``NAME: Any = module.gemm_kernel``,
+    ``NAME = ALIAS``), read from the syntax tree."""
+    names = {DECORATOR}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names.update(alias.asname for alias in node.names if alias.name == DECORATOR and alias.asname)
+    for node in tree.body:
+        names.update(name for name, value in _bindings(node) if _refers(value, frozenset(names)))
+    return frozenset(names)
+
+
+def _refers(node: ast.expr, names: frozenset[str]) -> bool:
+    """Whether ``node`` names gemm_kernel: one of ``names``, or ``module.gemm_kernel``."""
+    return (isinstance(node, ast.Name) and node.id in names) or (
+        isinstance(node, ast.Attribute) and node.attr == DECORATOR
+    )
+
+
+def _is_decorator(node: ast.expr, names: frozenset[str]) -> bool:
+    """Whether a decorator is gemm_kernel's, called (``@gemm_kernel(...)``) or not."""
+    return _refers(node.func if isinstance(node, ast.Call) else node, names)
 
 
 _STATEMENTS = {
@@ -68,19 +114,68 @@ def _bodies(node: ast.AST) -> Iterator[list[ast.stmt]]:
                     yield part.body
 
 
-def _placements(body: list[ast.stmt], where: str | None) -> Iterator[tuple[ast.expr, ast.stmt, str | None]]:
+def _placements(
+    body: list[ast.stmt], where: str | None, names: frozenset[str]
+) -> Iterator[tuple[ast.expr, ast.stmt, str | None]]:
     """Each ``gemm_kernel`` decorator in ``body`` with its definition and, when misplaced, where it is."""
     for node in body:
         if isinstance(node, _DEFINITIONS):
             for deco in node.decorator_list:
-                if _decorator_name(deco) == DECORATOR:
+                if _is_decorator(deco, names):
                     yield deco, node, where
             inner = f"class {node.name!r}" if isinstance(node, ast.ClassDef) else f"function {node.name!r}"
-            yield from _placements(node.body, where or inner)
+            yield from _placements(node.body, where or inner, names)
         else:
             kind = _STATEMENTS.get(type(node), "a compound statement")
             for inner_body in _bodies(node):
-                yield from _placements(inner_body, where or f"{kind} (line {node.lineno})")
+                yield from _placements(inner_body, where or f"{kind} (line {node.lineno})", names)
+
+
+@dataclass(frozen=True)
+class _StrayCall:
+    """A ``gemm_kernel(...)`` call that decorates no def: what it is applied to, or the name it is kept in."""
+
+    call: ast.Call
+    applied: bool  # its result is called: ``gemm_kernel(...)(f)``
+    applied_to: ast.expr | None  # f there (a lambda, a name), when given
+    kept_in: str | None  # ``name = gemm_kernel(...)...``: the name
+
+
+def _stray_calls(tree: ast.Module, names: frozenset[str]) -> list[_StrayCall]:
+    """Each ``gemm_kernel(...)`` call that is not a def's decorator (``k = gemm_kernel(...)(lambda ...)``), in the
+    file's order."""
+    decorators = {id(d) for node in ast.walk(tree) if isinstance(node, _DEFINITIONS) for d in node.decorator_list}
+    applied: dict[int, ast.expr | None] = {}
+    kept: dict[int, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Call):
+            applied[id(node.func)] = node.args[0] if node.args else None
+        if isinstance(node, ast.stmt):
+            for name, value in _bindings(node):  # the first name a call is kept in: ``a = b = gemm_kernel(...)``'s a
+                kept.update({id(inner): name for inner in ast.walk(value) if id(inner) not in kept})
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _refers(n.func, names)]
+    calls = sorted((c for c in calls if id(c) not in decorators), key=lambda call: (call.lineno, call.col_offset))
+    return [_StrayCall(call, id(call) in applied, applied.get(id(call)), kept.get(id(call))) for call in calls]
+
+
+def _stray_call_error(path: str | Path, stray: _StrayCall) -> KernelFileError:
+    """The error of a ``gemm_kernel(...)`` call that decorates no def, saying what to write instead."""
+    call, written = stray.call, ast.unparse(stray.call.func)
+    decorator = f"@{ast.unparse(call)}" if len(ast.unparse(call)) <= 60 else f"@{written}(...)"
+    if not stray.applied and stray.kept_in is not None:
+        what = f"kept in {stray.kept_in!r} (a decorator in a variable is not followed)"
+        instead = f"write {decorator} itself on the line above each kernel's def"
+    else:
+        target = stray.applied_to
+        kernel = target.id if isinstance(target, ast.Name) else stray.kept_in or "my_kernel"
+        what = "applied to a lambda" if isinstance(target, ast.Lambda) else "called outside a decorator"
+        instead = f"write {decorator} on the line above def {kernel}(...): instead"
+    return KernelFileError(
+        path,
+        f"{written}(...) {what} declares no kernel: the file is read without running it, so a kernel is a plain def "
+        f"at the top level under the decorator; {instead}",
+        line=call.lineno,
+    )
 
 
 def _misplaced(path: str | Path, deco: ast.expr, node: ast.stmt, where: str | None) -> KernelFileError:
@@ -107,7 +202,7 @@ class PyFacts:
     whose tree is not read declares nothing and is not broken."""
 
     mentions: bool  # names gemm_kernel anywhere (a comment, a string, an import)
-    declares: bool  # holds a gemm_kernel decorator anywhere (misplaced ones too: they are errors to show)
+    declares: bool  # holds a gemm_kernel decorator or call anywhere (misplaced ones too: they are errors to show)
     broken: bool  # its syntax tree was read, and it is not valid Python
     test_module: bool  # defines tests at its top level (functions or classes named test*), kernels aside
 
@@ -115,8 +210,8 @@ class PyFacts:
 _NOTHING = PyFacts(mentions=False, declares=False, broken=False, test_module=False)
 
 
-def _is_kernel_def(node: ast.stmt) -> bool:
-    return isinstance(node, _DEFINITIONS) and any(_decorator_name(d) == DECORATOR for d in node.decorator_list)
+def _is_kernel_def(node: ast.stmt, names: frozenset[str]) -> bool:
+    return isinstance(node, _DEFINITIONS) and any(_is_decorator(d, names) for d in node.decorator_list)
 
 
 def py_facts(text: str, *, every_mention: bool = False) -> PyFacts:
@@ -131,9 +226,10 @@ def py_facts(text: str, *, every_mention: bool = False) -> PyFacts:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return PyFacts(mentions=True, declares=False, broken=True, test_module=False)
-    declares = next(_placements(tree.body, None), None) is not None
+    names = _aliases(tree)
+    declares = next(_placements(tree.body, None, names), None) is not None or bool(_stray_calls(tree, names))
     tests = any(
-        isinstance(node, _DEFINITIONS) and node.name.lower().startswith("test") and not _is_kernel_def(node)
+        isinstance(node, _DEFINITIONS) and node.name.lower().startswith("test") and not _is_kernel_def(node, names)
         for node in tree.body
     )
     return PyFacts(mentions=True, declares=declares, broken=False, test_module=tests)
@@ -170,10 +266,25 @@ def parse_py_source(path: str | Path, text: str) -> list[KernelSpec]:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
         raise KernelFileError(path, f"not valid Python: {exc.msg}", line=exc.lineno) from None
+    names = _aliases(tree)
+    placed = list(_placements(tree.body, None, names))
+    errors = [_stray_call_error(path, stray) for stray in _stray_calls(tree, names)]
+    errors += [
+        _misplaced(path, deco, node, where)
+        for deco, node, where in placed
+        if where is not None or not isinstance(node, ast.FunctionDef)
+    ]
+    if errors:
+        raise min(errors, key=lambda error: error.line or 0)  # the first in the file
+    seen: set[int] = set()
+    for deco, node, _ in placed:
+        if id(node) in seen:  # one def is one kernel, however many decorators say so
+            raise KernelFileError(
+                path, f"{node.name} has @{DECORATOR} more than once; a def is one kernel: keep one", line=deco.lineno
+            )
+        seen.add(id(node))
     specs = []
-    for deco, node, where in _placements(tree.body, None):
-        if where is not None or not isinstance(node, ast.FunctionDef):
-            raise _misplaced(path, deco, node, where)
+    for deco, node, _ in placed:
         if not isinstance(deco, ast.Call):
             raise KernelFileError(path, f"use @{DECORATOR}(dtypes=[...]), with its arguments", line=deco.lineno)
         header = python_header(_arguments(path, deco))

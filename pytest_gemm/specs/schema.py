@@ -84,7 +84,8 @@ KEYS: tuple[Key, ...] = (
         read=readers.entry,
         meaning=(
             'the `__global__` function: an `extern "C"` name, or a template name expression such as `sgemm<128, 8>` '
-            "or `sgemm<BM, BN>` (param names are replaced by each variant's values)"
+            "or `sgemm<BM, BN>` (param names are replaced by each variant's values), qualified by its namespaces "
+            "where it has them (`ns::sgemm<BM, BN>`); ASCII, as NVRTC reads C++ names"
         ),
         kinds=CU,
         required=CU,
@@ -125,7 +126,10 @@ KEYS: tuple[Key, ...] = (
     Key(
         name="name",
         read=readers.name,
-        meaning=("the test name (default: the entry's function name, or the Python function's)"),
+        meaning=(
+            "the test name, an ASCII identifier (default: the entry's function name without its namespaces, or the "
+            "Python function's)"
+        ),
         python="str | None",
         derived=True,
     ),
@@ -320,7 +324,7 @@ KEYS: tuple[Key, ...] = (
         meaning=(
             '`"fp16"`: the kernel accumulates in fp16 (fp16 inputs and output only); it is judged by fp16 '
             "accumulation's error bound and timed against cuBLAS with `CUBLAS_COMPUTE_16F`. Default: fp32 (fp64 for "
-            "fp64 kernels)"
+            'fp64 kernels, int32 for INT8), which may also be written (`"fp64"` for an fp64 kernel)'
         ),
         python="str | None",
     ),

@@ -17,7 +17,7 @@ import stat
 import tokenize
 from pathlib import Path
 
-from ..fileio import os_reason
+from ..fileio import RefusedFile, not_regular, os_reason, read_regular
 from .errors import KernelFileError
 
 __all__ = [
@@ -31,7 +31,6 @@ __all__ = [
     "holds",
     "is_oversize",
     "read_kernel_bytes",
-    "size_text",
     "unix_line_ends",
 ]
 
@@ -44,14 +43,6 @@ HEADER = re.compile(HEADER_START.pattern + r"(.*?)\*/", re.DOTALL)
 #: many times over, while a log, a core dump or a device named like a kernel file is refused before it is read.
 MAX_KERNEL_FILE_BYTES = 16_000_000
 
-_KINDS = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISDIR, "a folder"),
-)
-
 # UTF-32's marks first: UTF-32-LE's begins with UTF-16-LE's
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32", "UTF-32"),
@@ -62,28 +53,10 @@ _BOMS = (
 )
 
 
-def size_text(size: int) -> str:
-    """A file size as people read it: ``2.1 GB``, ``16 MB``, ``300 bytes``."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if size >= scale:
-            return f"{size / scale:.3g} {unit}"
-    return f"{size} bytes"
-
-
-def _mode_problem(mode: int, size: int, path: Path | None = None) -> str | None:
-    kind = next((kind for test, kind in _KINDS if test(mode)), None if stat.S_ISREG(mode) else "a special file")
-    if kind is not None:
-        link = ""
-        if path is not None and os.path.islink(path):
-            link = f"a symlink to {os.path.realpath(path)}, "
-        return f"is {link}{kind}, not a regular file"
-    if size > MAX_KERNEL_FILE_BYTES:
-        return f"is {size_text(size)}; a kernel file may be at most {size_text(MAX_KERNEL_FILE_BYTES)}"
-    return None
-
-
 def file_problem(path: Path) -> str | None:
-    """Why ``path`` (its symlinks followed) cannot be read as a kernel file, without opening it; None if it can.
+    """Why ``path`` (its symlinks followed) cannot be read as a kernel file, in the words reading it says
+    (:func:`read_kernel_bytes`), without reading its bytes (a file too large is refused on its size once open);
+    None if it can.
 
     A missing file (a dangling symlink, say) is no problem here: reading it says so.
     """
@@ -91,7 +64,14 @@ def file_problem(path: Path) -> str | None:
         st = os.stat(path)
     except OSError:
         return None
-    return _mode_problem(st.st_mode, st.st_size, path)
+    kind = not_regular(st.st_mode, path)
+    if kind is not None or st.st_size <= MAX_KERNEL_FILE_BYTES:
+        return kind
+    try:
+        read_kernel_bytes(path, str(path))
+    except KernelFileError as exc:
+        return exc.message
+    return None  # it shrank meanwhile, and was read
 
 
 def is_oversize(path: Path) -> bool:
@@ -144,27 +124,13 @@ def holds(path: Path, pattern: re.Pattern[str]) -> bool:
 
 def read_kernel_bytes(path: Path, shown: str) -> bytes:
     """The file's bytes; :class:`KernelFileError` naming ``shown`` for a file that is not regular, too large or
-    unreadable. Opened without blocking and checked on the open file, so nothing swapped in between is read."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    unreadable (read by :func:`~pytest_gemm.fileio.read_regular`, so nothing swapped in between is read)."""
     try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        problem = file_problem(path)
-        raise KernelFileError(shown, problem or f"cannot read the file: {os_reason(exc, path)}") from None
-    try:
-        st = os.fstat(fd)
-        problem = _mode_problem(st.st_mode, st.st_size, path)
-        if problem is not None:
-            raise KernelFileError(shown, problem)
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_KERNEL_FILE_BYTES + 1)
+        return read_regular(path, MAX_KERNEL_FILE_BYTES, "a kernel file")
+    except RefusedFile as exc:
+        raise KernelFileError(shown, str(exc)) from None
     except OSError as exc:
         raise KernelFileError(shown, f"cannot read the file: {os_reason(exc, path)}") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_KERNEL_FILE_BYTES:  # grew while being read
-        raise KernelFileError(shown, _mode_problem(stat.S_IFREG, len(data)) or "is too large")
-    return data
 
 
 def has_header(text: str) -> bool:

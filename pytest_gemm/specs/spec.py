@@ -25,16 +25,11 @@ from .kinds import KernelKind
 from .size_types import DEFAULT_SIZE_TYPE, SIZE_TYPES, SizeType
 from .tensor_maps import TensorMapSpec
 
-__all__ = ["ARRAYS", "DEFAULT_MAX_VARIANTS", "KernelFileError", "KernelSpec", "Variant", "distinct_names"]
+__all__ = ["ARRAYS", "KernelFileError", "KernelSpec", "Variant", "distinct_names"]
 
 #: what a Python kernel may be given (the decorator's ``arrays``): CuPy arrays, or torch tensors on the same
 #: memory, and what each needs installed in the worker
 ARRAYS = {"cupy": "cupy", "torch": "torch"}
-
-#: variants one kernel may have by default (--gemm-max-variants): 128 times the bundled kernels' most (8, in
-#: kernels/09_wmma.cu), a sweep of 4 values of 5 params. Its 2,048 compile items for two architectures take about
-#: 15 minutes on one core at NVRTC's 0.44 s a variant (docs/architecture.md); 10,000 variants give 20,000.
-DEFAULT_MAX_VARIANTS = 1024
 
 
 @dataclass(frozen=True)
@@ -124,11 +119,18 @@ class KernelSpec:
         names = [name for name, _ in self.params]
         return [Variant(tuple(zip(names, combo))) for combo in itertools.product(*(v for _, v in self.params))]
 
+    @property
+    def function_name(self) -> str:
+        """The entry's function name, without its namespaces and template arguments (``ns::sgemm<128>``: ``sgemm``)."""
+        match = ENTRY.match(self.entry)
+        return match.group(2) if match else ""
+
     def entry_for(self, variant: Variant) -> str:
-        """The entry's name expression with the variant's values put into its template arguments."""
+        """The entry's name expression, as NVRTC takes it (``ns::sgemm<128, 8>``), with the variant's values put into
+        its template arguments."""
         match = ENTRY.match(self.entry)
         assert match is not None
-        base, template = match.group(1), match.group(2)
+        base, template = match.group(1), match.group(3)
         if not template:
             return base
         values = self.names_for(variant)

@@ -77,7 +77,8 @@ def test_a_kernel_right_where_its_bug_does_not_matter_passes(torch_run):
     """Beta ignored is right when beta = 0; the stream of its own is waited for in verification (its timing fails)."""
     outcomes = outcomes_in(torch_run)
     assert outcomes.get("triton_no_beta[fp16-256x256x256]") == "PASSED", torch_run[-4000:]
-    assert "not on the harness's stream" in failure_section(torch_run, "triton_own_stream[fp16-256x256x256]")
+    own = failure_section(torch_run, "triton_own_stream[fp16-256x256x256]")
+    assert "not on the harness's stream" in own and "the harness sets torch's only then" in own, own[:3000]
 
 
 def test_the_setup_step_reports_the_autotuners_choice_and_the_host_time(torch_run):

@@ -181,20 +181,51 @@ def test_a_changed_kernel_source_is_noted(recorded):
 
 
 def test_a_corrupt_file_stops_a_run_and_is_only_replaced_by_an_update(recorded):
+    """A damaged file stops a run; --gemm-update-baselines (the advice the run gives) records it afresh, keeping the
+    damaged file aside as it was and the file's mode; the command's update needs --force for that
+    (tests/integration/test_hostile_runs.py)."""
     path = recorded.path / H100_FILE
-    path.write_text('{"schema": 1, "gpu": "NVIDIA H100 80GB HBM3", "entries": {"k": []}')
+    damaged = '{"schema": 1, "gpu": "NVIDIA H100 80GB HBM3", "entries": {"k": []}'
+    path.write_text(damaged)
+    path.chmod(0o664)
     result = _run(recorded)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*pytest-gemm: *{H100_FILE}: not valid JSON*"])
-    assert path.read_text().endswith('"k": []}')  # untouched
+    result.stderr.fnmatch_lines(
+        [f"ERROR: pytest-gemm: {H100_FILE}: not valid JSON (*); fix it there, restore it from version control, or "
+         "record it again with --gemm-update-baselines or pytest-gemm update --force (*)"]
+    )  # fmt: skip
+    assert path.read_text() == damaged  # untouched
     update = _run(recorded, "--gemm-update-baselines")
     update.assert_outcomes(passed=6)
     update.stdout.fnmatch_lines(
         [f"{H100_FILE}: 6 added*", "*note: the unreadable file was kept as nvidia-h100-80gb-hbm3.unreadable-*.json*"]
     )
-    kept = [p.name for p in (recorded.path / "baselines").iterdir() if "unreadable" in p.name]
-    assert len(kept) == 1 and sorted(_entries(recorded)) == KEYS
+    (kept,) = [p for p in (recorded.path / "baselines").iterdir() if "unreadable" in p.name]
+    assert kept.read_text() == damaged and sorted(_entries(recorded)) == KEYS
+    assert path.stat().st_mode & 0o777 == 0o664  # the new file keeps the old one's mode
     _run(recorded).assert_outcomes(passed=6)  # the kept copy does not stop later runs
+
+
+def test_a_baseline_file_of_a_newer_format_is_never_replaced_by_an_update(recorded):
+    """A file a newer pytest-gemm wrote stops a run, and --gemm-update-baselines (which replaces a damaged file)
+    leaves it as it is, saying to upgrade pytest-gemm, and fails the run."""
+    path = recorded.path / H100_FILE
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "schema": 2}))
+    before = path.read_bytes()
+    newer = (
+        f"{H100_FILE}: schema version 2 is not one this pytest-gemm reads (1): a newer pytest-gemm wrote it; upgrade "
+        "pytest-gemm to use or update it (this version never replaces it, not even with --force or "
+        "--gemm-update-baselines)"
+    )
+    result = _run(recorded)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: pytest-gemm: {newer}"])
+    update = _run(recorded, "--gemm-update-baselines")
+    assert update.ret == pytest.ExitCode.TESTS_FAILED
+    update.stdout.fnmatch_lines([f"*error: {newer}; nothing written"])
+    assert path.read_bytes() == before
+    assert not [p for p in path.parent.iterdir() if "unreadable" in p.name]
 
 
 def test_a_baseline_file_recorded_on_another_gpu_model_fails_each_timed_case_and_keeps_its_times(recorded):
@@ -300,4 +331,5 @@ def test_the_command_line_compares_updates_shows_and_prunes_saved_runs(replay):
     assert pruned.returncode == 0 and sorted(_entries(replay)) == KEYS
 
     bad = _cli(replay, "compare", "nope.json")
-    assert bad.returncode == 2 and "nope.json: not a pytest-benchmark JSON file" in bad.stderr
+    assert bad.returncode == 2
+    assert "nope.json: not a pytest-benchmark JSON file (cannot be read: No such file or directory)" in bad.stderr

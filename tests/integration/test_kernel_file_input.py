@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from pytest_gemm.specs import pyfile
+from pytest_gemm.specs.bounds import DEFAULT_MAX_VARIANTS
 from pytest_gemm.specs.cufile import parse_cu_source
 from pytest_gemm.specs.errors import KernelFileError
 from pytest_gemm.specs.files import is_kernel_file, load_specs
-from pytest_gemm.specs.spec import DEFAULT_MAX_VARIANTS
 
 from support import KERNELS, NAIVE_HEADER, TESTS, naive_project, requires_nvrtc, with_keys
 
@@ -259,12 +259,125 @@ def test_a_file_that_only_names_gemm_kernel_is_no_kernel_file_and_the_hint_says_
         [
             "pytest-gemm: kernels/ holds no kernel file (*",
             "pytest-gemm: kernels/notes.py names gemm_kernel but declares no kernel (a kernel is a top-level def "
-            "under @gemm_kernel(...), by that name: * an alias such as `import gemm_kernel as gk` is not followed)",
+            "under @gemm_kernel(...), or under an alias the file imports, such as `from pytest_gemm import "
+            "gemm_kernel as gk`: the file is read without running it)",
             "pytest-gemm: kernels/strings.py names gemm_kernel but declares no kernel *",
         ]
     )
     named = pytester.runpytest("--gemm-kernels", "kernels/notes.py")
     named.stdout.fnmatch_lines(["pytest-gemm: kernels/notes.py names gemm_kernel but declares no kernel *"])
+
+
+def test_aliased_kernels_are_collected_and_a_call_that_declares_nothing_is_an_error_beside_other_kernels(project):
+    """Beside another kernel file, `@gk(...)` (`from pytest_gemm import gemm_kernel as gk`) and
+    `k = gemm_kernel(...)(lambda ...)` were dropped without a word (`2 passed, 9 skipped`, rc 0), and the hint about a
+    file that names gemm_kernel came only for a file alone: the aliases are collected, the call is a collection error
+    naming its line and what to write, and the hint names the file whatever else the folder holds."""
+    kernels = project.path / "kernels"
+    (kernels / "alias.py").write_text(
+        PY_KERNEL.replace("import gemm_kernel", "import gemm_kernel as gk").replace("@gemm_kernel", "@gk")
+    )
+    (kernels / "module.py").write_text(
+        PY_KERNEL.replace("from pytest_gemm import gemm_kernel", "import pytest_gemm as pg").replace(
+            "@gemm_kernel", "@pg.gemm_kernel"
+        )
+    )
+    (kernels / "lam.py").write_text(
+        'from pytest_gemm import gemm_kernel\n\nk = gemm_kernel(dtypes=["fp32"])(lambda A, B, C, alpha, beta: None)\n'
+    )
+    (kernels / "notes.py").write_text(
+        "from pytest_gemm import gemm_kernel\n\n\ndef k(A, B, C, alpha, beta):\n    pass\n"
+    )
+    result = project.runpytest("--gemm-kernels", "kernels", "-m", "gpu", "-q")
+    result.stdout.fnmatch_lines(
+        [
+            "kernels/lam.py:3: gemm_kernel(...) applied to a lambda declares no kernel: the file is read without "
+            "running it, so a kernel is a plain def at the top level under the decorator; write "
+            "@gemm_kernel(dtypes=['fp32']) on the line above def k(...): instead",
+            "pytest-gemm: kernels/notes.py names gemm_kernel but declares no kernel *",
+            "9 skipped, 2 deselected, 1 error in *",  # without a device: 3 cases of each of the three kernel files
+        ]
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    ids = _ids(project.runpytest("--gemm-kernels", "kernels", "--co", "-q"))
+    assert {i.split("::")[0] for i in ids} == {"kernels/naive.cu", "kernels/alias.py", "kernels/module.py"}
+    assert "kernels/alias.py::k[fp32-64x64x64]" in ids and "kernels/module.py::k[fp32-64x64x64]" in ids
+
+
+def test_an_alias_bound_with_a_comment_or_an_annotation_is_collected_without_a_hint(project):
+    """`gk = gemm_kernel  # alias` and `gk: Any = gemm_kernel` bound an alias the file was not seen to bind: the `@gk`
+    kernels were not collected, and the hint said the file declares no kernel. Both are collected, a file named like
+    a test module too (which pytest would otherwise import), and no hint is given."""
+    kernels = project.path / "kernels"
+    (kernels / "annotated.py").write_text(
+        PY_KERNEL.replace("\n\n\n@gemm_kernel", "\nfrom typing import Any\n\ngk: Any = gemm_kernel\n\n\n@gk")
+    )
+    (kernels / "test_commented.py").write_text(
+        PY_KERNEL.replace("\n\n\n@gemm_kernel", "\n\ngk = gemm_kernel  # alias\n\n\n@gk")
+    )
+    result = project.runpytest("--gemm-kernels", "kernels", "--co", "-q")
+    ids = _ids(result)
+    assert {i.split("::")[0] for i in ids} == {"kernels/naive.cu", "kernels/annotated.py", "kernels/test_commented.py"}
+    assert "kernels/annotated.py::k[fp32-64x64x64]" in ids and "kernels/test_commented.py::k[fp32-64x64x64]" in ids
+    assert "declares no kernel" not in result.stdout.str()
+
+
+# -- kernel files outside the rootdir ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "how",
+    [[], ["--rootdir=proj"], ["-c", "proj/pytest.ini"]],
+    ids=["the ini's folder", "--rootdir", "-c"],
+)
+def test_a_kernel_file_outside_the_rootdir_is_refused_naming_both(pytester, naive_source, how):
+    """A kernel file outside pytest's rootdir had cases whose test ids named no file (`::sgemm_naive[...]`) and whose
+    file was its absolute path, which saved runs and baseline files refuse: the run's own saved run and baselines
+    could not be read back. It is a collection error naming the file and the rootdir and saying what to do; the
+    project's own kernels are collected as ever."""
+    (pytester.mkdir("proj") / "pytest.ini").write_text("[pytest]\n")
+    (pytester.mkdir("proj/kernels") / "naive.cu").write_text(naive_source)
+    (pytester.path / "outside.cu").write_text(naive_source)
+    result = pytester.runpytest(
+        *how, "--gemm-kernels", "proj/kernels", "outside.cu", "--gemm-shapes", "64", "--co", "-q"
+    )
+    root, outside = pytester.path / "proj", pytester.path / "outside.cu"
+    result.stdout.fnmatch_lines(
+        [
+            f"{outside}: lies outside the rootdir, {root}: a case's test id, its key in saved runs and baseline files, "
+            "names its kernel file by its path in the rootdir; put the file, or a symlink to it, inside the rootdir, "
+            "or give --rootdir a folder that holds both (the baseline folder is found relative to it)",
+        ]
+    )
+    ids = [i for i in _ids(result) if "compile[" not in i]
+    assert ids == NAIVE_IDS and result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_a_kernel_file_whose_path_saved_runs_would_read_as_leaving_the_project_is_refused(project, naive_source):
+    """`C:k.cu` and `kernels/x\\..\\..\\k.cu` are files inside the project on Linux, but saved runs and baseline files
+    read a drive or a backslash as Windows does, and refused the run's own cases: such a file is a collection error
+    saying to rename it."""
+    (project.path / "C:k.cu").write_text(naive_source)
+    (project.path / "kernels" / "x\\..\\..\\k.cu").write_text(naive_source)
+    result = project.runpytest("--gemm-kernels", "kernels", "C:k.cu", "--co", "-q")
+    said = (
+        ": cannot be named in saved runs and baseline files, which would read its path as one that leaves the project "
+        "(a name that starts with a drive, such as 'C:', or a backslash, or holds '..' between backslashes): rename it"
+    )
+    result.stdout.fnmatch_lines_random([f"C:k.cu{said}", f"kernels/x\\..\\..\\k.cu{said}"])
+    assert [i for i in _ids(result) if "compile[" not in i] == NAIVE_IDS
+
+
+def test_a_kernel_file_outside_the_rootdir_is_collected_through_a_symlink_inside_it(
+    project, naive_source, tmp_path_factory
+):
+    """What the refusal says to do: a symlink inside the rootdir to a kernel file outside it is collected under the
+    symlink's path."""
+    outside = tmp_path_factory.mktemp("elsewhere") / "shared.cu"
+    outside.write_text(naive_source)
+    (project.path / "kernels" / "shared.cu").symlink_to(outside)
+    ids = [i for i in _ids(project.runpytest("--gemm-kernels", "kernels", "--co", "-q")) if "compile[" not in i]
+    assert ids == NAIVE_IDS + [i.replace("naive.cu", "shared.cu") for i in NAIVE_IDS]
 
 
 _BROKEN = "from pytest_gemm import gemm_kernel\n\n\n@gemm_kernel(dtypes=['fp32'])\ndef (:\n"
@@ -634,6 +747,23 @@ def test_a_kernel_file_reached_through_two_paths_is_collected_once(project):
     via_link = _bounded(project, "--gemm-kernels", "linked", "--collect-only", "-q")  # a linked folder, named
     assert "linked/naive.cu::compile[sm_80]" in _ids(via_link)
     assert "pytest-gemm: linked/naive.cu is" not in via_link.stdout.str()
+
+
+@pytest.mark.parametrize(("link", "to"), [("self", "."), ("loop", "..")])
+def test_a_run_given_a_path_through_a_symlink_collects_the_kernels_there(project, link, to):
+    """`pytest --gemm-kernels kernels/self` (self -> .) ran nothing (rc 5), saying the file there "is kernels/naive.cu
+    ... collected once, as kernels/naive.cu", a path the run does not collect; the kernel is collected under the path
+    the run walks, and no note names a path outside the run."""
+    (project.path / "kernels" / link).symlink_to(to, target_is_directory=True)
+    result = _bounded(project, "--gemm-kernels", f"kernels/{link}", "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    naive = [i for i in _ids(result) if i.split("::")[0].endswith("naive.cu")]
+    assert len(naive) == 2 + 3, result.stdout.str()
+    assert "(the same file, through a symlink)" not in result.stdout.str()
+    if link == "self":  # (through loop, pytest takes the ini file beside kernels/ as its rootdir's)
+        assert "kernels/self/ is a symlink" not in result.stdout.str()  # the run's own path is walked, not a loop
+    both = _bounded(project, "--gemm-kernels", f"kernels/{link}", "kernels", "--collect-only", "-q")
+    assert len([i for i in _ids(both) if i.split("::")[0].endswith("naive.cu")]) == 2 + 3  # once, by one path
 
 
 def test_the_walks_notes_come_from_xdist_workers_at_the_end(project):

@@ -1,5 +1,6 @@
 """Bounds on what a user can ask for, through pytester (docs/bad-input.md): a shape past the harness's int
-arguments is skipped at collection, and a compile that takes minutes fails its variant at the compile limit, once."""
+arguments is skipped at collection, a kernel of more GPU cases than --gemm-max-cases is refused before they are built,
+and a compile that takes minutes fails its variant at the compile limit, once."""
 
 from __future__ import annotations
 
@@ -26,6 +27,41 @@ def test_a_shape_past_the_kernels_int_arguments_is_skipped_at_collection_with_th
         ["SKIPPED ?3? naive.cu*: M = 3000000000 is past the kernel's int arguments (at most 2147483647)"]
     )
     assert result.stdout.str().count("past the kernel's int arguments") == 1  # the 64 cases are not among them
+
+
+# -- kernels of too many cases --------------------------------------------------------------------------------------
+
+
+def test_a_kernel_of_more_cases_than_the_limit_is_refused_before_they_are_built(pytester, naive_source):
+    """20,000 shapes gave one kernel 60,000 cases (83 s) with no word; past --gemm-max-cases (ini gemm_max_cases) the
+    kernel file is a collection error with the product and the options, said at once, and the others still run."""
+    (pytester.path / "naive.cu").write_text(naive_source)
+    (pytester.path / "wide.cu").write_text(
+        naive_source.replace(
+            'entry = "sgemm_naive"', 'entry = "sgemm_naive"\nname = "wide"\nparams = { T = [1, 2, 3, 4, 5, 6, 7, 8] }'
+        )
+    )
+    pytester.makeini(
+        "[pytest]\ngemm_shapes = " + ",".join(f"{i}x{i}x8" for i in range(1, 1001)) + "\ngemm_max_cases = 5000\n"
+    )
+    began = time.monotonic()
+    result = pytester.runpytest("--gemm-kernels", "naive.cu", "wide.cu", "--co", "-q", "-m", "gpu")
+    assert time.monotonic() - began < 30
+    result.stdout.fnmatch_lines(
+        [
+            "wide.cu:2: wide would have 24,000 GPU cases (8 variant(s) x 1 dtype(s) x 1,000 shapes x 3 alpha/beta "
+            "pair(s)), each a test; a kernel may have at most 5,000 (--gemm-max-cases / gemm_max_cases raises the "
+            "limit; --gemm-shapes / gemm_shapes and --gemm-dtypes / gemm_dtypes choose fewer)",
+            "3000/3002 tests collected (2 deselected), 1 error in *",
+        ]
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    shapes = ("--gemm-shapes", "64,96")  # 8 x 2 x 3 = 48 cases
+    allowed = pytester.runpytest(
+        "--gemm-kernels", "wide.cu", "--co", "-q", "-m", "gpu", *shapes, "--gemm-max-cases", "48"
+    )
+    assert allowed.ret == pytest.ExitCode.OK
+    allowed.stdout.fnmatch_lines(["48/64 tests collected (16 deselected) in *"])
 
 
 # -- compiles that take minutes -----------------------------------------------------------------------------------

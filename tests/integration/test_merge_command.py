@@ -308,7 +308,9 @@ def test_runs_that_differ_are_refused_naming_the_files_and_values_unless_allowed
 
 def test_a_test_in_two_runs_is_refused_unless_both_say_the_same(two, capsys):
     first, second = two
-    changed = dataclasses.replace(first[0], median_s=first[0].median_s * 1.01)
+    changed = dataclasses.replace(
+        first[0], median_s=first[0].median_s * 1.01, ci_s=tuple(v * 1.01 for v in first[0].ci_s)
+    )
     _save(Path("a.json"), first)
     _save(Path("b.json"), [changed, *second])
     for extra in ((), ("--allow-mismatch",)):

@@ -18,12 +18,12 @@ PURE = ("records", "specs", "compiler", "judge", "runs", "baselines", "report", 
 #: what each package may import from the others: data flows one way (kernel file -> spec -> case -> worker ->
 #: outcome -> judged case -> saved run, report, baseline); the pytest glue (plugin) and the command (cli) use it all
 LAYERS = {
-    "fileio": set(),  # files written whole, keeping their mode, and why a file operation failed: for any package
+    "fileio": set(),  # files read bounded and written whole, and why a file operation failed: for any package
     "records": set(),
     "specs": {"records", "fileio"},
     "compiler": {"records", "specs", "fileio"},
     "judge": {"records", "specs"},
-    "runs": {"records", "judge"},
+    "runs": {"records", "judge", "fileio"},
     "baselines": {"records", "specs", "judge", "fileio"},
     "options": {"records", "specs", "judge"},
     "settings": {"records", "specs", "judge", "options"},  # the options' values, read into one record

@@ -70,16 +70,21 @@ grid = ["cdiv(N, 32)", "cdiv(M, 32)"]
 */
 """
 
-NAIVE_BODY = """
-extern "C" __global__ void sgemm_naive(int M, int N, int K, float alpha, const float* A, const float* B,
-                                       float beta, float* C) {
-    int col = blockIdx.x * blockDim.x + threadIdx.x, row = blockIdx.y * blockDim.y + threadIdx.y;
+#: the naive kernel's statements: one thread an element of C, alpha A B + beta C (C read only when beta is not 0)
+NAIVE_LOOP = """    int col = blockIdx.x * blockDim.x + threadIdx.x, row = blockIdx.y * blockDim.y + threadIdx.y;
     if (row >= M || col >= N) return;
     float acc = 0.0f;
     for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
     C[row * N + col] = beta == 0.0f ? alpha * acc : alpha * acc + beta * C[row * N + col];
-}
 """
+NAIVE_BODY = (
+    """
+extern "C" __global__ void sgemm_naive(int M, int N, int K, float alpha, const float* A, const float* B,
+                                       float beta, float* C) {
+"""
+    + NAIVE_LOOP
+    + "}\n"
+)
 
 
 #: the header of an FP8 or INT8 kernel (no body), its args, dtypes and extra lines to be filled in

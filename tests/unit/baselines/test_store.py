@@ -29,6 +29,16 @@ def test_gpu_slug():
         gpu_slug("!!!")
 
 
+def test_a_gpu_name_whose_file_name_would_be_too_long_names_no_file():
+    """A name of 150 characters whose slug doubles ('İ' lowers to 'i' and a combining dot): over 200 characters,
+    too long for the baseline file's lock file (``.<slug>.json.lock``) on a file system of 255-byte names."""
+    assert len(gpu_slug("G" * 200)) == 200
+    with pytest.raises(
+        BaselineError, match=r"^cannot name a baseline file after the GPU 'İİİ.*\(over 200 characters\)$"
+    ):
+        gpu_slug("İ" * 150)
+
+
 def test_save_and_load_round_trip_with_stable_sorted_text(tmp_path):
     path = tmp_path / "baselines" / "nvidia-h100-80gb-hbm3.json"
     baseline = BaselineFile(path, H100, {"b::k[x]": baseline_entry(), "a::k[y]": baseline_entry()})

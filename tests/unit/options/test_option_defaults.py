@@ -33,6 +33,8 @@ FIELDS = {
     "timeout": (Settings, "timeout", None),
     "compile-timeout": (Settings, "compile_timeout", None),
     "max-variants": (Settings, "max_variants", None),
+    "max-shapes": (Settings, "max_shapes", None),
+    "max-cases": (Settings, "max_cases", None),
     "require-gpu": (Settings, "require_gpu", None),
     "report": (Settings, "report", None),
     "overwrite-report": (Settings, "overwrite_report", None),

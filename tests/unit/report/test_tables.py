@@ -124,4 +124,5 @@ def test_the_condensed_table_shows_each_kernels_fastest_variant_per_shape_and_co
     ]  # the few that matter
     other = dataclasses.replace(base, test="other.cu::k", file="other.cu")  # the same kernel name in another file
     both = timing_tables([base, other], recording()["facts"], width=120, full=False)
-    assert sum(line.startswith("sgemm_naive") for line in both) == 2
+    rows_of = [line.split()[0] for line in both if "::sgemm_naive" in line]
+    assert rows_of == ["01_naive.cu::sgemm_naive", "other.cu::sgemm_naive"]  # each named by its file

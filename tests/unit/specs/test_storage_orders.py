@@ -132,7 +132,9 @@ def test_accumulate_declares_fp16_for_fp16_only():
     assert spec(accumulate='"fp32"').accumulate == ""
     assert "fp16 inputs and an fp16 output only" in error(accumulate='"fp16"', dtypes='["fp16", "bf16"]')
     assert "and c_dtype 'fp32'" in error(accumulate='"fp16"', c_dtype='"fp32"')
-    assert "expected 'fp16'" in error(accumulate='"bf16"')
+    assert "the default ('fp32' for fp16), or 'fp16' (fp16 inputs and output only); got 'bf16'" in error(
+        accumulate='"bf16"'
+    )
     assert compute_type("fp16", "fp16") == 64 and scalar_type("fp16", "fp16") is np.float16  # CUBLAS_COMPUTE_16F
     assert compute_type("fp16", "") == 68 and compute_type("tf32", "") == 77 and compute_type("fp64", "") == 70
 

@@ -105,6 +105,9 @@ def test_a_kernel_timed_on_another_stream_fails_naming_it_and_claims_no_speed():
     text = failure_text("k[fp32-512x512x512]", result, "REPLAY")
     assert f"launched GPU work on CUDA stream(s) {OTHER} (CUPTI's ids), not on the harness's stream" in text
     assert "it is not timed, and not gated" in text and "suspicious" not in text and "last timed launch" not in text
+    # where the harness sets which stream: CuPy's always, torch's only for arrays="torch"
+    assert "CuPy's current stream, which the harness sets for every Python kernel" in text
+    assert "arrays=\"torch\", on torch's (the harness sets torch's only then" in text
 
 
 def test_a_kernel_file_that_cannot_import_torch_or_triton_says_what_to_install(tmp_path):
