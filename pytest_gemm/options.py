@@ -12,10 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .judge.gate import DEFAULT_BASELINES, DEFAULT_METRIC, DEFAULT_THRESHOLD
-from .records.case_record import LONGEST_PHASE_S, METRICS
+from .judge.gate import DEFAULT_BASELINES, DEFAULT_METRIC, DEFAULT_THRESHOLD, THRESHOLD_RANGE
+from .records.case_record import METRICS
 from .records.dtypes import INPUT_DTYPES
-from .records.request import COMPILE_TIMEOUT, SANITIZER_TOOLS, TIMERS, TimingSettings
+from .records.request import (
+    COMPILE_TIMEOUT,
+    MAX_TIME_RANGE,
+    NOISE_RANGE,
+    SANITIZER_TOOLS,
+    TIMEOUT_RANGE,
+    TIMERS,
+    TimingSettings,
+)
 from .records.shapes import Shape, ShapeError, parse_shapes
 from .specs.archs import known_arch
 from .specs.bounds import DEFAULT_MAX_CASES, DEFAULT_MAX_SHAPES, DEFAULT_MAX_VARIANTS
@@ -198,7 +206,7 @@ OPTIONS = (
         "seconds a case may run in the GPU worker without progress (a verification, a batch of timed "
         "launches, which gets max-time more) before the worker is killed and replaced and the case fails "
         "as timed out",
-        _number(float, 0.1, LONGEST_PHASE_S),
+        _number(float, *TIMEOUT_RANGE),
     ),
     Option(
         "compile-timeout",
@@ -207,13 +215,13 @@ OPTIONS = (
         "before the compiler is stopped and that variant fails; a compile that runs long says so on the terminal; "
         "also the most time a case may spend in Triton's or torch's compilers and Triton's autotuner without "
         "--gemm-timeout running",
-        _number(float, 0.1, LONGEST_PHASE_S),
+        _number(float, *TIMEOUT_RANGE),
     ),
     Option(
         "max-time",
         str(_TIMING.max_time),
         "timing: seconds per case after which timing stops even if the noise target is not met",
-        _number(float, 0.0, 3600.0),
+        _number(float, *MAX_TIME_RANGE),
     ),
     Option(
         "min-samples",
@@ -226,7 +234,7 @@ OPTIONS = (
         str(_TIMING.noise),
         "timing: stop once each median's 95%% interval half-width is within this fraction (or within one step "
         "of the GPU's clock, where that is wider)",
-        _number(float, 1e-4, 0.5),
+        _number(float, *NOISE_RANGE),
     ),
     Option(
         "baselines",
@@ -240,7 +248,7 @@ OPTIONS = (
         str(DEFAULT_THRESHOLD),
         "gate: a case regressed when slower than its baseline by more than this fraction "
         "(and significantly); a kernel header's regression_threshold overrides it",
-        _number(float, 0.0, 10.0),
+        _number(float, *THRESHOLD_RANGE),
         command=True,
     ),
     Option(

@@ -42,6 +42,7 @@ __all__ = [
 ]
 
 DEFAULT_THRESHOLD = 0.05  # --gemm-threshold: slower than the baseline by more than this fraction (and significantly)
+THRESHOLD_RANGE = (0.0, 10.0)  # the thresholds --gemm-threshold and a saved run's settings may hold
 DEFAULT_METRIC = "ratio"  # --gemm-gate-metric: a key of METRICS
 DEFAULT_BASELINES = "baselines"  # --gemm-baselines: the folder of baseline files, relative to the rootdir
 #: the option (--gemm-NAME) with which each verdict fails a test; a regression always does

@@ -137,11 +137,13 @@ LONGEST_GPU_NAME = 200
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode's control characters (category Cc)
 
 
-def quoted(value: str, most: int = 120) -> str:
+def quoted(value: Any, most: int = 120) -> str:
     """``value`` as a message quotes it: its repr (which escapes a lone surrogate and a control character), cut to
-    about ``most`` characters with its length said."""
+    about ``most`` characters, a string's length said."""
     shown = repr(value)
-    return shown if len(shown) <= most else f"{shown[: most - 3]}... ({len(value)} characters)"
+    if len(shown) <= most:
+        return shown
+    return f"{shown[: most - 3]}..." + (f" ({len(value)} characters)" if isinstance(value, str) else "")
 
 
 def text_problem(name: str, value: Any, longest: int = LONGEST_TEXT) -> str | None:

@@ -8,13 +8,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .case_record import LONGEST_PHASE_S
 from .shapes import Shape
 
-__all__ = ["COMPILE_TIMEOUT", "SANITIZER_TOOLS", "TIMERS", "Request", "TimingSettings"]
+__all__ = [
+    "COMPILE_TIMEOUT",
+    "MAX_TIME_RANGE",
+    "NOISE_RANGE",
+    "SANITIZER_TOOLS",
+    "TIMEOUT_RANGE",
+    "TIMERS",
+    "Request",
+    "TimingSettings",
+]
 
 #: seconds one NVRTC compile may take (--gemm-compile-timeout): the bundled kernels' variants take 0.44 s on average
 #: (84 in 37.1 s on the H100 machine), a kernel that unrolls a loop over 32768 iterations took 60 s and 1.7 GB
 COMPILE_TIMEOUT = 300.0
+
+#: the allowed values (low, high) of the settings a saved run carries and ``pytest-gemm merge`` compares: seconds a
+#: phase may run (--gemm-timeout, --gemm-compile-timeout), a case's timing cap (--gemm-max-time), the noise target
+#: (--gemm-noise); the options and the saved run's check read them from here
+TIMEOUT_RANGE = (0.1, LONGEST_PHASE_S)
+MAX_TIME_RANGE = (0.0, 3600.0)
+NOISE_RANGE = (1e-4, 0.5)
 
 
 #: the compute-sanitizer tools a kernel can be checked with (--gemm-sanitize)

@@ -18,7 +18,9 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from ..records.case_record import LONGEST_PHASE_S, METRICS
+from ..judge.gate import THRESHOLD_RANGE
+from ..records.case_record import METRICS, quoted
+from ..records.request import MAX_TIME_RANGE, NOISE_RANGE, TIMEOUT_RANGE
 
 __all__ = ["WrongValue", "check", "check_present", "check_settings", "key", "shown"]
 
@@ -35,8 +37,7 @@ def shown(value: Any) -> str:
         return "an object"
     if isinstance(value, (list, tuple)):
         return f"a list of {len(value)}"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return quoted(value, 60)
 
 
 def key(where: str, name: str) -> str:
@@ -151,13 +152,13 @@ def _number(low: float, high: float) -> Any:
 #: the settings a saved run carries (plugin/ledger.py), their types and allowed values
 SETTINGS: Mapping[str, Any] = {
     "seed": int,
-    "timeout": _number(0.1, LONGEST_PHASE_S),
-    "noise": _number(1e-4, 0.5),
+    "timeout": _number(*TIMEOUT_RANGE),
+    "noise": _number(*NOISE_RANGE),
     "min-samples": int,
-    "max-time": _number(0.0, 3600.0),
+    "max-time": _number(*MAX_TIME_RANGE),
     "hot-cache": bool,
     "gate-metric": typing.Literal[tuple(METRICS)],  # type: ignore[misc]
-    "threshold": _number(0.0, 10.0),
+    "threshold": _number(*THRESHOLD_RANGE),
     "fail-new": bool,
     "fail-unstable": bool,
     "timed": bool,

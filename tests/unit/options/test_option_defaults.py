@@ -92,3 +92,30 @@ def test_the_readmes_table_gives_each_options_default(option):
 def test_the_dtypes_help_names_every_dtype_the_option_takes():
     said = re.search(r"\((.*?)\)", BY_NAME["dtypes"].help)
     assert said and said.group(1).split(", ") == list(INPUT_DTYPES)
+
+
+@pytest.mark.parametrize("name", ["timeout", "noise", "max-time", "threshold"])
+def test_a_saved_runs_setting_takes_the_values_its_option_takes(name):
+    """The ranges are defined once: a value the option takes is a setting a saved run may hold, and one just past
+    either end is refused by both."""
+    from pytest_gemm.options import OptionError
+    from pytest_gemm.runs.check import WrongValue, check_settings
+
+    convert = BY_NAME[name].convert
+    low, high = (float(x) for x in re.findall(r"from (\S+) to (\S+),", _refusal(convert, "-1e9"))[0])
+    for value in (low, high):
+        convert(repr(value))
+        check_settings({name: value}, "gemm.settings")
+    for value in (high * 1.01 + 1e-3, low - 1e-3 if low > 0 else -1e-3):
+        with pytest.raises(OptionError):
+            convert(repr(value))
+        with pytest.raises(WrongValue):
+            check_settings({name: value}, "gemm.settings")
+
+
+def _refusal(convert, text: str) -> str:
+    from pytest_gemm.options import OptionError
+
+    with pytest.raises(OptionError) as raised:
+        convert(text)
+    return str(raised.value)
