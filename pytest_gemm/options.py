@@ -24,7 +24,7 @@ from .records.request import (
     TIMERS,
     TimingSettings,
 )
-from .records.shapes import Shape, ShapeError, parse_shapes
+from .records.shapes import SHAPE_SETS, Shape, ShapeError, parse_shapes
 from .specs.archs import known_arch
 from .specs.bounds import DEFAULT_MAX_CASES, DEFAULT_MAX_SHAPES, DEFAULT_MAX_VARIANTS
 
@@ -164,8 +164,8 @@ OPTIONS = (
     Option(
         "shapes",
         "quick",
-        "shape sets (quick, standard, edge, llm, batched) and/or shapes such as 1024, 4096x4096x1024 or 96x96x64b8 "
-        "(a batch of 8), comma-separated",
+        f"shape sets ({', '.join(SHAPE_SETS)}) and/or shapes such as 1024, 4096x4096x1024, 96x96x64b8 (a batch of "
+        "8) or 4096x4096x1024g8 (8 groups), comma-separated",
         _shapes,
         many=True,
     ),

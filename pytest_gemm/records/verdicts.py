@@ -89,6 +89,7 @@ class ErrorCause(_Word):
     GUARD_B = "read past B"  # the same for B
     GUARD_C = "read past C"  # the same for C (a wrong ldc, or reading beyond C's edge)
     GUARD_SCALES = "read past the scales"  # the same for an FP8 kernel's grid of scales: past its edge block
+    GUARD_GROUPS = "read past the group arrays"  # the same for a grouped kernel's group arrays
     READ_C = "C read although beta = 0"  # right once C holds finite prior data: the kernel read C
     UNWRITTEN = "unwritten"  # still holds the poison it was given before the launch
     ARITHMETIC = "NaN or Inf from arithmetic"  # non-finite, and none of the above
@@ -109,6 +110,11 @@ class Check(_Word):
     NONFINITE = "non-finite output"  # NaN or Inf whose source the worker did not trace
     LOW_PRECISION = "precision too low"  # only the normwise test failed by a little: a lower precision than promised
     NORMWISE = "normwise error"  # the normwise test failed: small errors in every element add up
+    # a grouped GEMM's rows of C that belong to no group, written (records.groups; Fault.where names the groups)
+    PADDING_WRITTEN = "padding rows written"  # rows after a contiguous group's end, up to its padded end
+    PAST_GROUP_END = "rows past a group's end written"  # a masked slot's rows past its group's count
+    EMPTY_GROUP = "an empty group not skipped"  # a masked slot of an empty group written
+    PADDING_READ = "padding rows read as data"  # a group's rows that turn finite when A's padding rows (NaN) do
 
 
 class Misreading(_Word):
@@ -128,6 +134,9 @@ class Misreading(_Word):
     OTHER_BATCH_A = "another batch's A read"  # batch j's C is alpha A_i B_j + beta C0_j
     OTHER_BATCH_B = "another batch's B read"  # batch j's C is alpha A_j B_i + beta C0_j
     OTHER_BATCH_C = "another batch's result written"  # batch j's C holds batch i's result: a write into another C
+    # a grouped GEMM's groups mixed up: Misread.batches pairs group g with the group h whose B it read
+    OTHER_GROUP_B = "another group's B read"  # group g's rows computed with group h's B
+    EMPTY_GROUP_COMPUTED = "an empty group computed over another's rows"  # group h is empty and was not skipped
     # an FP8 kernel's scales or data misread; Misread.as_read names the block a granularity's slip reads at
     SCALES_IGNORED = "scales ignored"  # C = A B of the FP8 elements as they are
     A_SCALES_IGNORED = "A's scales ignored"

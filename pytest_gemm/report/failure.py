@@ -17,6 +17,7 @@ from ..records.shapes import Shape
 from ..records.storage import ORDER_FLAGS, ORDERS, Storage
 from ..records.verdicts import Check, ErrorCause, FailureKind, Misreading, TimingProblem, Verdict
 from ..specs.spec import KernelSpec
+from .grouped import GROUP_ROWS, group_rows_text
 from .misread import misread_text
 from .regression import gate_failure
 
@@ -147,6 +148,7 @@ FINDING_TEXT: dict[ErrorCause | Check | Misreading, Callable[[Finding, Diagnosis
     ErrorCause.GUARD_B: _read_past,
     ErrorCause.GUARD_C: _read_past,
     ErrorCause.GUARD_SCALES: _read_past,
+    ErrorCause.GUARD_GROUPS: _read_past,
     ErrorCause.READ_C: _read_c,
     ErrorCause.UNWRITTEN: _unwritten,
     ErrorCause.ARITHMETIC: _arithmetic,
@@ -157,6 +159,7 @@ FINDING_TEXT: dict[ErrorCause | Check | Misreading, Callable[[Finding, Diagnosis
     Check.NONFINITE: _nonfinite,
     Check.LOW_PRECISION: _normwise,
     Check.NORMWISE: _normwise,
+    **dict.fromkeys(GROUP_ROWS, group_rows_text),
     **dict.fromkeys(Misreading, misread_text),
 }
 

@@ -84,13 +84,19 @@ _MIXED = {
     Misreading.OTHER_BATCH_A: "batch {j} read batch {i}'s A",
     Misreading.OTHER_BATCH_B: "batch {j} read batch {i}'s B",
     Misreading.OTHER_BATCH_C: "batch {j}'s C holds batch {i}'s result",
+    Misreading.OTHER_GROUP_B: "group {j}'s rows computed with group {i}'s B",
+    Misreading.EMPTY_GROUP_COMPUTED: "group {j}'s rows computed with empty group {i}'s B",
 }
+#: what a mix-up's pairs are pairs of
+_MIXED_OF = {Misreading.OTHER_GROUP_B: "groups", Misreading.EMPTY_GROUP_COMPUTED: "groups"}
 
 
 def _mixed(f: Finding, d: Diagnosis) -> str:
     """A batch's mix-up: which batch holds which batch's data."""
     listed = ", ".join(_MIXED[f.kind].format(j=j, i=i) for j, i in f.batches)
     more = ", ..." if f.batch_count > len(f.batches) else ""
+    if f.kind in _MIXED_OF:
+        return f"{f.kind} ({listed}{more}; {f.batch_count} of {d.shape.groups} groups)"
     return f"{f.kind} ({listed}{more}; {f.batch_count} of {d.shape.batch} batches)"
 
 

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 from ..records.declarations import Declarations
 from ..records.dtypes import DType, accumulating, get_dtype
+from ..records.groups import GroupPlan, group_plan
 from ..records.request import COMPILE_TIMEOUT, Request, TimingSettings
 from ..records.shapes import Shape
 from ..records.storage import ORDER_FLAGS, Storage
 from .expr import Expression, ExpressionError
 from .families import family_of
-from .footprint import int_args_problem
+from .footprint import int_args_problem, kernel_sizes
 from .header_keys import DEVICE_NAMES, SHAPE_NAMES
 from .limits import MAX_BLOCK, MAX_GRID, MAX_SHARED_PER_BLOCK, MAX_THREADS_PER_BLOCK
 from .spec import KernelFileError, KernelSpec, Variant
@@ -26,6 +27,7 @@ __all__ = [
     "AlphaBeta",
     "Case",
     "LaunchGeometry",
+    "case_plan",
     "case_seed",
     "check_launch",
     "expand",
@@ -92,9 +94,19 @@ class Case:
         return self.spec.declarations(self.variant)
 
     @property
+    def plan(self) -> GroupPlan | None:
+        """A grouped kernel's groups at this case's shape (None: one GEMM, or a batch)."""
+        return case_plan(self.spec, self.shape)
+
+    @property
     def c_prior(self) -> bool:
         """C starts with finite prior data: beta != 0, or the kernel declares ``always_reads_c``."""
         return self.ab.prior or self.spec.always_reads_c
+
+
+def case_plan(spec: KernelSpec, shape: Shape) -> GroupPlan | None:
+    """The groups of ``spec``'s kernel at ``shape``: None unless both are grouped."""
+    return group_plan(spec.groups, shape) if spec.groups is not None and shape.groups else None
 
 
 def precision(case: Case) -> tuple[DType, DType]:
@@ -144,7 +156,8 @@ def expand(spec: KernelSpec, shapes: list[Shape], dtypes: list[str] | None = Non
         past_ints = {shape: int_args_problem(spec, shape, storage) for shape in shapes}
         for dtype in selected:
             for shape in shapes:
-                reason = _unbatched(spec, shape) or past_ints[shape] or _broken_rule(spec, variant, shape)
+                reason = _unbatched(spec, shape) or _ungrouped(spec, shape)
+                reason = reason or past_ints[shape] or _broken_rule(spec, variant, shape)
                 reason = reason or family_of(dtype).skip(shape)
                 cases += [Case(spec, variant, dtype, shape, ab, reason) for ab in abs_]
     return cases
@@ -160,9 +173,22 @@ def _unbatched(spec: KernelSpec, shape: Shape) -> str | None:
     )
 
 
+def _ungrouped(spec: KernelSpec, shape: Shape) -> str | None:
+    """Why a grouped kernel skips a shape that is not grouped, and another kernel a grouped shape."""
+    if spec.groups is not None and not shape.groups:
+        return f"{shape.id} is one GEMM; the kernel is grouped and runs grouped shapes, MxNxKgG (the set 'grouped')"
+    if spec.groups is None and shape.groups:
+        return (
+            f"{shape.id} is a grouped GEMM of {shape.groups} groups; the kernel is not grouped (it declares no groups)"
+        )
+    return None
+
+
 def _names(spec: KernelSpec, shape: Shape, variant: Variant) -> dict[str, int]:
-    """The values expressions see: M, N, K, batch, the storage flags and the variant's params."""
-    return {"M": shape.M, "N": shape.N, "K": shape.K, "batch": shape.batch, **spec.names_for(variant)}
+    """The values expressions see: M, N, K, batch, G (the groups; 0 for a kernel that is not grouped), the storage
+    flags and the variant's params. A grouped kernel's M is the rows of one A (with padding; a masked slot's), its
+    K all of K (records.groups.GroupPlan.ints)."""
+    return {**kernel_sizes(spec, shape), "batch": shape.batch, **spec.names_for(variant)}
 
 
 def _broken_rule(spec: KernelSpec, variant: Variant, shape: Shape) -> str | None:
@@ -195,7 +221,11 @@ _AXES = "xyz"
 def _values(env: dict[str, int]) -> str:
     """The values as messages say them, without the storage flags (a swept order shows in the case's id), or a batch
     of 1."""
-    shown = (name for name in env if name not in ORDER_FLAGS and not (name == "batch" and env[name] == 1))
+    shown = (
+        name
+        for name in env
+        if name not in ORDER_FLAGS and not (name == "batch" and env[name] == 1) and not (name == "G" and not env[name])
+    )
     return ", ".join(f"{name}={env[name]}" for name in shown)
 
 

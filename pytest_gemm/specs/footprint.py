@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from ..records.dtypes import get_dtype
+from ..records.groups import group_plan
 from ..records.shapes import Shape
 from ..records.storage import Storage
 from .header_keys import STRIDE_ARGS
@@ -32,8 +33,12 @@ __all__ = [
     "harness_ints",
     "input_copies",
     "int_args_problem",
+    "kernel_sizes",
     "memory_problem",
     "operand_layout",
+    "operand_shape",
+    "per_group",
+    "storage_dims",
 ]
 
 GUARD_BYTES = 64 * 1024  # guard before each buffer, and at least this much after it
@@ -84,11 +89,35 @@ def guard_layout(
     return GuardLayout(before, ld, after, (rows + (BATCH_GAP_ROWS if gap else 0)) * ld, batch)
 
 
+def operand_shape(spec: KernelSpec, operand: str, shape: Shape) -> Shape:
+    """The shape whose stored shape and batch are ``operand``'s matrices: the case's own, or for a grouped kernel's
+    grouped shape, the groups' (:meth:`~pytest_gemm.records.groups.GroupPlan.operand_shape`)."""
+    if spec.groups is None or not shape.groups:
+        return shape
+    return group_plan(spec.groups, shape).operand_shape(operand)
+
+
+def kernel_sizes(spec: KernelSpec, shape: Shape) -> dict[str, int]:
+    """M, N, K and G as a kernel and its header's expressions get them: the shape's, G = 0; a grouped kernel's at a
+    grouped shape, M the rows of one A (padding included; a masked slot's), K all of K, G the groups
+    (:attr:`~pytest_gemm.records.groups.GroupPlan.ints`)."""
+    if spec.groups is None or not shape.groups:
+        return {"M": shape.M, "N": shape.N, "K": shape.K, "G": 0}
+    return group_plan(spec.groups, shape).ints
+
+
+def per_group(spec: KernelSpec, operand: str, shape: Shape) -> bool:
+    """Whether ``operand`` of a grouped kernel's case is one matrix a group (a Python kernel gets it 3-D, even for one
+    group)."""
+    return spec.groups is not None and bool(shape.groups) and group_plan(spec.groups, shape).per_group(operand)
+
+
 def operand_layout(
     spec: KernelSpec, operand: str, shape: Shape, storage: Storage, itemsize: int, guards: bool = True
 ) -> GuardLayout:
     """The guarded layout of ``operand`` ("A", "B" or "C") of a case: its stored shape, its ld padding when the
     kernel takes its ld, and its batch, gapped when the kernel takes its batch stride."""
+    shape = operand_shape(spec, operand, shape)
     rows, cols = storage.stored_shape(operand, shape)
     low = operand.lower()
     return guard_layout(
@@ -101,13 +130,14 @@ def harness_ints(spec: KernelSpec, shape: Shape, storage: Storage | None = None)
     batch strides it takes): each one's value and, for a leading dimension or a stride, how it follows from the shape
     (``storage``: the variant's storage orders, the header's when None)."""
     storage = storage or spec.storage
-    found: dict[str, tuple[int, str]] = {"M": (shape.M, ""), "N": (shape.N, ""), "K": (shape.K, "")}
+    found: dict[str, tuple[int, str]] = {name: (value, "") for name, value in kernel_sizes(spec, shape).items()}
     found["batch"] = (shape.batch, "")
     for operand in "ABC":
         rows, cols = storage.stored_dims(operand)
-        found[f"ld{operand.lower()}"] = (getattr(shape, cols) + LD_PAD, f"{cols} + {LD_PAD} elements of row padding")
+        size = getattr(operand_shape(spec, operand, shape), cols)
+        found[f"ld{operand.lower()}"] = (size + LD_PAD, f"{cols} + {LD_PAD} elements of row padding")
         layout = operand_layout(spec, operand, shape, storage, 1)
-        row = f"ld{operand.lower()}" if layout.ld != getattr(shape, cols) else cols
+        row = f"ld{operand.lower()}" if layout.ld != size else cols
         found[f"stride_{operand.lower()}"] = (layout.stride, f"{rows} + {BATCH_GAP_ROWS} rows of {row}")
     return {name: value for name, value in found.items() if name in spec.args}
 
@@ -186,10 +216,10 @@ def case_memory(
       cuBLAS; A, B and C's start uploaded once; the flush buffer; and the last launches' check, as above.
     """
     dt, out = get_dtype(dtype), get_dtype(spec.output_dtype(dtype))
-    a, b, c = (shape.batch * x for x in (shape.M * shape.K, shape.K * shape.N, shape.M * shape.N))
+    a, b, c = (math.prod(storage_dims(spec, op, shape)) for op in "ABC")
     guarded, storage = 0, storage or spec.storage
     for operand, t in (("A", dt), ("B", dt), ("C", out)):
-        rows = storage.stored_shape(operand, shape)[0]
+        rows = storage.stored_shape(operand, operand_shape(spec, operand, shape))[0]
         guarded += operand_layout(spec, operand, shape, storage, t.itemsize, guards).elements(rows) * t.itemsize
     bits = (a + b) * dt.itemsize + (c * out.itemsize if c_prior else 0)
     prior = c if c_prior else 0
@@ -213,6 +243,13 @@ def case_memory(
         timing_parts.append(("the L2 flush buffer", flush_bytes))
     timing = MemoryNeed("timing", (*timing_parts, *check))
     return timing if timing.total > verifying.total else verifying
+
+
+def storage_dims(spec: KernelSpec, operand: str, shape: Shape) -> tuple[int, int, int]:
+    """``operand``'s matrices: how many, and each one's logical rows and columns."""
+    own = operand_shape(spec, operand, shape)
+    rows, cols = {"A": (own.M, own.K), "B": (own.K, own.N), "C": (own.M, own.N)}[operand]
+    return own.batch, rows, cols
 
 
 def _gb(size: int | float) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..records.dtypes import INPUT_DTYPES
+from ..records.groups import GROUP_ARGS
 from ..records.storage import ORDER_FLAGS, ORDERS, Storage
 from .archs import known_arch
 from .errors import KernelFileError
@@ -27,6 +28,7 @@ __all__ = [
     "DEVICE_NAMES",
     "ENTRY",
     "FILE_FLAGS",
+    "GROUPED_ARGS",
     "IDENT",
     "SHAPE_NAMES",
     "STRIDE_ARGS",
@@ -39,8 +41,13 @@ T = TypeVar("T")
 STRIDE_ARGS = ("stride_a", "stride_b", "stride_c")
 #: a strided batch's arguments: the batch count and each operand's batch stride
 BATCH_ARGS = ("batch", *STRIDE_ARGS)
-ARG_NAMES = ("M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc", *MAP_ARGS, *BATCH_ARGS, *SCALE_ARGS)
-SHAPE_NAMES = frozenset({"M", "N", "K", "batch"})
+ARG_NAMES = (
+    "M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc", *MAP_ARGS, *BATCH_ARGS, *SCALE_ARGS,
+    "G", *GROUP_ARGS,
+)  # fmt: skip
+#: a grouped kernel's arguments: the group count and the group arrays
+GROUPED_ARGS = ("G", *GROUP_ARGS)
+SHAPE_NAMES = frozenset({"M", "N", "K", "batch", "G"})
 DEVICE_NAMES = frozenset({"SM_COUNT"})  # the GPU's, known only in the worker: allowed in ``grid`` (persistent grids)
 #: a C++ identifier as NVRTC reads it: ASCII letters, digits and _ (a letter such as 'ï' is an unrecognized token)
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -126,8 +133,14 @@ class HeaderChecker:
         if ("alpha" in value) != ("beta" in value):
             self.fail("args", "a kernel takes both alpha and beta, or neither")
         strides = [arg for arg in value if arg in STRIDE_ARGS]
-        if strides and "batch" not in value:
-            self.fail("args", f"{strides[0]} is a batch stride: a kernel that takes one takes the batch count, batch")
+        if strides and "batch" not in value and not any(arg in GROUPED_ARGS for arg in value):
+            self.fail(
+                "args",
+                f"{strides[0]} is a batch stride: a kernel that takes one takes the batch count, batch (or, grouped, "
+                "its groups)",
+            )
+        if "batch" in value and any(arg in GROUPED_ARGS for arg in value):
+            self.fail("args", "a kernel runs strided batches (batch) or groups (G and the group arrays), not both")
         maps = [arg for arg in value if arg in MAP_ARGS]
         if maps and "batch" in value:
             self.fail(

@@ -11,10 +11,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..records.dtypes import FP8, OUTPUT_DTYPES
+from ..records.groups import GROUP_ARGS, Groups
 from ..records.scales import Scales
 from ..records.storage import ORDER_FLAGS
 from .families import InputFamily, family_of
-from .header_keys import ENTRY, IDENT, SHAPE_NAMES, STRIDE_ARGS, TEMPLATE_WORDS, HeaderChecker
+from .header_keys import ENTRY, GROUPED_ARGS, IDENT, SHAPE_NAMES, STRIDE_ARGS, TEMPLATE_WORDS, HeaderChecker
 from .kinds import KernelKind
 from .scaling import SCALE_ARGS
 from .spec import ARRAYS
@@ -29,6 +30,7 @@ __all__ = [
     "dims",
     "entry",
     "flag",
+    "groups",
     "name",
     "scales",
     "stride_type",
@@ -217,6 +219,54 @@ def scales(r: Reading, value: Any) -> Scales | None:
     if r["batched"]:
         check.fail("scales", "an FP8 kernel runs one GEMM at a time: strided batches with scales are not supported")
     return scales
+
+
+_GROUPS_EXAMPLE = 'e.g. groups = { layout = "contiguous", sizes = "edge", align = 128 }'
+_GROUPS_KEYS = ("layout", "sizes", "align", "args", "writes_padding")
+
+
+def groups(r: Reading, value: Any) -> Groups | None:
+    """The ``groups`` table of a grouped kernel, checked against its ``args`` (a ``.cu`` kernel names the group arrays
+    it takes there; a Python kernel in the table's ``args``), its dtypes and ``batched``; None for a kernel that runs
+    one GEMM (or a batch). The table's entries are the :class:`Groups` record's to check."""
+    check, args = r.check, r["args"]
+    if value is MISSING:
+        taken = [a for a in args if a in GROUPED_ARGS]
+        if taken:
+            check.fail("args", f"{taken[0]} is a grouped kernel's argument; declare its groups, {_GROUPS_EXAMPLE}")
+        return None
+    if not isinstance(value, Mapping):
+        check.fail("groups", f"expected a table, {_GROUPS_EXAMPLE}")
+    unknown = set(value) - set(_GROUPS_KEYS)
+    if unknown:
+        check.fail(
+            "groups", f"unknown key {sorted(unknown)[0]!r}; expected {', '.join(_GROUPS_KEYS)}, {_GROUPS_EXAMPLE}"
+        )
+    listed = value.get("args", [])
+    if not isinstance(listed, list | tuple) or not all(isinstance(a, str) for a in listed):
+        check.fail("groups", f"args: expected a list of names from {', '.join(GROUP_ARGS)}, got {listed!r}")
+    given = {name: value[name] for name in ("sizes", "align", "writes_padding") if name in value}
+    record = check.record("groups", Groups, layout=value.get("layout"), args=tuple(listed), **given)
+    if not r.family.alpha_beta or r.family.scaled:
+        check.fail(
+            "groups", f"grouped {r.family.name} kernels are not supported yet; grouped kernels take float inputs"
+        )
+    if r["batched"]:
+        check.fail("groups", "a kernel runs strided batches or groups, not both")
+    if r.kind.compiled:
+        if listed:
+            check.fail("groups", "args: a .cu kernel names the group arrays it takes in the header's args")
+        arrays = [a for a in args if a in GROUP_ARGS]
+        if not arrays:
+            check.fail("args", f"a grouped kernel takes at least one group array: one of {', '.join(GROUP_ARGS)}")
+        check.record("args", Groups, layout=record.layout, args=tuple(arrays))  # group_index of a K-grouped A
+    elif not listed:
+        check.fail(
+            "groups",
+            f"args: name the group arrays the function takes after C, in order, from {', '.join(GROUP_ARGS)} "
+            "(e.g. args = ['group_ends'])",
+        )
+    return record
 
 
 def dims(key: str, device: frozenset[str] = frozenset()) -> Callable[[Reading, Any], Any]:

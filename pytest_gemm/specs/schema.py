@@ -231,6 +231,17 @@ KEYS: tuple[Key, ...] = (
         required_text="FP8",
     ),
     Key(
+        name="groups",
+        read=readers.groups,
+        meaning=(
+            'a grouped GEMM: `{ layout = "contiguous" }` (or `"masked"`, `"k"`), with `sizes` (the distribution of '
+            "group sizes), `align`, `writes_padding` and, for a Python kernel, the group arrays it takes (`args`); "
+            "see [Grouped GEMM](#grouped-gemm)"
+        ),
+        python="dict[str, Any] | None",
+        derived=True,
+    ),
+    Key(
         name="tensor_maps",
         read=lambda r, v: r.check.tensor_maps(
             {} if v is MISSING else v, frozenset(n for n, _ in r["params"]), r["args"]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..records.declarations import Declarations
 from ..records.dtypes import get_dtype
+from ..records.groups import GROUP_ARGS, Groups
 from ..records.scales import Scales
 from ..records.storage import ORDER_FLAGS, Storage
 from .errors import KernelFileError
@@ -78,6 +79,7 @@ class KernelSpec:
     alpha_beta: bool = True  # it takes alpha and beta (False: it computes C = A B, and its cases are alpha 1, beta 0)
     accumulate: str = ""  # a declared accumulation ("fp16"); empty: fp32, or fp64 for fp64
     scales: Scales | None = None  # an FP8 kernel's scales
+    groups: Groups | None = None  # a grouped kernel's layout and group sizes
     options: tuple[str, ...] = ()
     params: tuple[tuple[str, tuple[int, ...]], ...] = ()
     c_dtype: str | None = None
@@ -150,6 +152,14 @@ class KernelSpec:
         """The values of the names expressions and template arguments see, besides M, N and K: the params and the
         three storage flags."""
         return {**self.storage_for(variant).flags(), **variant.as_dict()}
+
+    @property
+    def group_args(self) -> tuple[str, ...]:
+        """The group arrays a grouped kernel takes, in order: a ``.cu`` kernel's in its ``args``, a Python kernel's as
+        its ``groups`` table lists them (after C, and alpha and beta)."""
+        if self.groups is None:
+            return ()
+        return tuple(a for a in self.args if a in GROUP_ARGS) if self.kind.compiled else self.groups.args
 
     def output_dtype(self, dtype: str) -> str:
         """C's dtype for inputs of ``dtype``: the header's c_dtype, or the inputs' default output."""

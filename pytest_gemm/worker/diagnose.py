@@ -18,6 +18,7 @@ from ..judge.causes import Evidence, causes_of, error_map, error_sources, some
 from ..judge.misread import may_be_misread, misreading
 from ..records.outcome import ErrorMap, ErrorSource, ErrorStats, Fault, Misread
 from ..records.verdicts import Check
+from ..specs.footprint import storage_dims
 from .buffers import GuardedMatrix, bits_to_float64, np_dtype, random_matrix, uint_type, upload_bits
 from .prepared import PreparedCase
 
@@ -64,7 +65,7 @@ def trace(prepared: PreparedCase, ratio: Any, unwritten: Any) -> tuple[tuple[Err
     ``ratio`` is :func:`~pytest_gemm.judge.accuracy.element_ratios` of the output (logical M x N), and
     ``unwritten`` where C still holds, bit for bit, what it started as.
     """
-    cp, case, data = prepared.cp, prepared.case, prepared.data
+    cp, data = prepared.cp, prepared.data
     nonfinite = ~cp.isfinite(ratio)
     evidence = Evidence()
     if data.c0 is not None and some(unwritten):
@@ -92,7 +93,7 @@ def trace(prepared: PreparedCase, ratio: Any, unwritten: Any) -> tuple[tuple[Err
                 rerun, _, _ = _rerun(prepared, finite_c, nan_regions=(region,))
                 evidence.guard[region] = unexplained & cp.isfinite(clean) & ~cp.isfinite(rerun)
     codes = causes_of(cp, ratio, unwritten, evidence)
-    sources = error_sources(cp, codes, evidence, case.shape.batch)
+    sources = error_sources(cp, codes, evidence, data.batch_of("C"))
     return sources, error_map(cp, ratio, codes, prepared.kernel.tile())
 
 
@@ -100,7 +101,8 @@ def _finite_prior(prepared: PreparedCase) -> np.ndarray:
     """Finite data for C where the case has none (beta = 0), from a seed stream of its own."""
     case, out = prepared.case, prepared.out
     rng = np.random.default_rng([case.shape.M, case.shape.N, 0xC0])
-    return random_matrix(rng, (case.shape.batch * case.shape.M, case.shape.N), np_dtype(out))
+    batch, rows, cols = storage_dims(case.spec, "C", case.shape)
+    return random_matrix(rng, (batch * rows, cols), np_dtype(out))
 
 
 def _rerun(prepared: PreparedCase, c0: np.ndarray, nan_regions: tuple[str, ...] | None) -> tuple[Any, Any, list[str]]:
@@ -127,9 +129,11 @@ def which_misreading(
     uploaded; no launch): the common readings, and the input family's own. A diagnosis only: where the GPU's memory
     cannot hold its candidates, the output is judged without it (None), never failed for it."""
     case, inputs = prepared.case, prepared.inputs
+    cp, (dt, out) = prepared.cp, prepared.dtypes
+    if prepared.layout.own_misreadings:  # a grouped case's: another group's B
+        return prepared.layout.misreading(prepared, got, stats, bits, truth)
     if not may_be_misread(stats, case.shape.batch) and not inputs.unreadable(stats):
         return None
-    cp, (dt, out) = prepared.cp, prepared.dtypes
     try:
         extra, (a64, b64) = inputs.candidates(cp, prepared.data, bits[:2], truth)
         c064 = None if bits[2] is None else bits_to_float64(cp, bits[2], out)

@@ -20,6 +20,7 @@ from ..records.scales import Scales
 from ..records.verdicts import Check
 from ..specs.cases import Case
 from ..specs.families import family_of
+from ..specs.footprint import storage_dims
 from .buffers import GuardedMatrix, bits_to_float64, guarded, np_dtype, random_matrix, upload_bits
 from .operands import CaseInputs
 
@@ -76,15 +77,17 @@ class FloatInputs(InputStrategy):
     element type."""
 
     def draw(self, seed: int) -> CaseInputs:
+        """Each operand's matrices stacked (a batch's, or a grouped case's as its layout lays them out)."""
         case = self.case
         dt, out = get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
         rng = np.random.default_rng(seed)
-        m, n, k, batch = case.shape.M, case.shape.N, case.shape.K, case.shape.batch
-        a = random_matrix(rng, (batch * m, k), np_dtype(dt))
-        b = random_matrix(rng, (batch * k, n), np_dtype(dt))
-        c0 = random_matrix(rng, (batch * m, n), np_dtype(out)) if case.c_prior else None
+        dims = {op: storage_dims(case.spec, op, case.shape) for op in "ABC"}
+        stacked = {op: (batch * rows, cols) for op, (batch, rows, cols) in dims.items()}
+        a = random_matrix(rng, stacked["A"], np_dtype(dt))
+        b = random_matrix(rng, stacked["B"], np_dtype(dt))
+        c0 = random_matrix(rng, stacked["C"], np_dtype(out)) if case.c_prior else None
         _read_only(a, b, c0)
-        return CaseInputs(a, b, c0, case.storage, batch)
+        return CaseInputs(a, b, c0, case.storage, case.shape.batch)
 
 
 class IntegerInputs(InputStrategy):

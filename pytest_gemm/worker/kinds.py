@@ -21,6 +21,7 @@ from ..records.dtypes import get_dtype
 from ..records.shapes import Shape
 from ..specs.cases import Case, launch_geometry
 from ..specs.errors import KernelFileError
+from ..specs.footprint import kernel_sizes
 from ..specs.header_keys import DEVICE_NAMES
 from ..specs.limits import launch_problems
 from ..specs.signature import signature_problems
@@ -116,9 +117,7 @@ class CudaKernel(KernelStrategy):
             "stride_a": stride(ga.batch_stride),
             "stride_b": stride(gb.batch_stride),
             "stride_c": stride(gc.batch_stride),
-            "M": size(case.shape.M),
-            "N": size(case.shape.N),
-            "K": size(case.shape.K),
+            **{name: size(value) for name, value in kernel_sizes(spec, case.shape).items()},
             "alpha": scalar(case.ab.alpha),
             "beta": scalar(case.ab.beta),
             "A": ga.pointer(),
@@ -130,6 +129,7 @@ class CudaKernel(KernelStrategy):
         }
         for operand, grid in ops.grids.items():  # what else it reads: an FP8 kernel's scales
             values.update({f"scale_{operand.lower()}": grid.pointer(), f"ld_scale_{operand.lower()}": size(grid.ld)})
+        values.update({name: array.pointer() for name, array in ops.groups.items()})  # a grouped kernel's arrays
         for arg, (operand, g, gdt) in zip(MAP_ARGS, (("A", ga, dt), ("B", gb, dt), ("C", gc, out))):
             if arg in spec.args:
                 values[arg] = runner.tensor_map(case, operand, g, gdt)
@@ -182,6 +182,7 @@ class PythonKernel(KernelStrategy):
 
     def launcher(self, ops: Operands) -> Callable[[], None]:
         extra = self.inputs.kernel_views(ops.grids)
+        extra += [(array.matrix(self.runner.cp.int32)[0], get_dtype("int32")) for array in ops.groups.values()]
         return python_launcher(self.runner.cp, self.case, ops, extra, self.fn, self.path, self._device())
 
     def wait(self) -> None:

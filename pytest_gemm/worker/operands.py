@@ -23,12 +23,16 @@ class Operands:
     b: GuardedMatrix
     c: GuardedMatrix
     grids: dict[str, GuardedMatrix] = field(default_factory=dict)
+    #: a grouped case's group arrays (records.groups.GROUP_ARGS), by name
+    groups: dict[str, GuardedMatrix] = field(default_factory=dict)
 
     def regions(self) -> dict[str, Any]:
         """Every guard region around them, by name ("the guard after A", "the row padding of scale_b")."""
         found = {**self.a.regions("A"), **self.b.regions("B"), **self.c.regions("C")}
         for operand, grid in self.grids.items():
             found |= grid.regions(f"scale_{operand.lower()}")
+        for name, array in self.groups.items():
+            found |= array.regions(name)
         return found
 
 
@@ -46,17 +50,24 @@ class CaseInputs:
     #: gets them (float32, or UE8M0 bytes); None for a case without scales
     scale_a: np.ndarray | None = None
     scale_b: np.ndarray | None = None
+    #: each operand's batch (A's, B's, C's) where they differ (a grouped case's: records.groups); None: ``batch``
+    batches: tuple[int, int, int] | None = None
+
+    def batch_of(self, operand: str) -> int:
+        """How many matrices ``operand`` stacks."""
+        return self.batch if self.batches is None else self.batches["ABC".index(operand)]
 
     def stored(self, x: np.ndarray, operand: str) -> np.ndarray:
         """``x``, logical operand ``operand`` (stacked), in the kernel's storage order (an operand stored transposed
         is stored as the transpose, each matrix of a batch its own), stacked."""
-        return transposed_each(x, self.batch) if self.storage.transposed(operand) else x
+        return transposed_each(x, self.batch_of(operand)) if self.storage.transposed(operand) else x
 
     def logical(self, x: Any, operand: str) -> Any:
         """A stored array of operand ``operand`` seen in logical order: a view for one matrix; a batch (stacked, or
         batch x rows x cols) stacked in logical order."""
-        if x.ndim == 2 and self.batch > 1:
-            x = x.reshape(self.batch, -1, x.shape[-1])
+        batch = self.batch_of(operand)
+        if x.ndim == 2 and batch > 1:
+            x = x.reshape(batch, -1, x.shape[-1])
         if self.storage.transposed(operand):
             x = x.swapaxes(-1, -2)
         return x.reshape(-1, x.shape[-1]) if x.ndim == 3 else x

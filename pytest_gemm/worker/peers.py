@@ -20,11 +20,12 @@ from ..specs.cases import Case
 from ..specs.families import family_of
 from .cublas import gemm_runner, peer_output
 from .fp8_peer import fp8_runner
+from .grouped_peer import grouped_result, grouped_runner, no_grouped_peer
 from .inputs import InputStrategy, ScaledInputs
 from .operands import CaseInputs
 from .runner import GpuRunner
 
-__all__ = ["CublasLtFp8Peer", "CublasPeer", "NoPeer", "Peer", "launched_alone", "peer_strategy"]
+__all__ = ["CublasLtFp8Peer", "CublasPeer", "NoPeer", "Peer", "TorchGroupedPeer", "launched_alone", "peer_strategy"]
 
 #: a peer's GEMM, given each operand's (device address, leading dimension, batch stride) by name, as stored
 Bind = Callable[[dict[str, tuple[int, int, int]]], Callable[[], None]]
@@ -76,6 +77,16 @@ class CublasLtFp8Peer(Peer):
         return fp8_runner(device.cp, self.case, scales, values, out, device.index, device.stream.ptr)
 
 
+class TorchGroupedPeer(Peer):
+    """torch's ``_grouped_mm`` over a grouped case's groups, on the bytes the kernel reads (:mod:`.grouped_peer`)."""
+
+    def gemm(self, device: GpuRunner, data: CaseInputs, dt: DType, out: DType) -> Bind:
+        return grouped_runner(device, self.case, dt, out)
+
+    def result(self, device: GpuRunner, data: CaseInputs, bits: tuple[Any, Any, Any], dt: DType, out: DType) -> Any:
+        return grouped_result(device, self.case, data, bits, self.gemm(device, data, dt, out))
+
+
 class NoPeer(Peer):
     """No GEMM of cuBLAS's to compare with: the case is verified without one and not timed."""
 
@@ -114,6 +125,9 @@ def peer_strategy(case: Case, inputs: InputStrategy, capability: tuple[int, int]
     wants K and N multiples of 16 (torch: "Expected trailing dimension of mat1 to be divisible by 16"), 1 x 128 blocks
     M a multiple of 4; INT8's gemmEx answered CUBLAS_STATUS_NOT_SUPPORTED at 15 x 16 x 17 and K = 1001. torch writes C
     row-major: a C stored N x M would be a copy inside the timed call, so it has no peer either."""
+    if case.plan is not None:  # a grouped case: its groups' peer, whatever its family
+        reason = no_grouped_peer(case, capability)
+        return NoPeer(case, reason) if reason else TorchGroupedPeer(case)
     return PEERS[family_of(case.dtype).name](case, inputs, capability)
 
 

@@ -17,10 +17,11 @@ from ..records.dtypes import DType, get_dtype
 from ..records.outcome import ErrorStats
 from ..specs.cases import Case, precision
 from ..specs.families import family_of
-from ..specs.footprint import operand_layout
+from ..specs.footprint import operand_layout, operand_shape
 from .buffers import GuardedMatrix, bits_to_float64, guarded_buffer, uint_type, upload_bits
 from .inputs import InputStrategy
 from .kinds import KernelStrategy
+from .layouts import Layout, layout_strategy
 from .operands import CaseInputs, Operands
 from .peers import Peer
 from .runner import GpuRunner
@@ -53,7 +54,9 @@ class PreparedCase:
         self.device, self.case, self.seed = device, case, seed
         self.kernel, self.inputs, self.peer = kernel, inputs, peer
         self.guards, self.watch = guards, watch
-        self.data: CaseInputs = inputs.draw(seed)
+        #: how the case's GEMMs lie in its operands (one, a batch, a grouped GEMM's groups), chosen once
+        self.layout: Layout = layout_strategy(case)
+        self.data: CaseInputs = self.layout.inputs(inputs.draw(seed))
         data = self.data
         #: A, B and C's start (its prior data; None: the poison) in their storage order, laid out once for every phase
         self.stored: dict[str, np.ndarray | None] = {
@@ -62,6 +65,7 @@ class PreparedCase:
             "C": None if data.c0 is None else data.stored(data.c0, "C"),
         }
         self._grids: dict[str, GuardedMatrix] | None = None  # what timed sets read besides A, B and C (made once)
+        self._groups: dict[str, GuardedMatrix] | None = None  # the group arrays of timed sets (made once)
 
     @property
     def cp(self) -> Any:
@@ -87,26 +91,29 @@ class PreparedCase:
             self._guarded("B", dt, stored["B"]),
             self._guarded("C", self.out, stored["C"] if c is None else self.data.stored(c, "C")),
             self.inputs.grids(self.cp, self.data, self.guards),
+            self.layout.arrays(self.cp, self.guards),
         )
 
     def _guarded(self, name: str, dt: DType, fill: np.ndarray | None) -> GuardedMatrix:
         """Operand ``name`` in a buffer of the layout the case's memory was counted by (specs.footprint)."""
         case = self.case
         layout = operand_layout(case.spec, name, case.shape, case.storage, dt.itemsize, self.guards)
-        shape = case.storage.stored_shape(name, case.shape)
+        shape = case.storage.stored_shape(name, operand_shape(case.spec, name, case.shape))
         return guarded_buffer(self.cp, dt, layout, shape, fill, guards=self.guards)
 
     def packed(self, uploaded: tuple[Any, Any]) -> Operands:
         """A set of operands for a timed launch: copies of ``uploaded`` (A's and B's stored bits on the device), a C of
         its own, packed and unguarded; the scales' grids, made once for every set."""
-        cp, case, batch = self.cp, self.case, self.case.shape.batch
+        cp, case, data = self.cp, self.case, self.data
         dt = get_dtype(case.dtype)
-        rows, cols = self.data.storage.stored_shape("C", case.shape)
-        c = cp.empty((batch * rows, cols), dtype=uint_type(cp, self.out.itemsize))
+        rows, cols = data.storage.stored_shape("C", operand_shape(case.spec, "C", case.shape))
+        c = cp.empty((data.batch_of("C") * rows, cols), dtype=uint_type(cp, self.out.itemsize))
         if self._grids is None:
             self._grids = self.inputs.grids(cp, self.data, self.guards)
-        a, b = (_plain(x.copy(), dt, batch) for x in uploaded)
-        return Operands(a, b, _plain(c, self.out, batch), self._grids)
+        if self._groups is None:
+            self._groups = self.layout.arrays(cp, self.guards)
+        a, b = (_plain(x.copy(), dt, data.batch_of(op)) for op, x in zip("AB", uploaded))
+        return Operands(a, b, _plain(c, self.out, data.batch_of("C")), self._grids, self._groups)
 
     # -- launches -----------------------------------------------------------------------------------------------
     def launch(self, ops: Operands, watch: bool = False) -> tuple[int, ...] | str:
@@ -145,7 +152,7 @@ class PreparedCase:
         dt = get_dtype(case.dtype)
         a64, b64 = self.inputs.exact(cp, self.data, bits_to_float64(cp, bits[0], dt), bits_to_float64(cp, bits[1], dt))
         c064 = None if bits[2] is None else bits_to_float64(cp, bits[2], self.out)
-        truth = Truth.of(cp, a64, b64, c064, case.ab.alpha, case.ab.beta, self.out, case.shape.batch)
+        truth = self.layout.truth(cp, a64, b64, c064, self.out)
         truth.figures = family_of(case.dtype).figures
         return truth
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..records.dtypes import DType, get_dtype
 from ..specs.cases import Case
+from ..specs.footprint import per_group
 from ..specs.spec import ARRAYS, KernelFileError, KernelSpec
 from .buffers import np_dtype, uint_type
 from .errors import guarded_call
@@ -30,15 +31,19 @@ def python_launcher(
     device: tuple[int, int] | None,
 ) -> Callable[[], None]:
     """A function that calls the Python kernel ``fn`` (imported from ``path``) on views of ``ops``' A, B and C as
-    stored (a batch's: batch x rows x cols), then ``extra`` (the views of what else it reads, such as an FP8 kernel's
-    grids of scales, each with its dtype): CuPy arrays, or, given a ``device`` (the harness's stream's address and the
-    device's index), torch tensors there."""
+    stored (a batch's: batch x rows x cols), its alpha and beta where it takes them, then ``extra`` (the views of what
+    else it reads, such as an FP8 kernel's grids of scales or a grouped kernel's group arrays, each with its dtype):
+    CuPy arrays, or, given a ``device`` (the harness's stream's address and the device's index), torch tensors there."""
     spec = case.spec
     dt, out = get_dtype(case.dtype), get_dtype(spec.output_dtype(case.dtype))
     torch = device is not None  # torch takes bf16 as its bits (CuPy has no type for it)
     operands = tuple(zip("ABC", (ops.a, ops.b, ops.c), (dt, dt, out)))
     views = [g.matrix(uint_type(cp, t.itemsize) if _as_bits(t, torch) else np_dtype(t)) for _, g, t in operands]
     views = [v.swapaxes(-1, -2) if case.storage.transposed(op) else v for (op, _, _), v in zip(operands, views)]
+    # a grouped case's operands of one matrix a group are 3-D, groups first, even for one group
+    views = [
+        v[None] if v.ndim == 2 and per_group(spec, op, case.shape) else v for (op, _, _), v in zip(operands, views)
+    ]
     dtypes = [t for *_, t in operands]
     views += [view for view, _ in extra]
     dtypes += [t for _, t in extra]
@@ -48,7 +53,7 @@ def python_launcher(
     if device is not None:
         stream, index = device
         return torch_launcher(spec, fn, views, dtypes, stream, index, scalars, params, (path, spec.path, cuda_errors))
-    return lambda: guarded_call(lambda: fn(*views, *scalars, **params), path, spec.path, cuda_errors)
+    return lambda: guarded_call(lambda: fn(*views[:3], *scalars, *views[3:], **params), path, spec.path, cuda_errors)
 
 
 def _torch(spec: KernelSpec) -> Any:
@@ -91,7 +96,7 @@ def torch_launcher(
 
     def call() -> None:  # torch's current stream set before each call and left so: no context to enter and leave,
         torch.cuda.set_stream(external)  # 18 us of the host's time a call on an H100 (research/launch_overhead.py)
-        fn(*tensors, *scalars, **params)
+        fn(*tensors[:3], *scalars, *tensors[3:], **params)
 
     return lambda: guarded_call(call, path, shown, cuda_errors)
 

@@ -32,7 +32,10 @@ import numpy as np
 
 from ..records.outcome import TimingRun
 from ..records.request import TimingSettings
-from ..specs.footprint import input_copies  # how many input sets a case rotates through (research uses it from here)
+from ..specs.footprint import (
+    input_copies,
+    storage_dims,
+)  # how many input sets a case rotates through (research uses it from here)
 from .batches import Batches
 from .buffers import uint_type, upload_bits
 from .cupti_clock import MARK_KERNEL, PREPARE_KERNEL, SPIN_KERNEL, CuptiClock, CuptiUnavailable
@@ -116,10 +119,10 @@ class Timer:
     def _time(self, prepared: PreparedCase, settings: TimingSettings, progress: Callable[[], None]) -> TimingRun:
         cp, runner, case, data = self.cp, self.runner, prepared.case, prepared.data
         dt, out = prepared.dtypes
-        m, n, batch = case.shape.M, case.shape.N, case.shape.batch
+        c_size = math.prod(storage_dims(case.spec, "C", case.shape))
         stored, c_start = [prepared.stored["A"], prepared.stored["B"]], prepared.stored["C"]
         if c_start is None:
-            c_init = cp.full(batch * m * n, out.poison_bits, dtype=uint_type(cp, out.itemsize))
+            c_init = cp.full(c_size, out.poison_bits, dtype=uint_type(cp, out.itemsize))
         else:
             c_init = upload_bits(cp, c_start).reshape(-1)
 

@@ -268,7 +268,32 @@ def _made(classes: set[str]) -> set[str]:
 def test_each_strategy_is_made_in_its_one_place():
     assert _made({"CudaKernel", "PythonKernel", "TorchKernel"}) <= {"worker/kinds.py"}
     assert _made({"FloatInputs", "ScaledInputs", "IntegerInputs"}) <= {"worker/inputs.py"}
-    assert _made({"CublasPeer", "CublasLtFp8Peer", "NoPeer"}) <= {"worker/peers.py"}
-    from pytest_gemm.worker import inputs, kinds, peers
+    assert _made({"CublasPeer", "CublasLtFp8Peer", "TorchGroupedPeer", "NoPeer"}) <= {"worker/peers.py"}
+    assert _made({"Layout", "GroupedLayout"}) <= {"worker/layouts.py"}
+    from pytest_gemm.worker import inputs, kinds, layouts, peers
 
     assert callable(kinds.kernel_strategy) and callable(inputs.input_strategy) and callable(peers.peer_strategy)
+    assert callable(layouts.layout_strategy)
+
+
+#: where a grouped GEMM's own code lives: its records, its header key, its rules, its layout, its peer, its words
+GROUPED_MODULES = {
+    "records/groups.py",
+    "specs/cases.py",
+    "specs/footprint.py",
+    "specs/key_readers.py",
+    "specs/spec.py",
+    "judge/grouped.py",
+    "worker/layouts.py",
+    "worker/grouped.py",
+    "worker/peers.py",
+    "worker/grouped_peer.py",
+    "report/grouped.py",
+}
+
+
+def test_a_grouped_case_is_told_apart_in_one_place():
+    """A case's groups are asked of its plan only in the grouped layout's own modules: the prepared case,
+    verification, diagnosis, timing and the kernels' calls ask the layout strategy (worker/layouts.py) or the pure
+    facts of a shape (specs/footprint.py), never ``case.plan``."""
+    assert set(_deciding({"plan", "GroupedTruth"})) <= GROUPED_MODULES

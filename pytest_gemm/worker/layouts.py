@@ -1,0 +1,132 @@
+"""The layout strategies: how a case's GEMMs lie in its operands. :func:`layout_strategy` chooses one per case, the
+only place the worker tells a grouped case from another:
+
+* :class:`Layout`: one GEMM, or a strided batch of equal ones: the inputs as drawn, nothing read besides A, B, C
+  and the family's own, one truth of the (stacked) product, no checks or misreadings of its own;
+* :class:`GroupedLayout`: a grouped GEMM's groups (records.groups): A's rows of no group poisoned, the group
+  arrays, each group's own truth and bounds, C's rows of no group checked bit for bit, A's padding read as data, and
+  another group's B.
+
+A strategy's checks take the case's :class:`~.prepared.PreparedCase` as ``prepared`` (it holds the strategy, so the
+type is not imported here). Part of the worker package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..judge.accuracy import Truth
+from ..judge.grouped import GroupedTruth, group_misreading, outside_faults
+from ..records.dtypes import DType, get_dtype
+from ..records.outcome import ErrorStats, Fault, Misread
+from ..specs.cases import Case
+from ..specs.footprint import storage_dims
+from .buffers import GuardedMatrix, bits_to_float64, guarded
+from .grouped import group_array_faults, group_host, padding_read
+from .operands import CaseInputs, Operands
+
+__all__ = ["GroupedLayout", "Layout", "layout_strategy"]
+
+
+class Layout:
+    """One GEMM, or a strided batch of equal ones."""
+
+    #: it names its own misreadings (:meth:`misreading`), in place of the common ones
+    own_misreadings = False
+
+    def __init__(self, case: Case) -> None:
+        self.case = case
+
+    def inputs(self, data: CaseInputs) -> CaseInputs:
+        """The case's inputs as its family drew them, laid out for this layout: as they are."""
+        return data
+
+    def arrays(self, cp: Any, guards: bool) -> dict[str, GuardedMatrix]:
+        """What the kernel reads besides its operands and its family's (a grouped kernel's group arrays), in fresh
+        guarded buffers, by argument name: nothing."""
+        return {}
+
+    def truth(self, cp: Any, a64: Any, b64: Any, c064: Any | None, out: DType) -> Truth:
+        """The fp64 truth of ``alpha A B + beta C0`` from the exact operands (logical, stacked), and its scales."""
+        ab = self.case.ab
+        return Truth.of(cp, a64, b64, c064, ab.alpha, ab.beta, out, self.case.shape.batch)
+
+    def faults(
+        self, prepared: Any, ops: Operands, truth: Truth, got: Any, unwritten: Any, stats: ErrorStats
+    ) -> list[Fault]:
+        """What the layout checks of a verified launch on ``ops`` besides the output's values: nothing."""
+        return []
+
+    def misreading(
+        self, prepared: Any, got: Any, stats: ErrorStats, bits: tuple[Any, Any, Any], truth: Truth
+    ) -> Misread | None:
+        """The layout's own misreading of a wrong output (where :attr:`own_misreadings`)."""
+        return None
+
+
+_INT32 = get_dtype("int32")
+
+
+class GroupedLayout(Layout):
+    """A grouped GEMM's groups: the case's :class:`~pytest_gemm.records.groups.GroupPlan`."""
+
+    own_misreadings = True
+
+    def __init__(self, case: Case) -> None:
+        super().__init__(case)
+        plan, groups = case.plan, case.spec.groups
+        assert plan is not None and groups is not None
+        self.plan, self.groups = plan, groups
+
+    def inputs(self, data: CaseInputs) -> CaseInputs:
+        """A's rows of no group NaN (a kernel that reads them as data writes NaN), each operand's batch its own."""
+        a = data.a
+        if self.plan.outside():
+            a = a.copy()
+            for start, stop, _ in self.plan.outside():
+                a[start:stop] = np.nan
+            a.flags.writeable = False
+        batches = tuple(storage_dims(self.case.spec, op, self.case.shape)[0] for op in "ABC")
+        return replace(data, a=a, batches=batches)
+
+    def arrays(self, cp: Any, guards: bool) -> dict[str, GuardedMatrix]:
+        """Each group array the kernel takes, int32, in a fresh guarded buffer of its own."""
+        found = {}
+        for name in self.case.spec.group_args:
+            host = group_host(self.plan, name)
+            found[name] = guarded(cp, _INT32, False, host.shape, host, guards=guards)
+        return found
+
+    def truth(self, cp: Any, a64: Any, b64: Any, c064: Any | None, out: DType) -> Truth:
+        ab = self.case.ab
+        return GroupedTruth.of_groups(cp, self.plan, a64, b64, c064, ab.alpha, ab.beta, out)
+
+    def faults(
+        self, prepared: Any, ops: Operands, truth: Truth, got: Any, unwritten: Any, stats: ErrorStats
+    ) -> list[Fault]:
+        """The group arrays changed or their guards written; C's rows of no group written (unless the kernel may);
+        a group's rows computed from A's padding rows."""
+        cp = prepared.cp
+        found = group_array_faults(cp, self.plan, ops.groups)
+        found += outside_faults(cp, self.plan, unwritten, self.groups.writes_padding)
+        read = None if stats.passed else padding_read(prepared, self.plan, got)
+        return found + ([read] if read else [])
+
+    def misreading(
+        self, prepared: Any, got: Any, stats: ErrorStats, bits: tuple[Any, Any, Any], truth: Truth
+    ) -> Misread | None:
+        """Which other group's B a wrong group's rows match (:func:`~pytest_gemm.judge.grouped.group_misreading`)."""
+        if not stats.bad or not isinstance(truth, GroupedTruth):
+            return None
+        cp, case, (dt, out) = prepared.cp, self.case, prepared.dtypes
+        a64, b64 = (bits_to_float64(cp, x, get_dtype(case.dtype)) for x in bits[:2])
+        c064 = None if bits[2] is None else bits_to_float64(cp, bits[2], out)
+        return group_misreading(cp, truth, got, a64, b64, c064, case.ab.alpha, case.ab.beta, dt, out)
+
+
+def layout_strategy(case: Case) -> Layout:
+    """The layout of ``case``: the one place the worker chooses it."""
+    return Layout(case) if case.plan is None else GroupedLayout(case)

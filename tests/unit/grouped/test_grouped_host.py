@@ -1,0 +1,185 @@
+"""Grouped GEMMs verified on the host: the worker's prepared case, truth and diagnosis run on NumPy by Python
+kernels in each layout, right and wrong in each way a grouped kernel goes wrong (docs/verification.md#grouped-gemm)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from pytest_gemm.judge.case import wrong_output
+from pytest_gemm.records.result import CaseResult
+from pytest_gemm.records.shapes import Shape
+from pytest_gemm.records.verdicts import Check, Misreading
+from pytest_gemm.report.failure import failure_text
+from pytest_gemm.specs.cases import expand
+from pytest_gemm.specs.pyfile import parse_py_source
+from pytest_gemm.worker.verify import verify
+
+from support.host_device import FunctionKernel, HostDevice, host_case
+
+HEADER = """
+from pytest_gemm import gemm_kernel
+
+@gemm_kernel(dtypes=["fp32"], alpha_beta={ab}, groups={groups})
+def k(A, B, C, *args):
+    pass
+"""
+
+
+def _case(tmp_path, groups: dict, shape: Shape, ab: bool = False, which: int = 0):
+    (spec,) = parse_py_source(tmp_path / "k.py", HEADER.format(groups=groups, ab=ab))
+    cases = [c for c in expand(spec, [shape]) if c.skip_reason is None]
+    return cases[which]
+
+
+class _HostCupy:
+    """NumPy in CuPy's place, with the CUDA errors a Python kernel's call is guarded against."""
+
+    cuda = SimpleNamespace(
+        driver=SimpleNamespace(CUDADriverError=OSError),
+        runtime=SimpleNamespace(CUDARuntimeError=OSError, deviceSynchronize=lambda: None),
+    )
+
+    def __getattr__(self, name: str):
+        return getattr(np, name)
+
+
+def _verify(case, fn):
+    return verify(host_case(FunctionKernel(HostDevice(_HostCupy()), case, fn)))
+
+
+def _text(result) -> str:
+    """The failure text a user reads for a verification."""
+    return failure_text(result.case_id, CaseResult("failed", diagnosis=wrong_output(result, "fp32")), "replay")
+
+
+def _contiguous(A, B, C, ends, *, other=0, pad=None, alpha=1.0, beta=0.0):
+    start = 0
+    for g in range(B.shape[0]):
+        end = int(ends[g])
+        h = max(g - other, 0)
+        C[start:end] = alpha * (A[start:end] @ B[h]) + (beta * C[start:end] if beta else 0)
+        start = end
+    if pad is not None:
+        pad(C)
+
+
+CONTIGUOUS = {"layout": "contiguous", "args": ["group_ends"]}
+PADDED = {"layout": "contiguous", "align": 8, "args": ["group_index", "group_offsets"]}
+MASKED = {"layout": "masked", "align": 16, "args": ["group_rows"]}
+K_GROUPED = {"layout": "k", "args": ["group_offsets"]}
+
+
+def _padded(A, B, C, index, offsets, *, write_padding=False, read_padding=False):
+    for g in range(B.shape[0]):
+        rows = np.nonzero(index == g)[0]
+        if read_padding and len(rows):
+            rows_a = rows.copy()
+            rows_a[-1] += 1  # a group's last row reads the row after it
+        else:
+            rows_a = rows
+        C[rows] = A[rows_a] @ B[g]
+    if write_padding:
+        C[index < 0] = 0
+
+
+@pytest.mark.parametrize(
+    "shape", [Shape(300, 256, 128, groups=4), Shape(7, 64, 32, groups=16), Shape(64, 32, 16, groups=1)]
+)
+def test_right_contiguous_passes(tmp_path, shape):
+    result = _verify(_case(tmp_path, CONTIGUOUS, shape), lambda A, B, C, ends: _contiguous(A, B, C, ends))
+    assert result.passed, result
+
+
+def test_right_contiguous_with_alpha_beta_passes(tmp_path):
+    case = _case(tmp_path, CONTIGUOUS, Shape(300, 64, 96, groups=4), ab=True, which=1)
+    assert case.ab.beta != 0
+    fn = lambda A, B, C, alpha, beta, ends: _contiguous(A, B, C, ends, alpha=alpha, beta=beta)  # noqa: E731
+    assert _verify(case, fn).passed
+
+
+def test_padded_contiguous_passes_and_padding_written_is_named(tmp_path):
+    case = _case(tmp_path, PADDED, Shape(300, 64, 32, groups=4))
+    assert case.plan.outside()
+    assert _verify(case, lambda A, B, C, index, offsets: _padded(A, B, C, index, offsets)).passed
+    wrong = _verify(case, lambda A, B, C, index, offsets: _padded(A, B, C, index, offsets, write_padding=True))
+    assert not wrong.passed
+    (fault,) = [f for f in wrong.faults if f.kind == Check.PADDING_WRITTEN]
+    written = sum(r1 - r0 for r0, r1, _ in case.plan.outside())
+    assert fault.count == written and "group" in fault.where
+    assert f"padding rows written: {written} row(s) in the padding rows after groups" in _text(wrong)
+
+
+def test_padding_written_passes_where_declared(tmp_path):
+    case = _case(tmp_path, {**PADDED, "writes_padding": True}, Shape(300, 64, 32, groups=4))
+    assert _verify(case, lambda A, B, C, index, offsets: _padded(A, B, C, index, offsets, write_padding=True)).passed
+
+
+def test_padding_read_as_data_is_named(tmp_path):
+    case = _case(tmp_path, PADDED, Shape(300, 64, 32, groups=4))
+    result = _verify(case, lambda A, B, C, index, offsets: _padded(A, B, C, index, offsets, read_padding=True))
+    assert not result.passed
+    assert Check.PADDING_READ in [f.kind for f in result.faults]
+    assert "padding rows read as data" in _text(result) and "A's padding rows (NaN" in _text(result)
+
+
+def test_other_group_b_is_named_group_by_group(tmp_path):
+    case = _case(tmp_path, {**CONTIGUOUS, "sizes": "uniform"}, Shape(400, 64, 32, groups=4))
+    result = _verify(case, lambda A, B, C, ends: _contiguous(A, B, C, ends, other=1))
+    assert not result.passed
+    assert result.misread.kind == Misreading.OTHER_GROUP_B
+    assert result.misread.batches == ((1, 0), (2, 1), (3, 2))
+    assert "group 1's rows computed with group 0's B" in _text(result) and "3 of 4 groups" in _text(result)
+
+
+def _masked(A, B, C, rows, *, past_end=False, empty_tile=0):
+    for g in range(B.shape[0]):
+        n = int(rows[g]) or empty_tile
+        n = A.shape[1] if past_end else n
+        C[g, :n] = A[g, :n] @ B[g]
+
+
+def test_masked_right_past_end_and_empty_group(tmp_path):
+    case = _case(tmp_path, MASKED, Shape(300, 64, 32, groups=4))
+    assert 0 in case.plan.sizes
+    assert _verify(case, lambda A, B, C, rows: _masked(A, B, C, rows)).passed
+    past = _verify(case, lambda A, B, C, rows: _masked(A, B, C, rows, past_end=True))
+    kinds = {f.kind for f in past.faults}
+    assert {Check.PAST_GROUP_END, Check.EMPTY_GROUP} <= kinds
+    empty = _verify(case, lambda A, B, C, rows: _masked(A, B, C, rows, empty_tile=4))
+    assert [f.kind for f in empty.faults if f.kind in (Check.EMPTY_GROUP, Check.PAST_GROUP_END)] == [Check.EMPTY_GROUP]
+    assert "an empty group not skipped: 4 row(s) in the slot of empty group" in _text(empty)
+    assert "rows past a group's end written" in _text(past)
+
+
+def test_k_grouped_right_and_wrong(tmp_path):
+    case = _case(tmp_path, K_GROUPED, Shape(48, 40, 300, groups=5))
+    assert 0 in case.plan.sizes
+
+    def k_grouped(A, B, C, offsets, skip_empty=True):
+        for g in range(C.shape[0]):
+            k0, k1 = int(offsets[g]), int(offsets[g + 1])
+            if k0 == k1 and skip_empty:
+                continue  # C starts as NaN: an empty group must still write its zeros
+            C[g] = A[:, k0:k1] @ B[k0:k1]
+
+    assert _verify(case, lambda A, B, C, offsets: k_grouped(A, B, C, offsets, skip_empty=False)).passed
+    unwritten = _verify(case, lambda A, B, C, offsets: k_grouped(A, B, C, offsets))
+    assert not unwritten.passed and unwritten.kernel.unwritten == 48 * 40
+
+
+def test_empty_contiguous_group_not_skipped_is_named(tmp_path):
+    case = _case(tmp_path, CONTIGUOUS, Shape(300, 64, 32, groups=4))
+    empty = case.plan.sizes.index(0)
+
+    def fn(A, B, C, ends):
+        _contiguous(A, B, C, ends)
+        start = int(ends[empty])  # the empty group computes 16 rows from its start: the next group's
+        C[start : start + 16] = A[start : start + 16] @ B[empty]
+
+    result = _verify(case, fn)
+    assert result.misread.kind == Misreading.EMPTY_GROUP_COMPUTED
+    assert result.misread.batches == ((empty + 1, empty),)
+    assert f"group {empty + 1}'s rows computed with empty group {empty}'s B" in _text(result)
