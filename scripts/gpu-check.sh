@@ -109,6 +109,18 @@ if [[ $parts == *,fp8,* ]]; then  # FP8 and INT8 kernels and faults, then the me
         echo "== fp8-research: $(wc -l <"$out/fp8-accuracy.txt") accuracy lines, $(wc -l <"$out/fp8-peer-layouts.txt") layouts"
     fi
 fi
+if [[ $parts == *,grouped,* ]]; then  # grouped kernels and faults, the peer's reach, the false-alarm sweep, public kernels
+    run grouped-tests tests/gpu/test_gpu_grouped.py -m gpu
+    if enough grouped-probe; then
+        timeout "$(limit)" python3 research/grouped_peer_probe.py 2>&1 | grep -v Assertion >"$out/grouped-peer-probe.txt"
+        echo "== grouped-probe: $(grep -c ': ok' "$out/grouped-peer-probe.txt") ok, $(grep -c refused "$out/grouped-peer-probe.txt") refused"
+    fi
+    run grouped-sweep tests/gpu/test_gpu_grouped_false_alarms.py -m gpu -s
+    if [ -d .thirdparty/issue46 ] && enough grouped-public; then
+        timeout "$(limit)" bash .thirdparty/issue46/run.sh -v -p no:randomly >"$out/grouped-public.log" 2>&1
+        echo "== grouped-public: $(tail -n 1 "$out/grouped-public.log")"
+    fi
+fi
 if [[ $parts == *,bad-input,* ]] && enough bad-input; then
     timeout "$(limit)" bash research/bad-input-gpu.sh "$out/bad-input" >/dev/null 2>&1
     echo "== bad-input: $(grep -c '^== ' "$out/bad-input/bad-input-gpu.txt" 2>/dev/null) steps (bad-input/bad-input-gpu.txt)"

@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..records.groups import GROUP_ARGS
 from ..records.outcome import ErrorMap, ErrorSource
 from ..records.verdicts import ErrorCause
 from .accuracy import TILE, tile_summary, to_host
@@ -47,7 +46,6 @@ class Evidence:
 
 _GUARDS = {"A": ErrorCause.GUARD_A, "B": ErrorCause.GUARD_B, "C": ErrorCause.GUARD_C}
 _GUARDS |= {"scale_a": ErrorCause.GUARD_SCALES, "scale_b": ErrorCause.GUARD_SCALES}  # an FP8 kernel's grids
-_GUARDS |= dict.fromkeys(GROUP_ARGS, ErrorCause.GUARD_GROUPS)  # a grouped kernel's group arrays
 
 
 def guard_cause(region: str) -> ErrorCause:
@@ -67,8 +65,7 @@ def causes_of(xp: Any, ratio: Any, unwritten: Any | None, evidence: Evidence) ->
         codes[bad & unwritten] = _CODES[ErrorCause.UNWRITTEN]
     if evidence.read_c is not None:
         codes[bad & evidence.read_c] = _CODES[ErrorCause.READ_C]
-    guards = (ErrorCause.GUARD_GROUPS, ErrorCause.GUARD_SCALES, ErrorCause.GUARD_C, ErrorCause.GUARD_B)
-    guards += (ErrorCause.GUARD_A,)
+    guards = (ErrorCause.GUARD_SCALES, ErrorCause.GUARD_C, ErrorCause.GUARD_B, ErrorCause.GUARD_A)
     for cause in guards:  # A last: it wins where all apply
         for region, mask in evidence.guard.items():
             if guard_cause(region) is cause:

@@ -32,7 +32,7 @@ def _truth(xp: Any, a: Any, b: Any, c0: Any | None, alpha: float, beta: float, o
         value += beta * c0
         gscale += abs(beta) * xp.abs(c0)
     spread = 0.0 if c0 is None else abs(beta) * float(xp.linalg.norm(c0))
-    return Truth(value, gscale, gscale.copy(), spread)
+    return Truth(value, gscale, 2 * gscale, spread)  # H = |beta C0| + R, and R = |beta C0| with no product
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .groups import Groups
 from .scales import Scales
 from .storage import Storage
 
@@ -23,6 +24,7 @@ class Declarations:
     always_reads_c: bool = False  # C holds finite prior data in its beta = 0 cases too
     nondeterministic: str = ""  # why its launches are not compared bit for bit ('' when they are)
     scales: Scales | None = None  # an FP8 kernel's scales
+    groups: Groups | None = None  # a grouped kernel's layout and group sizes (where its rows lie)
 
     @property
     def default(self) -> bool:

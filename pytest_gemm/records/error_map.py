@@ -18,7 +18,6 @@ CAUSE_LETTERS = {
     ErrorCause.GUARD_B: "B",
     ErrorCause.GUARD_C: "C",
     ErrorCause.GUARD_SCALES: "S",
-    ErrorCause.GUARD_GROUPS: "G",
     ErrorCause.READ_C: "R",
     ErrorCause.UNWRITTEN: "U",
     ErrorCause.ARITHMETIC: "N",

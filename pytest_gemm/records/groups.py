@@ -5,7 +5,7 @@ kernel is given to find them (docs/kernel-files.md#grouped-gemm).
 A grouped shape ``MxNxKgG`` is G GEMMs that share N and K (M-grouped layouts: one weight matrix B_g a group, the
 experts of an MoE layer) or M and N (the K-grouped layout: an MoE layer's weight gradient). The sizes split the
 shape's M (its K, K-grouped) over the groups, drawn from the declared distribution by a generator seeded with the
-shape alone, so a shape's groups are the same in every run (its timings compare):
+shape alone, so a shape's groups are the same in every run and in every M-grouped layout (its timings compare):
 
 * ``contiguous``: A is one matrix of every group's rows, one group after the other, each group's rows padded to a
   multiple of ``align`` (padding rows belong to no group); B is G matrices K x N; C is one matrix as A;
@@ -76,12 +76,14 @@ class Groups:
         for arg in self.args:
             if arg not in GROUP_ARGS:
                 raise ValueError(f"args: expected names from {', '.join(GROUP_ARGS)}, got {arg!r}")
-        if self.layout == "k" and "group_index" in self.args:
-            raise ValueError("args: group_index lists rows of A, and a K-grouped A has no groups of rows")
+        if self.layout != "contiguous" and "group_index" in self.args:
+            raise ValueError(f"args: group_index lists the rows of a contiguous A; a {self.layout!r} layout has none")
         if len(set(self.args)) != len(self.args):
             raise ValueError(f"args: a group array named twice in {list(self.args)}")
         if not isinstance(self.writes_padding, bool):
             raise ValueError(f"writes_padding: expected true or false, got {self.writes_padding!r}")
+        if self.layout == "k" and self.writes_padding:
+            raise ValueError("writes_padding: a K-grouped C has no rows outside the groups")
 
 
 @dataclass(frozen=True)
@@ -186,9 +188,9 @@ class GroupPlan:
     @property
     def ints(self) -> dict[str, int]:
         """The integers a ``.cu`` grouped kernel is given: ``M``, the rows of one A (its slot, masked), ``N``, ``K``
-        (all of it, K-grouped) and ``G``."""
+        (all of it, K-grouped) and ``num_groups``."""
         a = self.operand_shape("A")
-        return {"M": a.M, "N": self.N, "K": self.K, "G": self.count}
+        return {"M": a.M, "N": self.N, "K": self.K, "num_groups": self.count}
 
 
 def _sizes(total: int, count: int, distribution: str, seed: str) -> tuple[int, ...]:
@@ -213,6 +215,6 @@ def _sizes(total: int, count: int, distribution: str, seed: str) -> tuple[int, .
 def group_plan(groups: Groups, shape: Shape) -> GroupPlan:
     """The groups of ``shape`` (``MxNxKgG``) for a kernel that declares ``groups``: the same in every run."""
     total = shape.K if groups.layout == "k" else shape.M
-    seed = f"{groups.layout}:{groups.sizes}:{shape.id}"
+    seed = f"{'k' if groups.layout == 'k' else 'm'}:{groups.sizes}:{shape.id}"  # M-grouped layouts: the same groups
     sizes = _sizes(total, shape.groups, groups.sizes, seed)
     return GroupPlan(groups.layout, sizes, groups.align, shape.M, shape.N, shape.K)

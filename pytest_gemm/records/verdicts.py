@@ -89,7 +89,6 @@ class ErrorCause(_Word):
     GUARD_B = "read past B"  # the same for B
     GUARD_C = "read past C"  # the same for C (a wrong ldc, or reading beyond C's edge)
     GUARD_SCALES = "read past the scales"  # the same for an FP8 kernel's grid of scales: past its edge block
-    GUARD_GROUPS = "read past the group arrays"  # the same for a grouped kernel's group arrays
     READ_C = "C read although beta = 0"  # right once C holds finite prior data: the kernel read C
     UNWRITTEN = "unwritten"  # still holds the poison it was given before the launch
     ARITHMETIC = "NaN or Inf from arithmetic"  # non-finite, and none of the above

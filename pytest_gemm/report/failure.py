@@ -17,7 +17,7 @@ from ..records.shapes import Shape
 from ..records.storage import ORDER_FLAGS, ORDERS, Storage
 from ..records.verdicts import Check, ErrorCause, FailureKind, Misreading, TimingProblem, Verdict
 from ..specs.spec import KernelSpec
-from .grouped import GROUP_ROWS, group_rows_text
+from .grouped import GROUP_ROWS, group_rows_text, groups_line, row_namer
 from .misread import misread_text
 from .regression import gate_failure
 
@@ -53,8 +53,10 @@ def _where(f: Finding, d: Diagnosis) -> str:
     if f.rows is None or f.cols is None:
         return ""
     (r0, r1), (c0, c1) = f.rows, f.cols
-    rows = f"rows {r0}-{r1}"
-    if d.shape is not None and d.shape.batch > 1:  # a batch's C is stacked, one batch's rows after the other's
+    rows, named = f"rows {r0}-{r1}", row_namer(d)
+    if named is not None:  # a grouped case's C: its groups' rows stacked
+        rows = f"{named(r0)} to {named(r1)}"
+    elif d.shape is not None and d.shape.batch > 1:  # a batch's C is stacked, one batch's rows after the other's
         m = d.shape.M
         rows = f"batch {r0 // m} row {r0 % m} to batch {r1 // m} row {r1 % m}"
     return f" ({rows}, columns {c0}-{c1}, {f.tiles} 32x32 tile{'s' if f.tiles != 1 else ''})"
@@ -148,7 +150,6 @@ FINDING_TEXT: dict[ErrorCause | Check | Misreading, Callable[[Finding, Diagnosis
     ErrorCause.GUARD_B: _read_past,
     ErrorCause.GUARD_C: _read_past,
     ErrorCause.GUARD_SCALES: _read_past,
-    ErrorCause.GUARD_GROUPS: _read_past,
     ErrorCause.READ_C: _read_c,
     ErrorCause.UNWRITTEN: _unwritten,
     ErrorCause.ARITHMETIC: _arithmetic,
@@ -221,15 +222,16 @@ def declarations(
 
 
 def declared(d: Diagnosis) -> list[str]:
-    """:func:`declarations` of a failed case's kernel, as its diagnosis holds them."""
+    """:func:`declarations` of a failed case's kernel, as its diagnosis holds them (a grouped one's groups too)."""
     dec = d.declared
     storage = "" if dec.storage.is_default else dec.storage.text
-    return declarations(
+    lines = declarations(
         always_reads_c=dec.always_reads_c,
         nondeterministic=dec.nondeterministic,
         storage=storage,
         accumulate=dec.accumulate,
     )
+    return lines + ([groups_line(dec.groups, d.shape)] if dec.groups is not None else [])
 
 
 def kernel_declarations(spec: KernelSpec) -> list[str]:
@@ -260,12 +262,14 @@ def _wrong_output(name: str, d: Diagnosis, replay: str) -> list[str]:
     k = d.kernel
     if k is not None:
         out.append(f"  kernel: {stats_line(k)}")
-        out += _tiles(k, d.shape)
+        named = row_namer(d)  # a grouped case's rows are named by group; its tiles counted (the findings say where)
+        out += _tiles(k, d.shape) if named is None else [f"  errors in {k.n_bad_tiles} of {k.n_tiles} tiles of C"]
         if k.bad:
             batch, m = d.shape.batch, d.shape.M
-            where = "(batch, row, col)" if batch > 1 else "(row, col)"
+            where = "(group row, col)" if named else "(batch, row, col)" if batch > 1 else "(row, col)"
             out.append(f"  worst elements {where}: got, expected, error/bound")
             at = (lambda r, c: f"{r // m}, {r % m}, {c}") if batch > 1 else (lambda r, c: f"{r}, {c}")
+            at = (lambda r, c: f"{named(r)}, {c}") if named is not None else at
             out += [f"    ({at(r, c)}): {g!r}, {e!r}, {_x(ratio)}" for r, c, g, e, ratio in k.worst]
     if d.peer is not None:
         out.append(f"  cuBLAS {d.dtype} (peer): {stats_line(d.peer)}")

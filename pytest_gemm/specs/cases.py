@@ -185,7 +185,7 @@ def _ungrouped(spec: KernelSpec, shape: Shape) -> str | None:
 
 
 def _names(spec: KernelSpec, shape: Shape, variant: Variant) -> dict[str, int]:
-    """The values expressions see: M, N, K, batch, G (the groups; 0 for a kernel that is not grouped), the storage
+    """The values expressions see: M, N, K, batch, num_groups (0 for a kernel that is not grouped), the storage
     flags and the variant's params. A grouped kernel's M is the rows of one A (with padding; a masked slot's), its
     K all of K (records.groups.GroupPlan.ints)."""
     return {**kernel_sizes(spec, shape), "batch": shape.batch, **spec.names_for(variant)}
@@ -224,7 +224,9 @@ def _values(env: dict[str, int]) -> str:
     shown = (
         name
         for name in env
-        if name not in ORDER_FLAGS and not (name == "batch" and env[name] == 1) and not (name == "G" and not env[name])
+        if name not in ORDER_FLAGS
+        and not (name == "batch" and env[name] == 1)
+        and not (name == "num_groups" and not env[name])
     )
     return ", ".join(f"{name}={env[name]}" for name in shown)
 

@@ -98,11 +98,11 @@ def operand_shape(spec: KernelSpec, operand: str, shape: Shape) -> Shape:
 
 
 def kernel_sizes(spec: KernelSpec, shape: Shape) -> dict[str, int]:
-    """M, N, K and G as a kernel and its header's expressions get them: the shape's, G = 0; a grouped kernel's at a
-    grouped shape, M the rows of one A (padding included; a masked slot's), K all of K, G the groups
-    (:attr:`~pytest_gemm.records.groups.GroupPlan.ints`)."""
+    """M, N, K and num_groups as a kernel and its header's expressions get them: the shape's, num_groups 0; a grouped
+    kernel's at a grouped shape, M the rows of one A (padding included; a masked slot's), K all of K, num_groups the
+    groups (:attr:`~pytest_gemm.records.groups.GroupPlan.ints`)."""
     if spec.groups is None or not shape.groups:
-        return {"M": shape.M, "N": shape.N, "K": shape.K, "G": 0}
+        return {"M": shape.M, "N": shape.N, "K": shape.K, "num_groups": 0}
     return group_plan(spec.groups, shape).ints
 
 

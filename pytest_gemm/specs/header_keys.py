@@ -43,11 +43,11 @@ STRIDE_ARGS = ("stride_a", "stride_b", "stride_c")
 BATCH_ARGS = ("batch", *STRIDE_ARGS)
 ARG_NAMES = (
     "M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc", *MAP_ARGS, *BATCH_ARGS, *SCALE_ARGS,
-    "G", *GROUP_ARGS,
+    "num_groups", *GROUP_ARGS,
 )  # fmt: skip
 #: a grouped kernel's arguments: the group count and the group arrays
-GROUPED_ARGS = ("G", *GROUP_ARGS)
-SHAPE_NAMES = frozenset({"M", "N", "K", "batch", "G"})
+GROUPED_ARGS = ("num_groups", *GROUP_ARGS)
+SHAPE_NAMES = frozenset({"M", "N", "K", "batch", "num_groups"})
 DEVICE_NAMES = frozenset({"SM_COUNT"})  # the GPU's, known only in the worker: allowed in ``grid`` (persistent grids)
 #: a C++ identifier as NVRTC reads it: ASCII letters, digits and _ (a letter such as 'ï' is an unrecognized token)
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -140,7 +140,9 @@ class HeaderChecker:
                 "its groups)",
             )
         if "batch" in value and any(arg in GROUPED_ARGS for arg in value):
-            self.fail("args", "a kernel runs strided batches (batch) or groups (G and the group arrays), not both")
+            self.fail(
+                "args", "a kernel runs strided batches (batch) or groups (num_groups and the group arrays), not both"
+            )
         maps = [arg for arg in value if arg in MAP_ARGS]
         if maps and "batch" in value:
             self.fail(

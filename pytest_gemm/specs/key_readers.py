@@ -260,6 +260,14 @@ def groups(r: Reading, value: Any) -> Groups | None:
         if not arrays:
             check.fail("args", f"a grouped kernel takes at least one group array: one of {', '.join(GROUP_ARGS)}")
         check.record("args", Groups, layout=record.layout, args=tuple(arrays))  # group_index of a K-grouped A
+        per_group = {"contiguous": "B", "masked": "ABC", "k": "C"}[record.layout]
+        maps = [f"{op}_map" for op in per_group if f"{op}_map" in args]
+        if maps:
+            check.fail(
+                "args",
+                f"{maps[0]}: a {record.layout} layout's {maps[0][0]} is one matrix a group, whose tensor map would be "
+                "3-D; pytest-gemm makes 2-D maps of one matrix, not yet those",
+            )
     elif not listed:
         check.fail(
             "groups",

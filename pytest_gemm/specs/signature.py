@@ -16,7 +16,7 @@ __all__ = ["POINTER_BYTES", "TENSOR_MAP_BYTES", "declared_sizes", "signature_pro
 
 POINTER_BYTES = 8
 TENSOR_MAP_BYTES = 128  # a CUtensorMap, passed by value
-_SIZES = ("M", "N", "K", "lda", "ldb", "ldc", "batch", "ld_scale_a", "ld_scale_b", "G")
+_SIZES = ("M", "N", "K", "lda", "ldb", "ldc", "batch", "ld_scale_a", "ld_scale_b", "num_groups")
 
 
 def declared_sizes(spec: KernelSpec, dtype: str) -> list[tuple[str, int, str]]:

@@ -145,7 +145,12 @@ class KernelSpec:
     def declarations(self, variant: Variant) -> Declarations:
         """What the header declares that changes the checks of ``variant``'s cases."""
         return Declarations(
-            self.storage_for(variant), self.accumulate, self.always_reads_c, self.nondeterministic, self.scales
+            self.storage_for(variant),
+            self.accumulate,
+            self.always_reads_c,
+            self.nondeterministic,
+            self.scales,
+            self.groups,
         )
 
     def names_for(self, variant: Variant) -> dict[str, int]:

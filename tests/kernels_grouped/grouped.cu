@@ -19,22 +19,22 @@ grid = ["cdiv(N, 16)", "cdiv(M, 16)"]
 name = "grouped_masked"
 description = "masked groups: a slot of M rows a group, its first group_rows[g] valid"
 entry = "masked<float>"
-args = ["M", "N", "K", "A", "B", "C", "group_rows", "G"]
+args = ["M", "N", "K", "A", "B", "C", "group_rows", "num_groups"]
 dtypes = ["fp32"]
 groups = { layout = "masked", align = 16 }
 block = [16, 16]
-grid = ["cdiv(N, 16)", "cdiv(M, 16)", "G"]
+grid = ["cdiv(N, 16)", "cdiv(M, 16)", "num_groups"]
 */
 
 /* pytest-gemm
 name = "grouped_k"
 description = "K-grouped (an MoE weight gradient): group g sums k in [offsets[g], offsets[g+1]) into its own C"
 entry = "k_grouped<float>"
-args = ["M", "N", "K", "A", "B", "C", "group_offsets", "G"]
+args = ["M", "N", "K", "A", "B", "C", "group_offsets", "num_groups"]
 dtypes = ["fp32"]
 groups = { layout = "k" }
 block = [16, 16]
-grid = ["cdiv(N, 16)", "cdiv(M, 16)", "G"]
+grid = ["cdiv(N, 16)", "cdiv(M, 16)", "num_groups"]
 */
 
 /* pytest-gemm
@@ -52,22 +52,22 @@ grid = ["cdiv(N, 16)", "cdiv(M, 16)"]
 name = "grouped_masked_bf16"
 description = "masked groups: a slot of M rows a group, its first group_rows[g] valid"
 entry = "masked<__nv_bfloat16>"
-args = ["M", "N", "K", "A", "B", "C", "group_rows", "G"]
+args = ["M", "N", "K", "A", "B", "C", "group_rows", "num_groups"]
 dtypes = ["bf16"]
 groups = { layout = "masked", align = 16 }
 block = [16, 16]
-grid = ["cdiv(N, 16)", "cdiv(M, 16)", "G"]
+grid = ["cdiv(N, 16)", "cdiv(M, 16)", "num_groups"]
 */
 
 /* pytest-gemm
 name = "grouped_k_bf16"
 description = "K-grouped (an MoE weight gradient): group g sums k in [offsets[g], offsets[g+1]) into its own C"
 entry = "k_grouped<__nv_bfloat16>"
-args = ["M", "N", "K", "A", "B", "C", "group_offsets", "G"]
+args = ["M", "N", "K", "A", "B", "C", "group_offsets", "num_groups"]
 dtypes = ["bf16"]
 groups = { layout = "k" }
 block = [16, 16]
-grid = ["cdiv(N, 16)", "cdiv(M, 16)", "G"]
+grid = ["cdiv(N, 16)", "cdiv(M, 16)", "num_groups"]
 */
 
 /* pytest-gemm
@@ -107,29 +107,29 @@ grid = ["cdiv(N, 16)", "cdiv(M, 16)"]
 name = "grouped_past_end"
 description = "WRONG: computes every row of each slot, ignoring the groups' counts"
 entry = "past_end"
-args = ["M", "N", "K", "A", "B", "C", "group_rows", "G"]
+args = ["M", "N", "K", "A", "B", "C", "group_rows", "num_groups"]
 dtypes = ["fp32"]
 groups = { layout = "masked", align = 16 }
 block = [16, 16]
-grid = ["cdiv(N, 16)", "cdiv(M, 16)", "G"]
+grid = ["cdiv(N, 16)", "cdiv(M, 16)", "num_groups"]
 */
 
 /* pytest-gemm
 name = "grouped_empty_masked"
 description = "WRONG: an empty group's slot gets one tile of 16 rows computed"
 entry = "empty_masked"
-args = ["M", "N", "K", "A", "B", "C", "group_rows", "G"]
+args = ["M", "N", "K", "A", "B", "C", "group_rows", "num_groups"]
 dtypes = ["fp32"]
 groups = { layout = "masked", align = 16 }
 block = [16, 16]
-grid = ["cdiv(N, 16)", "cdiv(M, 16)", "G"]
+grid = ["cdiv(N, 16)", "cdiv(M, 16)", "num_groups"]
 */
 
 /* pytest-gemm
 name = "grouped_empty_contiguous"
 description = "WRONG: an empty group is not skipped: it computes 16 rows from its start, over the next group's"
 entry = "empty_contiguous"
-args = ["M", "N", "K", "A", "B", "C", "group_ends", "G"]
+args = ["M", "N", "K", "A", "B", "C", "group_ends", "num_groups"]
 dtypes = ["fp32"]
 groups = { layout = "contiguous" }
 block = [16, 16]

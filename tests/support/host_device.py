@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,18 @@ from pytest_gemm.worker.kinds import CudaKernel, KernelStrategy, PythonKernel
 from pytest_gemm.worker.operands import Operands
 from pytest_gemm.worker.peers import NoPeer, Peer
 from pytest_gemm.worker.prepared import PreparedCase
+
+
+class HostCupy:
+    """NumPy in CuPy's place, with the CUDA errors a Python kernel's call is guarded against (none ever raised)."""
+
+    cuda = SimpleNamespace(
+        driver=SimpleNamespace(CUDADriverError=OSError),
+        runtime=SimpleNamespace(CUDARuntimeError=OSError, deviceSynchronize=lambda: None),
+    )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np, name)
 
 
 class HostStream(contextlib.nullcontext):
@@ -90,4 +103,4 @@ def host_case(kernel: KernelStrategy, seed: int = 3, *, guards: bool = True, pee
     return PreparedCase(kernel.runner, kernel.case, seed, kernel, kernel.inputs, peer, guards=guards)
 
 
-__all__ = ["FunctionKernel", "HostDevice", "HostKernel", "HostPeer", "HostStream", "host_case"]
+__all__ = ["FunctionKernel", "HostCupy", "HostDevice", "HostKernel", "HostPeer", "HostStream", "host_case"]

@@ -3,8 +3,6 @@ kernels in each layout, right and wrong in each way a grouped kernel goes wrong 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
@@ -17,7 +15,7 @@ from pytest_gemm.specs.cases import expand
 from pytest_gemm.specs.pyfile import parse_py_source
 from pytest_gemm.worker.verify import verify
 
-from support.host_device import FunctionKernel, HostDevice, host_case
+from support.host_device import FunctionKernel, HostCupy, HostDevice, host_case
 
 HEADER = """
 from pytest_gemm import gemm_kernel
@@ -34,25 +32,15 @@ def _case(tmp_path, groups: dict, shape: Shape, ab: bool = False, which: int = 0
     return cases[which]
 
 
-class _HostCupy:
-    """NumPy in CuPy's place, with the CUDA errors a Python kernel's call is guarded against."""
-
-    cuda = SimpleNamespace(
-        driver=SimpleNamespace(CUDADriverError=OSError),
-        runtime=SimpleNamespace(CUDARuntimeError=OSError, deviceSynchronize=lambda: None),
-    )
-
-    def __getattr__(self, name: str):
-        return getattr(np, name)
-
-
 def _verify(case, fn):
-    return verify(host_case(FunctionKernel(HostDevice(_HostCupy()), case, fn)))
+    return verify(host_case(FunctionKernel(HostDevice(HostCupy()), case, fn)))
 
 
-def _text(result) -> str:
-    """The failure text a user reads for a verification."""
-    return failure_text(result.case_id, CaseResult("failed", diagnosis=wrong_output(result, "fp32")), "replay")
+def _text(result, case=None) -> str:
+    """The failure text a user reads for a verification (of ``case``, whose declarations it carries)."""
+    declared = None if case is None else case.declarations
+    diagnosis = wrong_output(result, "fp32", declared)
+    return failure_text(result.case_id, CaseResult("failed", diagnosis=diagnosis), "replay")
 
 
 def _contiguous(A, B, C, ends, *, other=0, pad=None, alpha=1.0, beta=0.0):
@@ -183,3 +171,18 @@ def test_empty_contiguous_group_not_skipped_is_named(tmp_path):
     assert result.misread.kind == Misreading.EMPTY_GROUP_COMPUTED
     assert result.misread.batches == ((empty + 1, empty),)
     assert f"group {empty + 1}'s rows computed with empty group {empty}'s B" in _text(result)
+
+
+def test_a_grouped_failure_says_which_group_and_row(tmp_path):
+    """Rows of a grouped case's C are named by group in the failure text, never by the stacked row alone."""
+    case = _case(tmp_path, K_GROUPED, Shape(64, 64, 300, groups=5))
+
+    def wrong(A, B, C, offsets):
+        for g in range(C.shape[0]):
+            C[g] = A[:, offsets[g] : offsets[g + 1]] @ B[offsets[g] : offsets[g + 1]]
+        C[3, 40:45, 10:12] += 1.0  # group 3's rows 40 to 44
+
+    text = _text(_verify(case, wrong), case)
+    assert "(group 3 row 40 to group 3 row 44, columns 10-11" in text, text
+    assert "worst elements (group row, col)" in text and "(group 3 row 4" in text
+    assert "declared in the header: groups: k layout, sizes 'edge' (at 64x64x300g5, k per group: 5," in text

@@ -52,7 +52,7 @@ def test_masked_slots_and_k_groups():
     k = group_plan(Groups("k", sizes="uniform"), Shape(5, 6, 30, groups=3))
     assert [k.k_range(g) for g in range(3)] == [(0, 10), (10, 20), (20, 30)] and k.c_rows(1) == (5, 10)
     assert k.outside() == () and "group_index" not in k.group_args()
-    assert k.ints == {"M": 5, "N": 6, "K": 30, "G": 3}
+    assert k.ints == {"M": 5, "N": 6, "K": 30, "num_groups": 3}
 
 
 @pytest.mark.parametrize(
@@ -62,7 +62,9 @@ def test_masked_slots_and_k_groups():
         ({"layout": "contiguous", "sizes": "zipf"}, "sizes: expected one of"),
         ({"layout": "contiguous", "align": 0}, "align: expected an integer"),
         ({"layout": "k", "align": 8}, "a K-grouped layout has no padding"),
-        ({"layout": "k", "args": ("group_index",)}, "a K-grouped A has no groups of rows"),
+        ({"layout": "k", "args": ("group_index",)}, "group_index lists the rows of a contiguous A"),
+        ({"layout": "masked", "args": ("group_index",)}, "a 'masked' layout has none"),
+        ({"layout": "k", "writes_padding": True}, "a K-grouped C has no rows outside the groups"),
         ({"layout": "contiguous", "args": ("group_ends", "group_ends")}, "named twice"),
     ],
 )
@@ -89,7 +91,11 @@ def _py(**header):
             lambda: _cu(args=["A", "B", "C", "group_ends"], groups={"layout": "contiguous", "args": ["group_ends"]}),
             "a .cu kernel names the group arrays it takes in the header's args",
         ),
-        (lambda: _cu(args=["A", "B", "C", "group_index"], groups={"layout": "k"}), "a K-grouped A"),
+        (lambda: _cu(args=["A", "B", "C", "group_index"], groups={"layout": "k"}), "a 'k' layout has none"),
+        (
+            lambda: _cu(args=["A", "B_map", "C", "group_ends"], groups={"layout": "contiguous"}),
+            "B_map: a contiguous layout's B is one matrix a group, whose tensor map would be 3-D",
+        ),
         (lambda: _cu(args=["A", "B", "C", "group_ends", "batch"], groups={"layout": "k"}), "not both"),
         (lambda: _py(groups={"layout": "contiguous"}), "name the group arrays the function takes after C"),
         (lambda: _py(groups={"layout": "contiguous", "args": ["x"]}), "expected names from group_ends"),
@@ -109,7 +115,7 @@ def test_the_groups_key_is_checked_against_the_header(make, words):
 
 
 def test_a_grouped_kernel_runs_grouped_shapes_and_another_kernel_skips_them():
-    args = ["M", "N", "K", "A", "B", "C", "group_index", "G"]
+    args = ["M", "N", "K", "A", "B", "C", "group_index", "num_groups"]
     grouped = _cu(name="grouped", args=args, groups={"layout": "contiguous", "align": 8})
     plain = _cu(name="plain")
     shapes = [Shape(64, 64, 64), Shape(300, 256, 128, groups=4)]
@@ -120,4 +126,4 @@ def test_a_grouped_kernel_runs_grouped_shapes_and_another_kernel_skips_them():
     assert grouped.group_args == ("group_index",)
     ints = harness_ints(grouped, shapes[1])
     plan = group_plan(grouped.groups, shapes[1])
-    assert ints["M"] == (plan.rows, "") and ints["G"] == (4, "") and plan.rows % 8 == 0
+    assert ints["M"] == (plan.rows, "") and ints["num_groups"] == (4, "") and plan.rows % 8 == 0
