@@ -23,6 +23,7 @@ from .tensor_maps import TensorMapSpec
 __all__ = [
     "AB_CASES",
     "SANITIZE_BATCH",
+    "SANITIZE_GROUPS",
     "SANITIZE_SHAPES",
     "AlphaBeta",
     "Case",
@@ -362,15 +363,20 @@ SANITIZE_SHAPES = (
 )
 
 
-#: the batch a batched kernel runs under compute-sanitizer
+#: the batch a batched kernel runs under compute-sanitizer, and the groups a grouped kernel does (the edge sizes: an
+#: empty group and a group of 5 rows among them)
 SANITIZE_BATCH = 3
+SANITIZE_GROUPS = 4
 
 
 def sanitize_case(spec: KernelSpec, dtypes: list[str] | None = None) -> Case | None:
     """The one case compute-sanitizer runs for a kernel: its first variant and dtype, alpha = 1, beta = 0, at the
     first of SANITIZE_SHAPES its rules allow (None when none is allowed, or no dtype is selected); a batched kernel's
-    at a batch of :data:`SANITIZE_BATCH` first, so that its batch strides are exercised too."""
+    at a batch of :data:`SANITIZE_BATCH` first, so that its batch strides are exercised too; a grouped kernel's at
+    :data:`SANITIZE_GROUPS` groups (it runs no other shape)."""
     batched = [Shape(s.M, s.N, s.K, SANITIZE_BATCH) for s in SANITIZE_SHAPES] if spec.batched else []
+    if spec.groups is not None:
+        batched = [Shape(s.M, s.N, s.K, groups=SANITIZE_GROUPS) for s in SANITIZE_SHAPES]
     for shape in (*batched, *SANITIZE_SHAPES):
         for case in expand(spec, [shape], dtypes):
             if case.skip_reason is None and case.ab == AB_CASES[0]:

@@ -127,3 +127,12 @@ def test_a_grouped_kernel_runs_grouped_shapes_and_another_kernel_skips_them():
     ints = harness_ints(grouped, shapes[1])
     plan = group_plan(grouped.groups, shapes[1])
     assert ints["M"] == (plan.rows, "") and ints["num_groups"] == (4, "") and plan.rows % 8 == 0
+
+
+def test_a_grouped_kernel_runs_under_compute_sanitizer_at_grouped_shape():
+    """The one case compute-sanitizer runs for a grouped kernel is grouped (4 groups, an empty one among them)."""
+    from pytest_gemm.specs.cases import SANITIZE_GROUPS, sanitize_case
+
+    spec = _cu(name="grouped", args=["M", "N", "K", "A", "B", "C", "group_ends"], groups={"layout": "contiguous"})
+    case = sanitize_case(spec)
+    assert case is not None and case.shape.groups == SANITIZE_GROUPS and 0 in case.plan.sizes
