@@ -87,3 +87,22 @@ def test_grouped_kernels_are_judged_group_by_group_through_the_plugin(pytester):
     assert "rows past a group's end written" in text and "an empty group not skipped" in text
     result.stdout.fnmatch_lines(["*300x64x32g4 is a grouped GEMM of 4 groups; the kernel is not grouped*"])
     result.stdout.fnmatch_lines(["*64x32x16 is one GEMM; the kernel is grouped and runs grouped shapes*"])
+
+
+def test_a_grouped_failure_reaches_the_report_and_reads_back(pytester):
+    """The report folder of a run with grouped failures holds their findings, group by group, and its run data reads
+    back through the saved-run checks (the command that plots a saved run takes it)."""
+    import json
+
+    result = _run(pytester, "--gemm-shapes", "300x64x32g4", "--gemm-report", "report", "-k", "off_by_one or slots")
+    result.assert_outcomes(failed=2)
+    folder = pytester.path / "report"
+    page = (folder / "index.html").read_text()
+    assert "another group&#x27;s B read" in page or "another group's B read" in page
+    assert "rows past a group" in page
+    data = json.loads((folder / "run.json").read_text())
+    assert "300x64x32g4" in json.dumps(data)
+    assert any(folder.glob("errors/*.png")), sorted(p.name for p in folder.rglob("*"))
+    again = pytester.run("pytest-gemm", "plot", str(folder / "run.json"), "--out", str(pytester.path / "again"))
+    assert again.ret == 0, again.stdout.str() + again.stderr.str()
+    assert "rows past a group" in (pytester.path / "again" / "index.html").read_text()
