@@ -234,6 +234,7 @@ def _record(case: Case, test: str, outcome: Outcome, gpu: dict[str, Any], source
         regression_threshold=case.spec.regression_threshold,
         dtype=case.dtype,
         accumulate=case.spec.accumulate,
+        peer=run.peer,
         shape=case.shape,
         ab=case.ab.id,
         alpha=case.ab.alpha,

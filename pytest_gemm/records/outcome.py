@@ -159,6 +159,7 @@ class TimingRun:
     events_median_s: tuple[float, float] | None = None  # the events' medians (kernel, cuBLAS), as a cross-check
     other_streams: tuple[int, ...] = ()  # CUPTI's ids of streams besides the harness's that the kernel launched on
     host_median_s: tuple[float, float] | None = None  # a Python kernel's host time to make one launch call, cuBLAS's
+    peer: str = "cuBLAS"  # the library GEMM reference_s timed: cuBLAS (cuBLASLt's FP8 too), or a grouped case's
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,8 @@ def row_flags(record: CaseRecord) -> str:
         flags.append(record.stop)
     if record.cache == "hot":
         flags.append("hot L2")
+    if record.peer != "cuBLAS":  # its "% cuBLAS" is of this peer
+        flags.append(f"vs {record.peer}")
     return ", ".join(flags)
 
 

@@ -34,9 +34,11 @@ PEER_SCALINGS = (("tensor", "tensor"), ("row", "col"), ("1x128", "128x128"))
 
 
 class Peer:
-    """A case's peer: ``reason`` says why there is none ('' when there is one)."""
+    """A case's peer: ``reason`` says why there is none ('' when there is one); ``name``, what its times are of, as the
+    timing table names a peer that is not cuBLAS."""
 
     reason = ""
+    name = "cuBLAS"
 
     def __init__(self, case: Case) -> None:
         self.case = case
@@ -79,6 +81,8 @@ class CublasLtFp8Peer(Peer):
 
 class TorchGroupedPeer(Peer):
     """torch's ``_grouped_mm`` over a grouped case's groups, on the bytes the kernel reads (:mod:`.grouped_peer`)."""
+
+    name = "torch _grouped_mm"
 
     def gemm(self, device: GpuRunner, data: CaseInputs, dt: DType, out: DType) -> Bind:
         return grouped_runner(device, self.case, dt, out)

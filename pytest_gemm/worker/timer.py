@@ -204,6 +204,7 @@ class Timer:
             events_median_s=(float(np.median(events_k)), float(np.median(events_r))),
             other_streams=other,
             host_median_s=self._host_median(prepared, measured),
+            peer=prepared.peer.name,
         )
 
     @staticmethod

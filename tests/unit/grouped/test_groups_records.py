@@ -136,3 +136,20 @@ def test_a_grouped_kernel_runs_under_compute_sanitizer_at_grouped_shape():
     spec = _cu(name="grouped", args=["M", "N", "K", "A", "B", "C", "group_ends"], groups={"layout": "contiguous"})
     case = sanitize_case(spec)
     assert case is not None and case.shape.groups == SANITIZE_GROUPS and 0 in case.plan.sizes
+
+
+def test_a_saved_record_says_which_peer_it_was_timed_against():
+    """A timed record's peer reads back from a saved run (old runs: cuBLAS), and is checked as text."""
+    import dataclasses
+
+    from pytest_gemm.records.case_record import CaseRecord, record_problem
+    from pytest_gemm.records.plain import from_plain, to_plain
+
+    from support.baselines import timed_record
+
+    row = dataclasses.replace(timed_record(), peer="torch _grouped_mm")
+    assert from_plain(CaseRecord, to_plain(row)).peer == "torch _grouped_mm"
+    old = to_plain(row)
+    del old["peer"]
+    assert from_plain(CaseRecord, old).peer == "cuBLAS"
+    assert record_problem(dataclasses.replace(row, peer="x\x00y")) is not None

@@ -93,6 +93,8 @@ def test_flags_say_what_deserves_a_second_look():
     assert row_flags(row.with_gate(moved)) == "cuBLAS moved"
     regressed = GateResult(GateVerdict.REGRESSED, "ratio", 0.05, 0.101, ("kernel source changed since the baseline",))
     assert row_flags(row.with_gate(regressed)) == "REGRESSED +10.1%, source changed"
+    # a grouped case's "% cuBLAS" is of torch's grouped GEMM, its peer: the row says so
+    assert row_flags(dataclasses.replace(row, peer="torch _grouped_mm")) == "vs torch _grouped_mm"
 
 
 def test_the_condensed_table_shows_each_kernels_fastest_variant_per_shape_and_counts_the_flags_of_the_rest():
