@@ -60,13 +60,16 @@ def plain(A, B, C, alpha, beta):
 """
 
 
-def _run(pytester, *args):
+def _run(pytester, *args, subprocess: bool = False):
+    """The kernels above run by the host backend; in a process of its own where the run draws pictures (matplotlib
+    imported in pytester's own process would be half unloaded after it, breaking later tests' pictures)."""
     pytester.makepyfile(grouped_kernels=KERNELS)
     pytester.makeconftest(
         f"import sys\nsys.path.insert(0, {str(TESTS)!r})\n\n\ndef pytest_gemm_worker_backend(config):\n"
         "    return 'host_backend:HostBackend'\n"
     )
-    return pytester.runpytest("--gemm-kernels", "grouped_kernels.py", "-m", "gpu", "-rA", *args)
+    run = pytester.runpytest_subprocess if subprocess else pytester.runpytest
+    return run("--gemm-kernels", "grouped_kernels.py", "-m", "gpu", "-rA", *args)
 
 
 def test_grouped_kernels_are_judged_group_by_group_through_the_plugin(pytester):
@@ -94,7 +97,8 @@ def test_a_grouped_failure_reaches_the_report_and_reads_back(pytester):
     back through the saved-run checks (the command that plots a saved run takes it)."""
     import json
 
-    result = _run(pytester, "--gemm-shapes", "300x64x32g4", "--gemm-report", "report", "-k", "off_by_one or slots")
+    args = ("--gemm-shapes", "300x64x32g4", "--gemm-report", "report", "-k", "off_by_one or slots")
+    result = _run(pytester, *args, subprocess=True)
     result.assert_outcomes(failed=2)
     folder = pytester.path / "report"
     page = (folder / "index.html").read_text()
