@@ -19,7 +19,7 @@ from .accuracy import WORST, Truth, _median, element_ratios, error_stats, tile_s
 from .misread import BATCHES_LISTED as MAX_PAIRS
 from .misread import MATCH
 
-__all__ = ["GroupedTruth", "group_misreading", "outside_faults"]
+__all__ = ["GroupedTruth", "group_misreading", "group_rows", "outside_faults"]
 
 
 def _truth(xp: Any, a: Any, b: Any, c0: Any | None, alpha: float, beta: float, out: DType) -> Truth:
@@ -105,7 +105,7 @@ class GroupedTruth(Truth):
         return _merged(xp, parts, ratio, self.plan, self.batch)  # type: ignore[arg-type]
 
 
-def _group_rows(xp: Any, plan: GroupPlan, rows: int) -> Any:
+def group_rows(xp: Any, plan: GroupPlan, rows: int) -> Any:
     """Which rows of the stacked C belong to a group."""
     inside = xp.zeros(rows, dtype=bool)
     for g in range(plan.count):
@@ -124,7 +124,7 @@ def _merged(xp: Any, parts: list[tuple[int, ErrorStats]], ratio: Any, plan: Grou
     worst = sorted(
         ((r + r0, c, got, truth, q) for r0, s in parts for r, c, got, truth, q in s.worst), key=lambda w: -w[4]
     )[:WORST]
-    inside = _group_rows(xp, plan, ratio.shape[0])
+    inside = group_rows(xp, plan, ratio.shape[0])
     tiles, n_bad, n_tiles = tile_summary(xp, (ratio > 1.0) & inside[:, None], batch=batch)
     judged = ratio[inside].ravel()
     return replace(

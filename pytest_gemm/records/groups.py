@@ -26,7 +26,7 @@ from functools import lru_cache
 
 from .shapes import Shape
 
-__all__ = ["DISTRIBUTIONS", "GROUP_ARGS", "LAYOUTS", "TINY_GROUP", "GroupPlan", "Groups", "group_plan"]
+__all__ = ["DISTRIBUTIONS", "GROUP_ARGS", "LAYOUTS", "PER_GROUP", "TINY_GROUP", "GroupPlan", "Groups", "group_plan"]
 
 #: each layout, and what it is
 LAYOUTS = {
@@ -40,6 +40,8 @@ DISTRIBUTIONS = {
     "random": "imbalanced at random, as routed tokens are (a flat Dirichlet's weights)",
     "uniform": "as equal as the total allows",
 }
+#: the operands that are one matrix a group, in each layout (the others are one matrix over all groups)
+PER_GROUP = {"contiguous": "B", "masked": "ABC", "k": "C"}
 #: the rows of a group "smaller than a tile" in the edge distribution
 TINY_GROUP = 5
 #: the integer arrays (int32) a grouped kernel may take, and what each holds
@@ -132,7 +134,7 @@ class GroupPlan:
     def per_group(self, operand: str) -> bool:
         """Whether ``operand`` is one matrix a group (a Python kernel gets it 3-D, groups first, even for one group):
         B in M-grouped layouts, A and C too when masked, C when K-grouped."""
-        return operand in {"contiguous": "B", "masked": "ABC", "k": "C"}[self.layout]
+        return operand in PER_GROUP[self.layout]
 
     def operand_shape(self, operand: str) -> Shape:
         """The shape whose ``stored_shape`` and batch give ``operand``'s matrices: contiguous A and C one matrix of

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..records.dtypes import FP8, OUTPUT_DTYPES
-from ..records.groups import GROUP_ARGS, Groups
+from ..records.groups import GROUP_ARGS, PER_GROUP, Groups
 from ..records.scales import Scales
 from ..records.storage import ORDER_FLAGS
 from .families import InputFamily, family_of
@@ -260,8 +260,7 @@ def groups(r: Reading, value: Any) -> Groups | None:
         if not arrays:
             check.fail("args", f"a grouped kernel takes at least one group array: one of {', '.join(GROUP_ARGS)}")
         check.record("args", Groups, layout=record.layout, args=tuple(arrays))  # group_index of a K-grouped A
-        per_group = {"contiguous": "B", "masked": "ABC", "k": "C"}[record.layout]
-        maps = [f"{op}_map" for op in per_group if f"{op}_map" in args]
+        maps = [f"{op}_map" for op in PER_GROUP[record.layout] if f"{op}_map" in args]
         if maps:
             check.fail(
                 "args",

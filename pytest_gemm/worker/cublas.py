@@ -23,6 +23,7 @@ from .buffers import bits_to_float64, transposed_each, uint_type
 from .operands import CaseInputs
 
 __all__ = [
+    "Bind",
     "GemmCall",
     "compute_type",
     "gemm_call",
@@ -33,6 +34,10 @@ __all__ = [
     "stacked_layout",
     "stored_operands",
 ]
+
+#: a peer's GEMM, given each operand's (device address, leading dimension, batch stride) by name, as stored: a function
+#: that queues it (cuBLAS's here, cuBLASLt's FP8 and torch's grouped GEMM in their modules)
+Bind = Callable[[dict[str, tuple[int, int, int]]], Callable[[], None]]
 
 #: cudaDataType of each dtype's elements (tf32 is stored as fp32)
 _CUDA_TYPE = {"fp32": 0, "tf32": 0, "fp64": 1, "fp16": 2, "bf16": 14, "int8": 3, "int32": 10}
@@ -94,7 +99,7 @@ def gemm_runner(
     accumulate: str,
     alpha: float,
     beta: float,
-) -> Callable[[dict[str, tuple[int, int, int]]], Callable[[], None]]:
+) -> Bind:
     """A function that, given each operand's (device address, leading dimension, batch stride; both in elements) by
     name, returns a function queueing cuBLAS's GEMM on them on the handle's stream (its strided-batched GEMM for a
     batch of ``shape.batch``). The host scalars cuBLAS reads live as long as the returned functions."""
@@ -155,7 +160,7 @@ def stacked_layout(x: Any, batch: int) -> tuple[int, int]:
 
 def peer_output(
     cp: Any,
-    bind: Callable[[dict[str, tuple[int, int, int]]], Callable[[], None]],
+    bind: Bind,
     data: CaseInputs,
     bits: tuple[Any, Any, Any],
     shape: Shape,

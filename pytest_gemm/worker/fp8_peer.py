@@ -14,6 +14,7 @@ from typing import Any
 from ..records.dtypes import DType
 from ..records.scales import Scales
 from ..specs.cases import Case
+from .cublas import Bind
 
 __all__ = ["fp8_runner"]
 
@@ -55,7 +56,7 @@ def _scales(torch: Any, scales: Scales, values: tuple[Any, Any]) -> tuple[Any, A
 
 def fp8_runner(
     cp: Any, case: Case, scales: Scales, values: tuple[Any, Any], out: DType, device: int, stream: int
-) -> Callable[[dict[str, tuple[int, int, int]]], Callable[[], None]]:
+) -> Bind:
     """A function that, given each operand's (device address, leading dimension, batch stride) by name, as stored,
     returns a function queueing cuBLASLt's FP8 GEMM of the case on ``stream`` (the harness's, on ``device``; torch's
     current stream while it runs, and left so: the backend sets torch's back after each case), writing C; ``values``:

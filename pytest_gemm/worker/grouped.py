@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..judge.accuracy import count_changed
+from ..judge.grouped import group_rows
 from ..records.dtypes import get_dtype
 from ..records.groups import GroupPlan
 from ..records.outcome import Fault
@@ -42,11 +43,7 @@ def padding_read(prepared: Any, plan: GroupPlan, got: Any) -> Fault | None:
     cp, data = prepared.cp, prepared.data
     if not plan.outside():
         return None
-    inside = np.zeros(got.shape[0], dtype=bool)
-    for g in range(plan.count):
-        r0, r1 = plan.c_rows(g)
-        inside[r0:r1] = True
-    nonfinite = ~cp.isfinite(got) & cp.asarray(inside)[:, None]
+    nonfinite = ~cp.isfinite(got) & group_rows(cp, plan, got.shape[0])[:, None]
     if not int(nonfinite.sum()):
         return None
     ops = prepared.operands()

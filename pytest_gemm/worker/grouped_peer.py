@@ -16,14 +16,13 @@ from ..records.dtypes import DType, get_dtype
 from ..specs.cases import Case
 from ..specs.footprint import storage_dims
 from .buffers import bits_to_float64, transposed_each, uint_type
+from .cublas import Bind
 from .fp8_peer import _array
 from .operands import CaseInputs
 from .runner import GpuRunner
 
 __all__ = ["grouped_result", "grouped_runner", "no_grouped_peer"]
 
-#: a peer's GEMM, given each operand's (device address, leading dimension, batch stride) by name, as stored
-Bind = Callable[[dict[str, tuple[int, int, int]]], Callable[[], None]]
 
 #: the input dtypes torch's _grouped_mm takes, in each layout (torch 2.11 on an H200, research/grouped_peer_probe.py:
 #: bf16 runs CUTLASS's grouped GEMM, fp16 and fp32 a loop of one GEMM a group, as fast as one torch.mm a group)

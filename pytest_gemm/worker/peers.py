@@ -18,7 +18,7 @@ from typing import Any
 from ..records.dtypes import DType
 from ..specs.cases import Case
 from ..specs.families import family_of
-from .cublas import gemm_runner, peer_output
+from .cublas import Bind, gemm_runner, peer_output
 from .fp8_peer import fp8_runner
 from .grouped_peer import grouped_result, grouped_runner, no_grouped_peer
 from .inputs import InputStrategy, ScaledInputs
@@ -27,8 +27,6 @@ from .runner import GpuRunner
 
 __all__ = ["CublasLtFp8Peer", "CublasPeer", "NoPeer", "Peer", "TorchGroupedPeer", "launched_alone", "peer_strategy"]
 
-#: a peer's GEMM, given each operand's (device address, leading dimension, batch stride) by name, as stored
-Bind = Callable[[dict[str, tuple[int, int, int]]], Callable[[], None]]
 #: the pairs of granularities (A's, B's) cuBLASLt's FP8 GEMM scales by, through torch (its joint scaling modes)
 PEER_SCALINGS = (("tensor", "tensor"), ("row", "col"), ("1x128", "128x128"))
 

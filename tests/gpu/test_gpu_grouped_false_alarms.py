@@ -51,8 +51,7 @@ def _case(dtype: str, layout: str, align: int, shape: Shape, seed: int) -> Case:
 
 def _drawn(cp, case: Case):
     """The float family's input strategy with its inputs drawn by CuPy's generator on the device (on the host, the
-    MoE weights would take most of the sweep), the rows of A of no group NaN as the harness's."""
-    import numpy as np
+    MoE weights would take most of the sweep); the prepared case's layout lays them out as the harness's."""
 
     from pytest_gemm.records.dtypes import get_dtype
     from pytest_gemm.worker.buffers import np_dtype
@@ -71,10 +70,7 @@ def _drawn(cp, case: Case):
 
             a, b = draw("A", case.dtype), draw("B", case.dtype)
             c0 = draw("C", case.spec.output_dtype(case.dtype)) if case.c_prior else None
-            for start, stop, _ in case.plan.outside():
-                a[start:stop] = np.nan
-            batches = tuple(storage_dims(case.spec, op, case.shape)[0] for op in "ABC")
-            return CaseInputs(a, b, c0, case.storage, 1, batches=batches)
+            return CaseInputs(a, b, c0, case.storage)  # the grouped layout lays them out (NaN rows, batches)
 
     return DeviceDrawn(case)
 
