@@ -29,6 +29,9 @@
 #                     every shape set, the third-party Triton kernels of .thirdparty/issue35; GEMM_TORCH_PARTS picks)
 #                     `fp8` runs tests/gpu/test_gpu_scaled.py (FP8 and INT8 kernels in every scaling mode,
 #                     the fault kernels' diagnoses), research/fp8_accuracy.py and research/fp8_peer_layouts.py
+#                     `grouped` runs the grouped GEMM's GPU tests, its peer probe, its false-alarm sweep and
+#                     .thirdparty/issue46's public kernels; `epilogue` the fused epilogues' GPU tests, their peer
+#                     probe and their false-alarm sweep (GEMM_SWEEP_SEEDS, GEMM_SWEEP_SETS as there)
 #                     `bad-input` runs research/bad-input-gpu.sh (the rows of docs/bad-input.md that need a GPU: a shape past
 #                     the GPU's memory or the kernel's int arguments, a compile past its limit, a selection
 #                     that leaves no GPU case, the compile cache, the README's sample run)
@@ -120,6 +123,14 @@ if [[ $parts == *,grouped,* ]]; then  # grouped kernels and faults, the peer's r
         timeout "$(limit)" bash .thirdparty/issue46/run.sh -v -p no:randomly >"$out/grouped-public.log" 2>&1
         echo "== grouped-public: $(tail -n 1 "$out/grouped-public.log")"
     fi
+fi
+if [[ $parts == *,epilogue,* ]]; then  # fused epilogues: kernels and slips, the peer's two ways, the false-alarm sweep
+    run epilogue-tests tests/gpu/test_gpu_epilogue.py -m gpu
+    if enough epilogue-probe; then
+        timeout "$(limit)" python3 research/epilogue_peer_probe.py >"$out/epilogue-peer-probe.txt" 2>&1
+        echo "== epilogue-probe: $(grep -c 'takes' "$out/epilogue-peer-probe.txt") shapes compared"
+    fi
+    run epilogue-sweep tests/gpu/test_gpu_epilogue_false_alarms.py -m gpu -s
 fi
 if [[ $parts == *,bad-input,* ]] && enough bad-input; then
     timeout "$(limit)" bash research/bad-input-gpu.sh "$out/bad-input" >/dev/null 2>&1

@@ -34,7 +34,9 @@ __all__ = [
 ]
 
 #: the causes of a NaN read from a guard region (an FP8 output NaN for that reason matches e4m3 read as e5m2 too)
-GUARD_CAUSES = (ErrorCause.GUARD_A, ErrorCause.GUARD_B, ErrorCause.GUARD_C, ErrorCause.GUARD_SCALES)
+GUARD_CAUSES = (
+    ErrorCause.GUARD_A, ErrorCause.GUARD_B, ErrorCause.GUARD_C, ErrorCause.GUARD_SCALES, ErrorCause.GUARD_EPILOGUE
+)  # fmt: skip
 #: a failed normwise test with an error under 1% means roughly right values: lost precision, not wrong ones
 LOW_PRECISION = 1e-2
 

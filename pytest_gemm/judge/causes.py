@@ -46,6 +46,7 @@ class Evidence:
 
 _GUARDS = {"A": ErrorCause.GUARD_A, "B": ErrorCause.GUARD_B, "C": ErrorCause.GUARD_C}
 _GUARDS |= {"scale_a": ErrorCause.GUARD_SCALES, "scale_b": ErrorCause.GUARD_SCALES}  # an FP8 kernel's grids
+_GUARDS |= {"bias": ErrorCause.GUARD_EPILOGUE, "residual": ErrorCause.GUARD_EPILOGUE}  # a fused epilogue's inputs
 
 
 def guard_cause(region: str) -> ErrorCause:
@@ -65,7 +66,8 @@ def causes_of(xp: Any, ratio: Any, unwritten: Any | None, evidence: Evidence) ->
         codes[bad & unwritten] = _CODES[ErrorCause.UNWRITTEN]
     if evidence.read_c is not None:
         codes[bad & evidence.read_c] = _CODES[ErrorCause.READ_C]
-    guards = (ErrorCause.GUARD_SCALES, ErrorCause.GUARD_C, ErrorCause.GUARD_B, ErrorCause.GUARD_A)
+    guards = (ErrorCause.GUARD_EPILOGUE, ErrorCause.GUARD_SCALES, ErrorCause.GUARD_C, ErrorCause.GUARD_B)
+    guards += (ErrorCause.GUARD_A,)
     for cause in guards:  # A last: it wins where all apply
         for region, mask in evidence.guard.items():
             if guard_cause(region) is cause:

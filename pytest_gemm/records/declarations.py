@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .epilogue import Epilogue
 from .groups import Groups
 from .scales import Scales
 from .storage import Storage
@@ -25,6 +26,7 @@ class Declarations:
     nondeterministic: str = ""  # why its launches are not compared bit for bit ('' when they are)
     scales: Scales | None = None  # an FP8 kernel's scales
     groups: Groups | None = None  # a grouped kernel's layout and group sizes (where its rows lie)
+    epilogue: Epilogue | None = None  # a fused epilogue (what D is), or D written apart from C
 
     @property
     def default(self) -> bool:

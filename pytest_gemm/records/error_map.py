@@ -18,6 +18,7 @@ CAUSE_LETTERS = {
     ErrorCause.GUARD_B: "B",
     ErrorCause.GUARD_C: "C",
     ErrorCause.GUARD_SCALES: "S",
+    ErrorCause.GUARD_EPILOGUE: "E",
     ErrorCause.READ_C: "R",
     ErrorCause.UNWRITTEN: "U",
     ErrorCause.ARITHMETIC: "N",

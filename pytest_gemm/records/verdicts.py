@@ -89,6 +89,7 @@ class ErrorCause(_Word):
     GUARD_B = "read past B"  # the same for B
     GUARD_C = "read past C"  # the same for C (a wrong ldc, or reading beyond C's edge)
     GUARD_SCALES = "read past the scales"  # the same for an FP8 kernel's grid of scales: past its edge block
+    GUARD_EPILOGUE = "read past the bias or residual"  # the same for a fused epilogue's bias vector or residual
     READ_C = "C read although beta = 0"  # right once C holds finite prior data: the kernel read C
     UNWRITTEN = "unwritten"  # still holds the poison it was given before the launch
     ARITHMETIC = "NaN or Inf from arithmetic"  # non-finite, and none of the above
@@ -114,6 +115,8 @@ class Check(_Word):
     PAST_GROUP_END = "rows past a group's end written"  # a masked slot's rows past its group's count
     EMPTY_GROUP = "an empty group not skipped"  # a masked slot of an empty group written
     PADDING_READ = "padding rows read as data"  # a group's rows that turn finite when A's padding rows (NaN) do
+    # a fused epilogue's second output (records.epilogue): Fault.where says how it is wrong
+    AUX_WRONG = "aux output wrong"  # aux is not the pre-activation value within its bound
 
 
 class Misreading(_Word):
@@ -136,6 +139,13 @@ class Misreading(_Word):
     # a grouped GEMM's groups mixed up: Misread.batches pairs group g with the group h whose B it read
     OTHER_GROUP_B = "another group's B read"  # group g's rows computed with group h's B
     EMPTY_GROUP_COMPUTED = "an empty group computed over another's rows"  # group h is empty and was not skipped
+    # a fused epilogue's slips (judge.epilogue): D = act(P + bias) + residual computed another way
+    BIAS_OTHER_AXIS = "bias applied along the other axis"  # bias[i] added to row i where it was column i, or reverse
+    ACTIVATION_BEFORE_BIAS = "activation applied before the bias"  # act(P) + bias
+    BIAS_IGNORED = "bias ignored"  # act(P)
+    ACTIVATION_IGNORED = "activation not applied"  # P + bias
+    OTHER_GELU = "GELU's other form"  # tanh's approximation where erf's was declared, or the reverse
+    RESIDUAL_IGNORED = "residual ignored"  # act(P + bias) without the residual
     # an FP8 kernel's scales or data misread; Misread.as_read names the block a granularity's slip reads at
     SCALES_IGNORED = "scales ignored"  # C = A B of the FP8 elements as they are
     A_SCALES_IGNORED = "A's scales ignored"

@@ -17,6 +17,7 @@ from ..records.shapes import Shape
 from ..records.storage import ORDER_FLAGS, ORDERS, Storage
 from ..records.verdicts import Check, ErrorCause, FailureKind, Misreading, TimingProblem, Verdict
 from ..specs.spec import KernelSpec
+from .epilogue import EPILOGUE_CHECKS, epilogue_lines
 from .grouped import GROUP_ROWS, group_rows_text, groups_line, row_namer
 from .misread import misread_text
 from .regression import gate_failure
@@ -150,6 +151,7 @@ FINDING_TEXT: dict[ErrorCause | Check | Misreading, Callable[[Finding, Diagnosis
     ErrorCause.GUARD_B: _read_past,
     ErrorCause.GUARD_C: _read_past,
     ErrorCause.GUARD_SCALES: _read_past,
+    ErrorCause.GUARD_EPILOGUE: _read_past,
     ErrorCause.READ_C: _read_c,
     ErrorCause.UNWRITTEN: _unwritten,
     ErrorCause.ARITHMETIC: _arithmetic,
@@ -161,6 +163,7 @@ FINDING_TEXT: dict[ErrorCause | Check | Misreading, Callable[[Finding, Diagnosis
     Check.LOW_PRECISION: _normwise,
     Check.NORMWISE: _normwise,
     **dict.fromkeys(GROUP_ROWS, group_rows_text),
+    **EPILOGUE_CHECKS,
     **dict.fromkeys(Misreading, misread_text),
 }
 
@@ -231,7 +234,7 @@ def declared(d: Diagnosis) -> list[str]:
         storage=storage,
         accumulate=dec.accumulate,
     )
-    return lines + ([groups_line(dec.groups, d.shape)] if dec.groups is not None else [])
+    return lines + ([groups_line(dec.groups, d.shape)] if dec.groups is not None else []) + epilogue_lines(dec.epilogue)
 
 
 def kernel_declarations(spec: KernelSpec) -> list[str]:

@@ -30,6 +30,7 @@ CAUSE_STYLE = {
     ErrorCause.GUARD_B: ("#56B4E9", "++"),
     ErrorCause.GUARD_C: ("#0072B2", "--"),
     ErrorCause.GUARD_SCALES: ("#E69F00", "||"),
+    ErrorCause.GUARD_EPILOGUE: ("#F0E442", "**"),
     ErrorCause.READ_C: ("#CC79A7", "\\\\"),
     ErrorCause.UNWRITTEN: ("#D55E00", "//"),
     ErrorCause.ARITHMETIC: ("#000000", ".."),

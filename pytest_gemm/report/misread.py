@@ -7,6 +7,7 @@ from ..records.diagnosis import Diagnosis, Finding
 from ..records.storage import ORDERS
 from ..records.verdicts import Misreading
 from ..specs.families import family_of
+from .epilogue import EPILOGUE_READINGS, epilogue_reading
 
 __all__ = ["misread_text"]
 
@@ -24,6 +25,8 @@ def _reading(kind: Misreading, d: Diagnosis, as_read: str = "") -> str:
         other = _dims(ORDERS[op][1 - ORDERS[op].index(declared)])
         read = f"C written {other} (transposed)" if op == "C" else f"{op} read as {other}"
         return f"{read}; the header says {_dims(declared)}"
+    if kind in EPILOGUE_READINGS:
+        return epilogue_reading(kind, d)
     scaled = _scaled(kind, d, as_read)
     if scaled:
         return scaled

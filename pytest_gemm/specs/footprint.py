@@ -229,6 +229,11 @@ def case_memory(
         ("A and B" + (" and the prior C" if c_prior else "") + " again, for the fp64 truth", bits),
         ("fp64 work arrays (the truth, its error bound, C and each element's error)", work),
     )
+    epi = spec.epilogue
+    if epi is not None:  # its matrices laid out as C (residual, aux, an input C), the pre-activation truth's arrays
+        matrices = int(epi.residual) + int(epi.aux) + int(epi.d)
+        extra = matrices * c * out.itemsize + (F64 * 5 * c if epi.fused else 0)
+        check += (("a fused epilogue's matrices and its truth's arrays", extra),)
     verifying = MemoryNeed("verifying", (("A, B and C in their guarded buffers", guarded), *check))
     if not timed:
         return verifying

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..records.dtypes import INPUT_DTYPES
+from ..records.epilogue import EPILOGUE_ARGS
 from ..records.groups import GROUP_ARGS
 from ..records.storage import ORDER_FLAGS, ORDERS, Storage
 from .archs import known_arch
@@ -43,7 +44,7 @@ STRIDE_ARGS = ("stride_a", "stride_b", "stride_c")
 BATCH_ARGS = ("batch", *STRIDE_ARGS)
 ARG_NAMES = (
     "M", "N", "K", "alpha", "beta", "A", "B", "C", "lda", "ldb", "ldc", *MAP_ARGS, *BATCH_ARGS, *SCALE_ARGS,
-    "num_groups", *GROUP_ARGS,
+    "num_groups", *GROUP_ARGS, *EPILOGUE_ARGS,
 )  # fmt: skip
 #: a grouped kernel's arguments: the group count and the group arrays
 GROUPED_ARGS = ("num_groups", *GROUP_ARGS)

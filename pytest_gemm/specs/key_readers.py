@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..records.dtypes import FP8, OUTPUT_DTYPES
+from ..records.epilogue import EPILOGUE_ARGS, Epilogue
 from ..records.groups import GROUP_ARGS, PER_GROUP, Groups
 from ..records.scales import Scales
 from ..records.storage import ORDER_FLAGS
@@ -29,6 +30,7 @@ __all__ = [
     "c_dtype",
     "dims",
     "entry",
+    "epilogue",
     "flag",
     "groups",
     "name",
@@ -273,6 +275,57 @@ def groups(r: Reading, value: Any) -> Groups | None:
             f"args: name the group arrays the function takes after C, in order, from {', '.join(GROUP_ARGS)} "
             "(e.g. args = ['group_ends'])",
         )
+    return record
+
+
+_EPILOGUE_EXAMPLE = 'e.g. epilogue = { bias = "N", activation = "gelu", residual = true }'
+_EPILOGUE_KEYS = ("bias", "activation", "residual", "aux", "args")
+
+
+def epilogue(r: Reading, value: Any) -> Epilogue | None:
+    """The ``epilogue`` table of a kernel with a fused epilogue, checked against its ``args`` (a ``.cu`` kernel names
+    the epilogue's operands there, and takes ``D`` to write D apart from C; a Python kernel lists them in the table's
+    ``args``), its dtypes, ``batched`` and ``groups``. A ``.cu`` kernel that takes ``D`` and declares no epilogue
+    writes D apart from C: an epilogue of that alone. None for a kernel without one."""
+    check, args = r.check, r["args"]
+    taken = [a for a in args if a in EPILOGUE_ARGS]
+    if value is MISSING:
+        if [a for a in taken if a != "D"]:
+            operand = next(a for a in taken if a != "D")
+            check.fail("args", f"{operand} is an epilogue's operand; declare the epilogue, {_EPILOGUE_EXAMPLE}")
+        value = {} if taken else None
+        if value is None:
+            return None
+    if not isinstance(value, Mapping):
+        check.fail("epilogue", f"expected a table, {_EPILOGUE_EXAMPLE}")
+    unknown = set(value) - set(_EPILOGUE_KEYS)
+    if unknown:
+        check.fail(
+            "epilogue", f"unknown key {sorted(unknown)[0]!r}; expected {', '.join(_EPILOGUE_KEYS)}, {_EPILOGUE_EXAMPLE}"
+        )
+    listed = value.get("args", [])
+    if not isinstance(listed, list | tuple) or not all(isinstance(a, str) for a in listed):
+        check.fail("epilogue", f"args: expected a list of names from {', '.join(EPILOGUE_ARGS)}, got {listed!r}")
+    if r.kind.compiled and listed:
+        check.fail("epilogue", "args: a .cu kernel names the epilogue's operands in the header's args")
+    named = tuple(taken) if r.kind.compiled else tuple(listed)
+    given = {name: value[name] for name in ("bias", "activation", "residual", "aux") if name in value}
+    record = check.record("epilogue", Epilogue, d="D" in named, args=named, **given)
+    missing = [op for op in record.operands if op not in named]
+    if missing:
+        where = "the header's args" if r.kind.compiled else "the epilogue's args (after C, alpha and beta)"
+        check.fail("epilogue", f"the kernel takes {missing[0]}: name it in {where}")
+    extra = [op for op in named if op != "D" and op not in record.operands]
+    if extra:
+        check.fail("epilogue", f"args names {extra[0]}, which the epilogue does not declare")
+    if not r.family.alpha_beta or r.family.scaled:
+        check.fail("epilogue", f"{r.family.name} kernels with an epilogue are not supported yet; take float inputs")
+    if r["batched"] or "batch" in args:
+        check.fail("epilogue", "a kernel with an epilogue runs one GEMM; strided batches with one: not supported yet")
+    if r["groups"] is not None:
+        check.fail("epilogue", "a grouped kernel with an epilogue is not supported yet")
+    if record.d and "C_map" in args:
+        check.fail("args", "a kernel that writes D takes C by pointer (C_map would map D)")
     return record
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..records.dtypes import FP8, get_dtype
+from ..records.epilogue import ACTIVATIONS
 from . import key_readers as readers
 from .families import FLOAT, INTEGER, SCALED
 from .header_keys import ARG_NAMES, DEVICE_NAMES, FILE_FLAGS, STRIDE_ARGS
@@ -64,6 +65,7 @@ def _ticked(words: Any, default: Any = None, said: str = " (default)") -> list[s
     return [f"`{word}`" + (said if word == default else "") for word in words]
 
 
+_ACTIVATION_WORDS = _ticked([f'"{name}"' for name in ACTIVATIONS])
 _SIZE_TYPE_WORDS = _ticked([f'"{name}"' for name in SIZE_TYPES], f'"{DEFAULT_SIZE_TYPE}"')
 
 #: every header key, in the order they are read
@@ -237,6 +239,18 @@ KEYS: tuple[Key, ...] = (
             'a grouped GEMM: `{ layout = "contiguous" }` (or `"masked"`, `"k"`), with `sizes` (the distribution of '
             "group sizes), `align`, `writes_padding` and, for a Python kernel, the group arrays it takes (`args`); "
             "see [Grouped GEMM](#grouped-gemm)"
+        ),
+        python="dict[str, Any] | None",
+        derived=True,
+    ),
+    Key(
+        name="epilogue",
+        read=readers.epilogue,
+        meaning=(
+            'a fused epilogue, `D = act(alpha A B + beta C + bias) + residual`: `{ bias = "N" }` (or `"M"`), '
+            f"`activation` ({_either(_ACTIVATION_WORDS)}), `residual = true`, `aux = true` "
+            "(a second output, the pre-activation value) and, for a Python kernel, the operands it takes (`args`); "
+            "a `.cu` kernel that takes `D` writes D apart from C. See [Fused epilogues](#fused-epilogues)"
         ),
         python="dict[str, Any] | None",
         derived=True,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..records.declarations import Declarations
 from ..records.dtypes import get_dtype
+from ..records.epilogue import Epilogue
 from ..records.groups import GROUP_ARGS, Groups
 from ..records.scales import Scales
 from ..records.storage import ORDER_FLAGS, Storage
@@ -80,6 +81,7 @@ class KernelSpec:
     accumulate: str = ""  # a declared accumulation ("fp16"); empty: fp32, or fp64 for fp64
     scales: Scales | None = None  # an FP8 kernel's scales
     groups: Groups | None = None  # a grouped kernel's layout and group sizes
+    epilogue: Epilogue | None = None  # a fused epilogue, or D written apart from C
     options: tuple[str, ...] = ()
     params: tuple[tuple[str, tuple[int, ...]], ...] = ()
     c_dtype: str | None = None
@@ -151,6 +153,7 @@ class KernelSpec:
             self.nondeterministic,
             self.scales,
             self.groups,
+            self.epilogue,
         )
 
     def names_for(self, variant: Variant) -> dict[str, int]:

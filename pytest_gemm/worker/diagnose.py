@@ -65,18 +65,18 @@ def trace(prepared: PreparedCase, ratio: Any, unwritten: Any) -> tuple[tuple[Err
     ``ratio`` is :func:`~pytest_gemm.judge.accuracy.element_ratios` of the output (logical M x N), and
     ``unwritten`` where C still holds, bit for bit, what it started as.
     """
-    cp, data = prepared.cp, prepared.data
+    cp, data, prior = prepared.cp, prepared.data, prepared.prior
     nonfinite = ~cp.isfinite(ratio)
     evidence = Evidence()
-    if data.c0 is not None and some(unwritten):
+    if prior is not None and some(unwritten):
         # C held finite prior data: an element may equal it bit for bit because it was never written, or because
         # the value written happens to be that data (a wrong fp16 value often can). Other data in C tells them
         # apart: a never-written element holds it in turn.
         _, untouched, _ = _rerun(prepared, _finite_prior(prepared), nan_regions=None)
         unwritten = unwritten & untouched
-    if some(nonfinite & ~unwritten) or (data.c0 is None and some(unwritten)):
-        finite_c = data.c0 if data.c0 is not None else _finite_prior(prepared)
-        if data.c0 is None:
+    if some(nonfinite & ~unwritten) or (prior is None and some(unwritten)):
+        finite_c = prior if prior is not None else _finite_prior(prepared)
+        if prior is None:
             # C held the NaN poison (beta = 0). Give C finite data (0 * finite = 0), every guard still NaN:
             # an element right now was computed from C; one still holding the data was never written.
             # (A NaN that kept the poison's payload through arithmetic looks unwritten by its bits alone.)
@@ -132,6 +132,9 @@ def which_misreading(
     cp, (dt, out) = prepared.cp, prepared.dtypes
     if prepared.layout.own_misreadings:  # a grouped case's: another group's B
         return prepared.layout.misreading(prepared, got, stats, bits, truth)
+    found = prepared.epilogue.misreading(prepared, got, stats, truth)  # a fused epilogue's slips
+    if found is not None:
+        return found
     if not may_be_misread(stats, case.shape.batch) and not inputs.unreadable(stats):
         return None
     try:

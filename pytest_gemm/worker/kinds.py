@@ -130,6 +130,9 @@ class CudaKernel(KernelStrategy):
         for operand, grid in ops.grids.items():  # what else it reads: an FP8 kernel's scales
             values.update({f"scale_{operand.lower()}": grid.pointer(), f"ld_scale_{operand.lower()}": size(grid.ld)})
         values.update({name: array.pointer() for name, array in ops.groups.items()})  # a grouped kernel's arrays
+        values.update({name: array.pointer() for name, array in ops.epilogue.items()})  # an epilogue's, C if input
+        if spec.epilogue is not None and spec.epilogue.d:
+            values["D"] = gc.pointer()  # the output: C is an input of its own
         for arg, (operand, g, gdt) in zip(MAP_ARGS, (("A", ga, dt), ("B", gb, dt), ("C", gc, out))):
             if arg in spec.args:
                 values[arg] = runner.tensor_map(case, operand, g, gdt)

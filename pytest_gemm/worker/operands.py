@@ -25,6 +25,14 @@ class Operands:
     grids: dict[str, GuardedMatrix] = field(default_factory=dict)
     #: a grouped case's group arrays (records.groups.GROUP_ARGS), by name
     groups: dict[str, GuardedMatrix] = field(default_factory=dict)
+    #: a fused epilogue's operands (records.epilogue.EPILOGUE_ARGS: bias, residual, aux; and C, an input only, where
+    #: the kernel writes D: then ``c`` is D), by name
+    epilogue: dict[str, GuardedMatrix] = field(default_factory=dict)
+
+    @property
+    def c_read(self) -> GuardedMatrix:
+        """The C the kernel reads: ``c`` itself, or an input of its own where the kernel writes D apart from C."""
+        return self.epilogue.get("C", self.c)
 
     def regions(self) -> dict[str, Any]:
         """Every guard region around the operands and the grids, by name ("the guard after A", "the row padding of
@@ -32,6 +40,9 @@ class Operands:
         found = {**self.a.regions("A"), **self.b.regions("B"), **self.c.regions("C")}
         for operand, grid in self.grids.items():
             found |= grid.regions(f"scale_{operand.lower()}")
+        for name in ("bias", "residual", "C"):  # what an epilogue reads (aux, an output, is checked, not traced)
+            if name in self.epilogue:
+                found |= self.epilogue[name].regions("input C" if name == "C" else name)
         return found  # the group arrays' guards hold integers, never NaN: checked by the layout, not traced
 
 
@@ -51,6 +62,8 @@ class CaseInputs:
     scale_b: np.ndarray | None = None
     #: each operand's batch (A's, B's, C's) where they differ (a grouped case's: records.groups); None: ``batch``
     batches: tuple[int, int, int] | None = None
+    #: what a fused epilogue reads besides C, logical, in D's type: the bias (1 x its length) and the residual
+    epilogue: dict[str, np.ndarray] = field(default_factory=dict)
 
     def batch_of(self, operand: str) -> int:
         """How many matrices ``operand`` stacks."""

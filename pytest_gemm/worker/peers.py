@@ -19,13 +19,23 @@ from ..records.dtypes import DType
 from ..specs.cases import Case
 from ..specs.families import family_of
 from .cublas import Bind, gemm_runner, peer_output
+from .epilogue_peer import epilogue_runner, no_epilogue_peer
 from .fp8_peer import fp8_runner
 from .grouped_peer import grouped_result, grouped_runner, no_grouped_peer
 from .inputs import InputStrategy, ScaledInputs
 from .operands import CaseInputs
 from .runner import GpuRunner
 
-__all__ = ["CublasLtFp8Peer", "CublasPeer", "NoPeer", "Peer", "TorchGroupedPeer", "launched_alone", "peer_strategy"]
+__all__ = [
+    "CublasLtFp8Peer",
+    "CublasPeer",
+    "NoPeer",
+    "Peer",
+    "TorchEpiloguePeer",
+    "TorchGroupedPeer",
+    "launched_alone",
+    "peer_strategy",
+]
 
 #: the pairs of granularities (A's, B's) cuBLASLt's FP8 GEMM scales by, through torch (its joint scaling modes)
 PEER_SCALINGS = (("tensor", "tensor"), ("row", "col"), ("1x128", "128x128"))
@@ -89,6 +99,15 @@ class TorchGroupedPeer(Peer):
         return grouped_result(device, self.case, data, bits, self.gemm(device, data, dt, out))
 
 
+class TorchEpiloguePeer(Peer):
+    """torch's GEMM with the case's epilogue, cuBLASLt's own where it has it (:mod:`.epilogue_peer`)."""
+
+    name = "torch epilogue"
+
+    def gemm(self, device: GpuRunner, data: CaseInputs, dt: DType, out: DType) -> Bind:
+        return epilogue_runner(device, self.case, data, dt, out)
+
+
 class NoPeer(Peer):
     """No GEMM of cuBLAS's to compare with: the case is verified without one and not timed."""
 
@@ -130,6 +149,9 @@ def peer_strategy(case: Case, inputs: InputStrategy, capability: tuple[int, int]
     if case.plan is not None:  # a grouped case: its groups' peer, whatever its family
         reason = no_grouped_peer(case, capability)
         return NoPeer(case, reason) if reason else TorchGroupedPeer(case)
+    if case.spec.epilogue is not None:  # a fused epilogue's, or D written apart from C: torch's
+        reason = no_epilogue_peer(case, capability)
+        return NoPeer(case, reason) if reason else TorchEpiloguePeer(case)
     return PEERS[family_of(case.dtype).name](case, inputs, capability)
 
 

@@ -19,6 +19,7 @@ from ..specs.cases import Case, precision
 from ..specs.families import family_of
 from ..specs.footprint import operand_layout, operand_shape
 from .buffers import GuardedMatrix, bits_to_float64, guarded_buffer, uint_type, upload_bits
+from .epilogues import NoEpilogue, epilogue_strategy
 from .inputs import InputStrategy
 from .kinds import KernelStrategy
 from .layouts import Layout, layout_strategy
@@ -56,16 +57,20 @@ class PreparedCase:
         self.guards, self.watch = guards, watch
         #: how the case's GEMMs lie in its operands (one, a batch, a grouped GEMM's groups), chosen once
         self.layout: Layout = layout_strategy(case)
-        self.data: CaseInputs = self.layout.inputs(inputs.draw(seed))
+        #: what the kernel writes, and from what (C in place, or a fused epilogue's D), chosen once
+        self.epilogue: NoEpilogue = epilogue_strategy(case)
+        self.data: CaseInputs = self.epilogue.inputs(self.layout.inputs(inputs.draw(seed)), seed)
         data = self.data
-        #: A, B and C's start (its prior data; None: the poison) in their storage order, laid out once for every phase
+        #: A, B and the output's start (C's prior data; None: the poison) in their storage order, laid out once for
+        #: every phase
         self.stored: dict[str, np.ndarray | None] = {
             "A": data.stored(data.a, "A"),
             "B": data.stored(data.b, "B"),
-            "C": None if data.c0 is None else data.stored(data.c0, "C"),
+            "C": None if self.prior is None else data.stored(self.prior, "C"),
         }
         self._grids: dict[str, GuardedMatrix] | None = None  # what timed sets read besides A, B and C (made once)
         self._groups: dict[str, GuardedMatrix] | None = None  # the group arrays of timed sets (made once)
+        self._epilogue: dict[str, GuardedMatrix] | None = None  # the epilogue's operands of timed sets (made once)
 
     @property
     def cp(self) -> Any:
@@ -80,6 +85,16 @@ class PreparedCase:
     def out(self) -> DType:
         return get_dtype(self.case.spec.output_dtype(self.case.dtype))
 
+    @property
+    def prior(self) -> np.ndarray | None:
+        """What the output holds before a launch (logical): C's prior data; None for the poison (beta = 0, or a
+        kernel that writes D apart from C)."""
+        return None if self.epilogue.d else self.data.c0
+
+    def prior_bits(self, bits: tuple[Any, Any, Any]) -> Any | None:
+        """The output's start among the inputs' bits on the device (:meth:`uploaded`): C's, or None for the poison."""
+        return None if self.epilogue.d else bits[2]
+
     # -- operands -----------------------------------------------------------------------------------------------
     def operands(self, c: np.ndarray | None = None) -> Operands:
         """A fresh set of operands in guarded buffers of their stored shape, ld padding and batch (each a stride's
@@ -92,7 +107,12 @@ class PreparedCase:
             self._guarded("C", self.out, stored["C"] if c is None else self.data.stored(c, "C")),
             self.inputs.grids(self.cp, self.data, self.guards),
             self.layout.arrays(self.cp, self.guards),
+            self.epilogue.arrays(self.cp, self.data, self._like_c, self.guards),
         )
+
+    def _like_c(self, fill: np.ndarray | None) -> GuardedMatrix:
+        """A guarded buffer laid out as C's holding ``fill`` (logical; None: the poison)."""
+        return self._guarded("C", self.out, None if fill is None else self.data.stored(fill, "C"))
 
     def _guarded(self, name: str, dt: DType, fill: np.ndarray | None) -> GuardedMatrix:
         """Operand ``name`` in a buffer of the layout the case's memory was counted by (specs.footprint)."""
@@ -112,8 +132,19 @@ class PreparedCase:
             self._grids = self.inputs.grids(cp, self.data, self.guards)
         if self._groups is None:
             self._groups = self.layout.arrays(cp, self.guards)
+        if self._epilogue is None:
+            self._epilogue = self.epilogue.arrays(cp, data, self._packed_like_c, self.guards)
         a, b = (_plain(x.copy(), dt, data.batch_of(op)) for op, x in zip("AB", uploaded))
-        return Operands(a, b, _plain(c, self.out, data.batch_of("C")), self._grids, self._groups)
+        return Operands(a, b, _plain(c, self.out, data.batch_of("C")), self._grids, self._groups, self._epilogue)
+
+    def _packed_like_c(self, fill: np.ndarray | None) -> GuardedMatrix:
+        """A packed, unguarded buffer laid out as a timed set's C holding ``fill`` (logical; None: uninitialised)."""
+        cp, data = self.cp, self.data
+        rows, cols = data.storage.stored_shape("C", operand_shape(self.case.spec, "C", self.case.shape))
+        bits = cp.empty((rows, cols), dtype=uint_type(cp, self.out.itemsize))
+        if fill is not None:
+            bits[...] = upload_bits(cp, data.stored(fill, "C"))
+        return _plain(bits, self.out, 1)
 
     # -- launches -----------------------------------------------------------------------------------------------
     def launch(self, ops: Operands, watch: bool = False) -> tuple[int, ...] | str:
@@ -152,7 +183,7 @@ class PreparedCase:
         dt = get_dtype(case.dtype)
         a64, b64 = self.inputs.exact(cp, self.data, bits_to_float64(cp, bits[0], dt), bits_to_float64(cp, bits[1], dt))
         c064 = None if bits[2] is None else bits_to_float64(cp, bits[2], self.out)
-        truth = self.layout.truth(cp, a64, b64, c064, self.out)
+        truth = self.epilogue.truth(cp, self.layout.truth(cp, a64, b64, c064, self.out), self.data, self.out)
         truth.figures = family_of(case.dtype).figures
         return truth
 

@@ -37,9 +37,8 @@ def python_launcher(
     spec = case.spec
     dt, out = get_dtype(case.dtype), get_dtype(spec.output_dtype(case.dtype))
     torch = device is not None  # torch takes bf16 as its bits (CuPy has no type for it)
-    operands = tuple(zip("ABC", (ops.a, ops.b, ops.c), (dt, dt, out)))
-    views = [g.matrix(uint_type(cp, t.itemsize) if _as_bits(t, torch) else np_dtype(t)) for _, g, t in operands]
-    views = [v.swapaxes(-1, -2) if case.storage.transposed(op) else v for (op, _, _), v in zip(operands, views)]
+    operands = tuple(zip("ABC", (ops.a, ops.b, ops.c_read), (dt, dt, out)))
+    views = [_view(cp, g, t, torch, case.storage.transposed(op)) for op, g, t in operands]
     # a grouped case's operands of one matrix a group are 3-D, groups first, even for one group
     views = [
         v[None] if v.ndim == 2 and per_group(spec, op, case.shape) else v for (op, _, _), v in zip(operands, views)
@@ -47,6 +46,11 @@ def python_launcher(
     dtypes = [t for *_, t in operands]
     views += [view for view, _ in extra]
     dtypes += [t for _, t in extra]
+    for name in () if spec.epilogue is None else spec.epilogue.args:  # a fused epilogue's operands, in order
+        g = ops.c if name == "D" else ops.epilogue[name]
+        view = _view(cp, g, out, torch, name != "bias" and case.storage.transposed("C"))
+        views.append(view[0] if name == "bias" else view)  # the bias a vector
+        dtypes.append(out)
     cuda_errors = (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)
     params = case.variant.as_dict()
     scalars = (case.ab.alpha, case.ab.beta) if spec.alpha_beta else ()  # alpha_beta=False: C = A B only
@@ -54,6 +58,13 @@ def python_launcher(
         stream, index = device
         return torch_launcher(spec, fn, views, dtypes, stream, index, scalars, params, (path, spec.path, cuda_errors))
     return lambda: guarded_call(lambda: fn(*views[:3], *scalars, *views[3:], **params), path, spec.path, cuda_errors)
+
+
+def _view(cp: Any, g: Any, dt: DType, torch: bool, transposed: bool) -> Any:
+    """A view of ``g``'s matrix (or batch) in logical order (``transposed``: it is stored transposed): its elements,
+    or its bits where the array library has no type for them."""
+    view = g.matrix(uint_type(cp, dt.itemsize) if _as_bits(dt, torch) else np_dtype(dt))
+    return view.swapaxes(-1, -2) if transposed else view
 
 
 def _torch(spec: KernelSpec) -> Any:

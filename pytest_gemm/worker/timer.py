@@ -185,9 +185,9 @@ class Timer:
         last = kernel_sets[(rounds - 1) % copies].ops.c
         bits = prepared.uploaded()
         truth = prepared.truth(bits)
-        last_output = prepared.judge_output(last, bits[2], truth)
+        last_output = prepared.judge_output(last, prepared.prior_bits(bits), truth)
         reference = cublas_sets[(rounds - 1) % copies].ops.c
-        reference_output = prepared.judge_output(reference, bits[2], truth)
+        reference_output = prepared.judge_output(reference, prepared.prior_bits(bits), truth)
         runner.stream.synchronize()
         return TimingRun(
             kernel_s=tuple(kernel_s),

@@ -43,10 +43,11 @@ def verify(prepared: PreparedCase) -> Verification:
                 faults.append(Fault(Check.INPUT_MODIFIED, f"{name} (inputs must be read-only)", changed))
 
         truth = prepared.truth(bits)
-        got, unwritten = prepared.output(ops.c, bits[2])
+        got, unwritten = prepared.output(ops.c, prepared.prior_bits(bits))
         ratio = truth.ratios(cp, got, k, dt, out)
         kernel_stats = truth.judge(cp, got, k, dt, out, unwritten, ratio=ratio)
         faults += prepared.layout.faults(prepared, ops, truth, got, unwritten, kernel_stats)
+        faults += prepared.epilogue.faults(prepared, ops, truth)
         if not any(f.kind == Check.INPUT_MODIFIED for f in faults):  # the same inputs again
             start = out.poison_bits if prepared.stored["C"] is None else upload_bits(cp, prepared.stored["C"])
             fault = determinism_fault(prepared, ops.c, start, lambda: prepared.launch(ops))

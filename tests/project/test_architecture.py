@@ -268,9 +268,14 @@ def _made(classes: set[str]) -> set[str]:
 def test_each_strategy_is_made_in_its_one_place():
     assert _made({"CudaKernel", "PythonKernel", "TorchKernel"}) <= {"worker/kinds.py"}
     assert _made({"FloatInputs", "ScaledInputs", "IntegerInputs"}) <= {"worker/inputs.py"}
-    assert _made({"CublasPeer", "CublasLtFp8Peer", "TorchGroupedPeer", "NoPeer"}) <= {"worker/peers.py"}
+    assert _made({"CublasPeer", "CublasLtFp8Peer", "TorchGroupedPeer", "TorchEpiloguePeer", "NoPeer"}) <= {
+        "worker/peers.py"
+    }
     assert _made({"Layout", "GroupedLayout"}) <= {"worker/layouts.py"}
-    from pytest_gemm.worker import inputs, kinds, layouts, peers
+    assert _made({"NoEpilogue", "FusedEpilogue"}) <= {"worker/epilogues.py"}
+    from pytest_gemm.worker import epilogues, inputs, kinds, layouts, peers
+
+    assert callable(epilogues.epilogue_strategy)
 
     assert callable(kinds.kernel_strategy) and callable(inputs.input_strategy) and callable(peers.peer_strategy)
     assert callable(layouts.layout_strategy)
@@ -297,3 +302,27 @@ def test_a_grouped_case_is_told_apart_in_one_place():
     verification, diagnosis, timing and the kernels' calls ask the layout strategy (worker/layouts.py) or the pure
     facts of a shape (specs/footprint.py), never ``case.plan``."""
     assert set(_deciding({"plan", "GroupedTruth"})) <= GROUPED_MODULES
+
+
+#: where a fused epilogue's own code lives: its record, its header key, its truth and misreadings, its strategy, its
+#: peer, the kernels' calls that pass its operands, and its words
+EPILOGUE_MODULES = {
+    "records/epilogue.py",
+    "specs/key_readers.py",
+    "specs/footprint.py",
+    "judge/epilogue.py",
+    "worker/epilogues.py",
+    "worker/epilogue_peer.py",
+    "worker/peers.py",
+    "worker/python_calls.py",
+    "worker/kinds.py",
+    "worker/operands.py",
+    "report/epilogue.py",
+}
+
+
+def test_a_fused_epilogue_is_told_apart_in_one_place():
+    """Whether a case has an epilogue, and what it is, is asked only in the epilogue's own modules: the prepared case,
+    verification, diagnosis and timing ask its strategy (worker/epilogues.py), never ``spec.epilogue``."""
+    words = {"epilogue", "EpilogueTruth", "bias", "residual", "aux", "activation"}
+    assert set(_deciding(words)) <= EPILOGUE_MODULES

@@ -151,7 +151,7 @@ BAD = [
     ("speed = 'fast'", "speed", "unknown key"),
     ("DROP:entry", "entry", "missing"),
     ("DROP:grid", "grid", "missing"),
-    ("args = ['M', 'N', 'K', 'A', 'B', 'D']", "args", "unknown argument 'D'"),
+    ("args = ['M', 'N', 'K', 'A', 'B', 'E']", "args", "unknown argument 'E'"),
     ("args = ['M', 'A', 'B']", "args", "must take C"),
     ("args = ['M', 'alpha', 'A', 'B', 'C']", "args", "both alpha and beta"),
     ("dtypes = ['fp8']", "dtypes", "unknown dtype 'fp8'"),
