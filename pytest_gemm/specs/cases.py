@@ -315,8 +315,9 @@ def check_launch(spec: KernelSpec) -> None:
             _launch_value(spec, "shared_mem", 0, spec.shared_mem, env, MAX_SHARED_PER_BLOCK)
 
 
-def tensor_map_box(spec: KernelSpec, tensor_map: TensorMapSpec, variant: Variant) -> tuple[int, int]:
-    """The ``[inner, outer]`` box of one of the kernel's tensor maps, in elements, for one variant."""
+def tensor_map_box(spec: KernelSpec, tensor_map: TensorMapSpec, variant: Variant) -> tuple[int, ...]:
+    """The box of one of the kernel's tensor maps (``[inner, outer]``, or ``[inner, outer, pieces]``), in elements,
+    for one variant."""
     env = spec.names_for(variant)
     sizes = []
     for expr in tensor_map.box:
@@ -334,7 +335,7 @@ def tensor_map_box(spec: KernelSpec, tensor_map: TensorMapSpec, variant: Variant
                 key="tensor_maps",
             )
         sizes.append(v)
-    return sizes[0], sizes[1]
+    return tuple(sizes)
 
 
 def variant_shared_mem(spec: KernelSpec, variant: Variant) -> int | str:

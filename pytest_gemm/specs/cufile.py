@@ -40,9 +40,11 @@ def _toml_error(path: str | Path, exc: Exception, first_line: int, header: str) 
     return KernelFileError(path, f"the pytest-gemm header is not valid TOML: {text}", line=line)
 
 
-def parse_cu_source(path: str | Path, text: str) -> list[KernelSpec]:
-    """All kernels declared in one ``.cu`` file's text; an empty list when it has no header."""
+def parse_cu_source(path: str | Path, text: str, source: str | None = None) -> list[KernelSpec]:
+    """All kernels declared in one ``.cu`` file's text; an empty list when it has no header. ``source``: what the
+    kernels are compiled from, where it is more than the text (its local includes written in, :mod:`.includes`)."""
     text = unix_line_ends(text)  # as decode_cu gives it, whatever the caller read
+    source = text if source is None else unix_line_ends(source)
     specs = []
     for match in HEADER.finditer(text):
         line = text.count("\n", 0, match.start(1)) + 1
@@ -50,7 +52,7 @@ def parse_cu_source(path: str | Path, text: str) -> list[KernelSpec]:
             data = tomllib.loads(match.group(1))
         except tomllib.TOMLDecodeError as exc:
             raise _toml_error(path, exc, line, match.group(1)) from None
-        specs.append(spec_from_mapping(data, path=path, line=line, kind=KernelKind.CU, source=text))
+        specs.append(spec_from_mapping(data, path=path, line=line, kind=KernelKind.CU, source=source))
     return distinct_names(path, specs)
 
 

@@ -12,6 +12,7 @@ from ..records.request import Request
 from .cases import AlphaBeta, Case
 from .cufile import parse_cu_source
 from .errors import KernelFileError
+from .includes import with_local_includes
 from .pyfile import DECLARING, PyFacts, parse_py_source, py_facts
 from .source import HEADER_START, decode_cu, decode_py, file_problem, has_header, holds, is_oversize, read_kernel_bytes
 from .spec import KernelSpec, Variant
@@ -180,7 +181,8 @@ def read_specs(path: Path, shown: str) -> tuple[list[KernelSpec], str]:
     digest = hashlib.sha256(data).hexdigest()
     if path.suffix == ".py":
         return parse_py_source(shown, decode_py(shown, data)), digest
-    return parse_cu_source(shown, decode_cu(shown, data)), digest
+    text = decode_cu(shown, data)
+    return parse_cu_source(shown, text, with_local_includes(path, text, shown)), digest
 
 
 def load_specs(path: Path, shown: str) -> list[KernelSpec]:

@@ -21,7 +21,7 @@ from .expr import Expression, ExpressionError
 from .families import family_of
 from .scaling import SCALE_ARGS
 from .size_types import SIZE_TYPES
-from .tensor_maps import MAP_ARGS, SWIZZLES, TensorMapSpec
+from .tensor_maps import MAP_ARGS, MAX_BOX, MAX_RANK, SWIZZLES, TensorMapSpec
 
 __all__ = [
     "ARG_NAMES",
@@ -120,12 +120,19 @@ class HeaderChecker:
             self.fail("entry", f"expected a kernel name such as {example}, got {value!r}")
         return value.strip()
 
-    def args(self, value: Any) -> tuple[str, ...]:
+    def args(self, value: Any, buffers: tuple[str, ...] = ()) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             self.fail("args", f"expected a list of parameter names from {', '.join(ARG_NAMES)}")
         for arg in value:
-            if arg not in ARG_NAMES:
-                self.fail("args", f"unknown argument {arg!r}; expected names from {', '.join(ARG_NAMES)}")
+            if arg not in ARG_NAMES and arg not in buffers:
+                self.fail(
+                    "args",
+                    f"unknown argument {arg!r}; expected names from {', '.join(ARG_NAMES)}, or a buffer the header's "
+                    "buffers declares",
+                )
+        for name in buffers:
+            if name not in value:
+                self.fail("buffers", f"{name} is declared but the kernel does not take it; add it to args")
             if value.count(arg) > 1:
                 self.fail("args", f"argument {arg!r} is listed twice")
         for needed in ("A", "B", "C"):
@@ -238,11 +245,21 @@ class HeaderChecker:
         for operand, entry in value.items():
             if f"{operand}_map" not in MAP_ARGS:
                 self.fail("tensor_maps", f"{operand!r} is not an operand; expected A, B or C")
-            if not isinstance(entry, Mapping) or set(entry) - {"box", "swizzle"} or "box" not in entry:
-                self.fail("tensor_maps", f"{operand}: expected {{ box = [inner, outer], swizzle = bytes }}, {example}")
+            keys = {"box", "swizzle", "split", "rank", "pointer"}
+            if not isinstance(entry, Mapping) or set(entry) - keys or "box" not in entry:
+                self.fail(
+                    "tensor_maps",
+                    f"{operand}: expected {{ box = [inner, outer], swizzle = bytes }} (with split, rank, pointer), "
+                    f"{example}",
+                )
+            split = entry.get("split", 0)
+            if type(split) is not int or not 0 <= split <= MAX_BOX:
+                self.fail("tensor_maps", f"{operand}: split is a number of elements from 1 to {MAX_BOX}, got {split!r}")
             box = entry["box"]
-            if not isinstance(box, list) or len(box) != 2:
-                self.fail("tensor_maps", f"{operand}: box is [inner, outer] in elements, got {box!r}")
+            size = 3 if split else 2
+            if not isinstance(box, list) or len(box) != size:
+                said = "[inner, outer, pieces] with a split" if split else "[inner, outer]"
+                self.fail("tensor_maps", f"{operand}: box is {said} in elements, got {box!r}")
             exprs = tuple(self.expression("tensor_maps", b, params) for b in box)
             swizzle = entry.get("swizzle", 0)
             if swizzle not in SWIZZLES or isinstance(swizzle, bool):
@@ -250,9 +267,15 @@ class HeaderChecker:
                     "tensor_maps",
                     f"{operand}: swizzle is one of {', '.join(map(str, SWIZZLES))} bytes, got {swizzle!r}",
                 )
+            rank = entry.get("rank", 0)
+            if type(rank) is not int or not (rank == 0 or size <= rank <= MAX_RANK):
+                self.fail("tensor_maps", f"{operand}: rank is {size} to {MAX_RANK} dimensions, got {rank!r}")
+            pointer = entry.get("pointer", False)
+            if not isinstance(pointer, bool):
+                self.fail("tensor_maps", f"{operand}: pointer is true or false, got {pointer!r}")
             if f"{operand}_map" not in args:
                 self.fail("tensor_maps", f"{operand}: the kernel does not take {operand}_map; add it to args")
-            out.append(TensorMapSpec(operand, (exprs[0], exprs[1]), swizzle))
+            out.append(TensorMapSpec(operand, exprs, swizzle, split, rank, pointer))
         for arg in args:
             if arg in MAP_ARGS and MAP_ARGS[arg] not in value:
                 self.fail("tensor_maps", f"{arg} is in args but tensor_maps has no entry for {MAP_ARGS[arg]}")

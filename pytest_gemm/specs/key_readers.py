@@ -15,8 +15,19 @@ from ..records.epilogue import EPILOGUE_ARGS, Epilogue
 from ..records.groups import GROUP_ARGS, PER_GROUP, Groups
 from ..records.scales import Scales
 from ..records.storage import ORDER_FLAGS
+from .buffers import BUFFER_TYPES, FILL, Buffer
 from .families import InputFamily, family_of
-from .header_keys import ENTRY, GROUPED_ARGS, IDENT, SHAPE_NAMES, STRIDE_ARGS, TEMPLATE_WORDS, HeaderChecker
+from .header_keys import (
+    ARG_NAMES,
+    DEVICE_NAMES,
+    ENTRY,
+    GROUPED_ARGS,
+    IDENT,
+    SHAPE_NAMES,
+    STRIDE_ARGS,
+    TEMPLATE_WORDS,
+    HeaderChecker,
+)  # fmt: skip
 from .kinds import KernelKind
 from .scaling import SCALE_ARGS
 from .spec import ARRAYS
@@ -27,6 +38,7 @@ __all__ = [
     "alpha_beta",
     "arrays",
     "batched",
+    "buffers",
     "c_dtype",
     "dims",
     "entry",
@@ -327,6 +339,35 @@ def epilogue(r: Reading, value: Any) -> Epilogue | None:
     if record.d and "C_map" in args:
         check.fail("args", "a kernel that writes D takes C by pointer (C_map would map D)")
     return record
+
+
+_BUFFERS_EXAMPLE = 'e.g. buffers = { dspace = { type = "int32", size = "128 * 128", fill = "schedule.py:hilbert" } }'
+
+
+def buffers(r: Reading, value: Any) -> tuple[Buffer, ...]:
+    """The ``buffers`` table of a ``.cu`` kernel (read before ``args``, which may then name them): each buffer's
+    element type, size (an expression over the shape, params and ``SM_COUNT``) and contents."""
+    check = r.check
+    if value is MISSING:
+        return ()
+    if not isinstance(value, Mapping):
+        check.fail("buffers", f"expected a table of name = {{ type, size, fill }}, {_BUFFERS_EXAMPLE}")
+    found = []
+    params = {name for name, _ in r["params"]}
+    for name, entry in value.items():
+        if not re.fullmatch(IDENT, name) or name in ARG_NAMES or name in SHAPE_NAMES or name in params:
+            check.fail("buffers", f"{name!r}: a buffer's name is an argument's: an identifier other than the harness's")
+        if not isinstance(entry, Mapping) or set(entry) - {"type", "size", "fill"} or "size" not in entry:
+            check.fail("buffers", f"{name}: expected {{ type, size, fill }}, {_BUFFERS_EXAMPLE}")
+        kind = entry.get("type", "int32")
+        if kind not in BUFFER_TYPES:
+            check.fail("buffers", f"{name}: type is one of {', '.join(BUFFER_TYPES)}, got {kind!r}")
+        fill = entry.get("fill", "zeros")
+        if not isinstance(fill, str) or (fill != "zeros" and FILL.match(fill) is None):
+            check.fail("buffers", f'{name}: fill is "zeros" or "FILE.py:FUNCTION", got {fill!r}')
+        size = check.expression("buffers", entry["size"], r.names | DEVICE_NAMES)
+        found.append(Buffer(name, kind, size, fill))
+    return tuple(found)
 
 
 def dims(key: str, device: frozenset[str] = frozenset()) -> Callable[[Reading, Any], Any]:

@@ -19,6 +19,7 @@ from typing import Any
 from ..records.dtypes import FP8, get_dtype
 from ..records.epilogue import ACTIVATIONS
 from . import key_readers as readers
+from .buffers import BUFFER_TYPES
 from .families import FLOAT, INTEGER, SCALED
 from .header_keys import ARG_NAMES, DEVICE_NAMES, FILE_FLAGS, STRIDE_ARGS
 from .key_readers import MISSING, Reading
@@ -93,8 +94,20 @@ KEYS: tuple[Key, ...] = (
         required=CU,
     ),
     Key(
+        name="buffers",
+        read=readers.buffers,
+        meaning=(
+            'buffers the kernel takes besides its operands, each named in `args`: `{ dspace = { type = "int32", '
+            'size = "128 * 128", fill = "schedule.py:hilbert" } }`, `type` one of '
+            f"{_either(_ticked(BUFFER_TYPES))}, `size` in elements (an expression; `SM_COUNT` too), `fill` "
+            '`"zeros"` (default) or a function of a Python file beside the kernel file; see [Buffers](#buffers)'
+        ),
+        kinds=CU,
+        elsewhere="a Python kernel allocates what it needs itself; buffers are a .cu kernel's arguments",
+    ),
+    Key(
         name="args",
-        read=lambda r, v: r.check.args(v),
+        read=lambda r, v: r.check.args(v, tuple(b.name for b in r["buffers"])),
         meaning=(
             f"the kernel's parameters in order, each one of `{' '.join(ARG_NAMES)}` (`{SCALE_ARGS[0]}` to "
             f"`{SCALE_ARGS[-1]}`: an FP8 kernel's scales, see [FP8 and INT8](#fp8-and-int8)); each of `A`, `B`, `C` is "
@@ -263,7 +276,8 @@ KEYS: tuple[Key, ...] = (
         meaning=(
             'TMA tensor maps the harness builds for the kernel: `{ A = { box = [64, "BM"], swizzle = 128 } }` gives '
             "the argument `A_map` (see below). `box` is `[inner, outer]` in elements (integers or expressions over "
-            f"params), `swizzle` is {_either([str(s) for s in SWIZZLES])} bytes"
+            f"params), `swizzle` is {_either([str(s) for s in SWIZZLES])} bytes; `split`, `rank` and `pointer` make a "
+            "3-D to 5-D map, or one passed by its address (see [TMA tensor maps](#tma-tensor-maps))"
         ),
         kinds=CU,
         derived=True,
@@ -319,7 +333,10 @@ KEYS: tuple[Key, ...] = (
     Key(
         name="shared_mem",
         read=lambda r, v: r.check.expression("shared_mem", v, r.names),
-        meaning=("dynamic shared memory in bytes (expression); above 48 KB the harness raises the kernel's limit"),
+        meaning=(
+            "dynamic shared memory in bytes (expression); where it and the static shared memory pass 48 KB together, "
+            "the harness raises the kernel's limit"
+        ),
         kinds=CU,
     ),
     Key(

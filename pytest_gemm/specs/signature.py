@@ -37,6 +37,8 @@ def declared_sizes(spec: KernelSpec, dtype: str) -> list[tuple[str, int, str]]:
                     f"a {dtype} kernel's {'double' if scalar == 'float64' else 'float'} scalars",
                 )
             )
+        elif arg.endswith("_map") and spec.tensor_map(arg[0]).pointer:
+            found.append((arg, POINTER_BYTES, "a pointer to a CUtensorMap (pointer = true)"))
         elif arg.endswith("_map"):
             found.append((arg, TENSOR_MAP_BYTES, "a CUtensorMap"))
         else:

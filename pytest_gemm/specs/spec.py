@@ -20,6 +20,7 @@ from ..records.epilogue import Epilogue
 from ..records.groups import GROUP_ARGS, Groups
 from ..records.scales import Scales
 from ..records.storage import ORDER_FLAGS, Storage
+from .buffers import Buffer
 from .errors import KernelFileError
 from .expr import Expression
 from .header_keys import ENTRY
@@ -90,6 +91,7 @@ class KernelSpec:
     regression_threshold: float | None = None  # overrides --gemm-threshold for this kernel
     arch: str | None = None  # built only for this architecture (e.g. sm_90a), whatever --gemm-archs says
     tensor_maps: tuple[TensorMapSpec, ...] = ()
+    buffers: tuple[Buffer, ...] = ()  # what a .cu kernel takes besides its operands (specs.buffers)
     always_reads_c: bool = False  # reads C whatever beta is: its beta = 0 cases get finite prior data in C
     nondeterministic: str = ""  # why its output may differ from launch to launch (empty: it must not)
     attr: str = ""  # a Python kernel: the name of its function in the file

@@ -54,6 +54,20 @@ class KernelFiles:
             )
         return fn
 
+    def helper(self, path: Path, name: str, shown: str) -> Callable[..., Any]:
+        """A plain function ``name`` of the Python file ``path`` (shown as ``shown``), imported in this worker: what a
+        ``.cu`` kernel's header names to fill a buffer with (``fill = "schedule.py:hilbert"``)."""
+        mtime = path.stat().st_mtime if path.is_file() else None
+        if mtime is None:
+            raise KernelFileError(shown, "does not exist (a buffer's fill names it)", key="buffers")
+        cached = self._modules.get(str(path))
+        if cached is None or cached[0] != mtime:
+            self._modules[str(path)] = cached = (mtime, _import(path, shown))
+        fn = getattr(cached[1], name, None)
+        if not callable(fn):
+            raise KernelFileError(shown, f"has no function {name!r} (a buffer's fill names it)", key="buffers")
+        return fn
+
 
 def _import(path: Path, shown: str) -> ModuleType:
     name = "pytest_gemm_kernels_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]

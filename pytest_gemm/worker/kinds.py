@@ -26,6 +26,7 @@ from ..specs.header_keys import DEVICE_NAMES
 from ..specs.limits import launch_problems
 from ..specs.signature import signature_problems
 from ..specs.tensor_maps import MAP_ARGS
+from .buffers_fill import buffer_contents
 from .errors import LaunchRefused
 from .inputs import InputStrategy
 from .operands import Operands
@@ -79,7 +80,23 @@ class KernelStrategy:
 
 class CudaKernel(KernelStrategy):
     """A ``.cu`` kernel: compiled (or found) and loaded in the compile phase, launched with its grid, block and the
-    arguments its header lists, tensor maps included."""
+    arguments its header lists, tensor maps and buffers included (``path``: its file, absolute, beside which a
+    buffer's fill function lies)."""
+
+    def __init__(self, runner: GpuRunner, case: Case, inputs: InputStrategy, path: str = "") -> None:
+        super().__init__(runner, case, inputs)
+        self.path = path
+        self._fills: dict[str, np.ndarray] | None = None  # each buffer's contents, made once a case
+
+    def _buffers(self) -> dict[str, Any]:
+        """A fresh device copy of each of the header's buffers (specs.buffers), by argument name."""
+        if not self.case.spec.buffers:
+            return {}
+        if self._fills is None:
+            self._fills = {
+                b.name: buffer_contents(self.runner, self.case, b, self.path) for b in self.case.spec.buffers
+            }
+        return {name: self.runner.cp.asarray(host) for name, host in self._fills.items()}
 
     def check(self, signature: bool = True) -> None:
         """Compile (or find) and load the kernel, and refuse a launch that cannot happen on this device: one whose
@@ -106,7 +123,8 @@ class CudaKernel(KernelStrategy):
         spec, cp = case.spec, runner.cp
         dt, out = get_dtype(case.dtype), get_dtype(spec.output_dtype(case.dtype))
         fn, geom = runner.function(case), self._geometry()
-        if geom.shared_mem > 48 * 1024:
+        # past 48 KB of shared memory a block, static and dynamic together, a launch needs the kernel's opt-in
+        if geom.shared_mem and geom.shared_mem + runner.resources(fn).static_smem > 48 * 1024:
             cp.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SMEM_ATTR, geom.shared_mem)
         scalar = np.dtype(dt.scalar).type
         size = np.dtype(spec.size_ctype.numpy).type  # a shape past it is skipped at collection
@@ -133,12 +151,24 @@ class CudaKernel(KernelStrategy):
         values.update({name: array.pointer() for name, array in ops.epilogue.items()})  # an epilogue's, C if input
         if spec.epilogue is not None and spec.epilogue.d:
             values["D"] = gc.pointer()  # the output: C is an input of its own
+        held = []  # what the arguments point to: kept as long as the launcher
         for arg, (operand, g, gdt) in zip(MAP_ARGS, (("A", ga, dt), ("B", gb, dt), ("C", gc, out))):
             if arg in spec.args:
                 values[arg] = runner.tensor_map(case, operand, g, gdt)
+                if spec.tensor_map(operand).pointer:  # a const CUtensorMap*: the map in device memory
+                    held.append(cp.asarray(values[arg].view(np.uint8)))
+                    values[arg] = np.uint64(held[-1].data.ptr)
+        for name, buffer in self._buffers().items():  # the header's buffers, a set of their own per launcher
+            held.append(buffer)
+            values[name] = buffer
         args = tuple(values[a] for a in spec.args)
         grid, block, shared_mem = geom.grid, geom.block, geom.shared_mem
-        return lambda: fn(grid, block, args, shared_mem=shared_mem)
+
+        def launch() -> None:
+            _ = held
+            fn(grid, block, args, shared_mem=shared_mem)
+
+        return launch
 
     def launch_details(self) -> list[str]:
         """The kernel's needs and the launch's geometry (within this device's limits as :meth:`check` checks them,
@@ -212,5 +242,5 @@ PYTHON: dict[str, type[PythonKernel]] = {"cupy": PythonKernel, "torch": TorchKer
 def kernel_strategy(runner: GpuRunner, case: Case, inputs: InputStrategy, path: str) -> KernelStrategy:
     """The strategy of ``case``'s kernel (its file: ``path``, absolute): the one place the worker chooses it."""
     if case.spec.kind.compiled:
-        return CudaKernel(runner, case, inputs)
+        return CudaKernel(runner, case, inputs, path)
     return PYTHON[case.spec.arrays](runner, case, inputs, path)

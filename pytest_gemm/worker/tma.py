@@ -34,7 +34,8 @@ _CUDA_ERROR_INVALID_VALUE = 1
 
 
 def encode_tensor_map(address: int, layout: TensorMapLayout, dt: DType) -> np.ndarray:
-    """Ask the CUDA driver (cuTensorMapEncodeTiled) for a 2-D tiled tensor map of one operand."""
+    """Ask the CUDA driver (cuTensorMapEncodeTiled) for a tiled tensor map of one operand (2-D, or 3-D split, with
+    dimensions of 1 up to its rank)."""
     try:
         encode = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
     except (OSError, AttributeError) as exc:
@@ -42,15 +43,17 @@ def encode_tensor_map(address: int, layout: TensorMapLayout, dt: DType) -> np.nd
     encode.restype = ctypes.c_int
     storage = ctypes.create_string_buffer(128 + 64)  # CUtensorMap is 128 bytes, 64-byte aligned
     aligned = (ctypes.addressof(storage) + 63) // 64 * 64
+    dims, strides, box = layout.dims_and_strides()
+    rank = len(dims)
     rc = encode(
         ctypes.c_void_p(aligned),
         _TMA_DATA_TYPES[dt.storage],
-        2,
+        rank,
         ctypes.c_void_p(address),
-        (ctypes.c_uint64 * 2)(layout.cols, layout.rows),
-        (ctypes.c_uint64 * 1)(layout.pitch_bytes),
-        (ctypes.c_uint32 * 2)(layout.box_inner, layout.box_outer),
-        (ctypes.c_uint32 * 2)(1, 1),
+        (ctypes.c_uint64 * rank)(*dims),
+        (ctypes.c_uint64 * (rank - 1))(*strides),
+        (ctypes.c_uint32 * rank)(*box),
+        (ctypes.c_uint32 * rank)(*([1] * rank)),
         0,  # no interleave
         _TMA_SWIZZLE_MODES[layout.swizzle],
         _TMA_L2_PROMOTION_128B,
@@ -68,8 +71,11 @@ def operand_map(kept: dict[tuple, np.ndarray], case: Case, operand: str, g: Any,
     dimension is the contiguous one, whichever order the operand is stored in), encoded once per address and
     layout (``kept``). A layout TMA cannot take is the header's mistake: a KernelFileError naming the rule."""
     spec, wanted = case.spec, case.spec.tensor_map(operand)
-    inner, outer = tensor_map_box(spec, wanted, case.variant)
-    layout = TensorMapLayout(operand, g.rows, g.cols, g.ld, dt.itemsize, inner, outer, wanted.swizzle)
+    box = tensor_map_box(spec, wanted, case.variant)
+    layout = TensorMapLayout(
+        operand, g.rows, g.cols, g.ld, dt.itemsize, box[0], box[1], wanted.swizzle, wanted.split,
+        box[2] if len(box) > 2 else 1, wanted.dims,
+    )  # fmt: skip
     problems = layout_problems(layout)
     if problems:
         raise KernelFileError(

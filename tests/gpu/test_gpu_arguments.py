@@ -1,0 +1,31 @@
+"""On the GPU: arguments as public kernels take them. A kernel whose header is included from beside its file, whose
+tile schedule a Python function computes on the host (the header's buffers), and which takes a debug buffer of zeros,
+passes; a schedule function that gives the wrong number of values fails its cases naming the file, the function and
+the sizes. (Tensor maps by pointer and 3-D split maps run through pranjalssh/fast.cu's kernels: docs/data.) Needs a
+device."""
+
+from __future__ import annotations
+
+import pytest
+
+from support import TESTS, failure_section, outcomes_in, requires_gpu, run_kernel_files
+
+pytestmark = [requires_gpu, pytest.mark.gpu]
+
+SHAPES = ("64x64x64", "100x37x20", "256x512x128")
+
+
+def test_a_scheduled_kernel_with_its_buffers_passes_and_a_wrong_schedule_is_named(tmp_path):
+    import shutil
+
+    folder = TESTS / "kernels_arguments"
+    for name in ("tile.cuh", "schedule.py"):
+        shutil.copy(folder / name, tmp_path / name)
+    output = run_kernel_files(tmp_path, folder, ("scheduled.cu",), "--gemm-shapes", ",".join(SHAPES))
+    outcomes = outcomes_in(output)
+    for shape in SHAPES:
+        for ab in ("", "-a0.7b1.3", "-a-1.5b0"):
+            assert outcomes.get(f"scheduled[fp32-{shape}{ab}]") == "PASSED", output[-4000:]
+            assert outcomes.get(f"scheduled_short[fp32-{shape}{ab}]") == "FAILED", output[-4000:]
+    text = failure_section(output, "scheduled_short[fp32-64x64x64]")
+    assert "schedule.py" in text and "one_short() gave 15 values for 64x64x64; buffer tiles is 16 elements" in text

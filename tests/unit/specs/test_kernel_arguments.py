@@ -1,0 +1,165 @@
+"""Arguments as public kernels take them (docs/kernel-files.md#buffers, #tma-tensor-maps): a tensor map by pointer,
+3-D maps with the inner dimension split (and up to 5 dimensions), buffers with declared contents, and headers included
+from beside the kernel file. Read and laid out on the CPU; on the GPU, pranjalssh/fast.cu's kernels run through them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from pytest_gemm.records.shapes import Shape
+from pytest_gemm.specs.cases import AB_CASES, Case, tensor_map_box
+from pytest_gemm.specs.errors import KernelFileError
+from pytest_gemm.specs.files import read_specs
+from pytest_gemm.specs.header import spec_from_mapping
+from pytest_gemm.specs.signature import declared_sizes
+from pytest_gemm.specs.spec import Variant
+from pytest_gemm.specs.tensor_maps import TensorMapLayout, layout_problems
+from pytest_gemm.worker.buffers_fill import buffer_contents
+from pytest_gemm.worker.kernels import KernelFiles
+
+BASE = {"entry": "k", "block": [128], "grid": [1], "dtypes": ["bf16"], "arch": "sm_90a"}
+ARGS = ["M", "N", "K", "C", "A_map", "B_map"]
+
+
+def _cu(**keys):
+    return spec_from_mapping({**BASE, "args": ARGS, **keys}, path="k.cu", kind="cu")
+
+
+def test_a_map_by_pointer_is_passed_as_eight_bytes_and_a_split_map_is_3d():
+    maps = {
+        "A": {"box": [64, 128], "swizzle": 128, "pointer": True},
+        "B": {"box": [64, 256, 1], "split": 64, "rank": 5, "swizzle": 128},
+    }
+    spec = _cu(tensor_maps=maps)
+    a, b = spec.tensor_map("A"), spec.tensor_map("B")
+    assert (a.pointer, a.dims, b.split, b.dims) == (True, 2, 64, 5)
+    sizes = {name: size for name, size, _ in declared_sizes(spec, "bf16")}
+    assert sizes["A_map"] == 8 and sizes["B_map"] == 128
+    assert tensor_map_box(spec, b, Variant()) == (64, 256, 1)
+
+
+def test_a_split_maps_dimensions_strides_and_box():
+    layout = TensorMapLayout("A", 4096, 1024, 1024, 2, 64, 128, 128, split=64, box_pieces=1, rank=5)
+    dims, strides, box = layout.dims_and_strides()
+    assert dims == [64, 4096, 16, 1, 1]  # fast.cu's {64, rows, cols / 64, 1, 1}
+    assert strides[:2] == [2048, 128]  # a row's pitch, then 64 elements
+    assert box == [64, 128, 1, 1, 1]
+    plain = TensorMapLayout("A", 4096, 1024, 1024, 2, 64, 128, 128)
+    assert plain.dims_and_strides() == ([1024, 4096], [2048], [64, 128])
+
+
+def test_a_split_that_does_not_divide_the_rows_is_refused_saying_what_to_require():
+    problems = layout_problems(TensorMapLayout("A", 64, 1000, 1000, 2, 64, 64, 128, split=64, box_pieces=1, rank=3))
+    assert any("whole number of pieces" in p and "K % 64 == 0" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("maps", "words"),
+    [
+        ({"A": {"box": [64, 64, 1]}, "B": {"box": [64, 64]}}, "box is [inner, outer] in elements"),
+        ({"A": {"box": [64, 64], "split": 64}, "B": {"box": [64, 64]}}, "box is [inner, outer, pieces]"),
+        ({"A": {"box": [64, 64], "rank": 6}, "B": {"box": [64, 64]}}, "rank is 2 to 5 dimensions"),
+        ({"A": {"box": [64, 64], "pointer": 1}, "B": {"box": [64, 64]}}, "pointer is true or false"),
+        ({"A": {"box": [64, 64], "stride": 2}, "B": {"box": [64, 64]}}, "(with split, rank, pointer)"),
+    ],
+)
+def test_a_wrong_tensor_map_entry_is_refused(maps, words):
+    with pytest.raises(KernelFileError, match="key 'tensor_maps'") as raised:
+        _cu(tensor_maps=maps)
+    assert words in str(raised.value)
+
+
+def test_buffers_are_declared_arguments_with_a_type_a_size_and_contents():
+    maps = {"A": {"box": [64, 64]}, "B": {"box": [64, 64]}}
+    buffers = {"dspace": {"type": "int32", "size": "SM_COUNT * 128", "fill": "schedule.py:tiles"}, "DB": {"size": 1}}
+    spec = _cu(args=[*ARGS, "dspace", "DB"], tensor_maps=maps, buffers=buffers)
+    assert [(b.name, b.type, b.fill) for b in spec.buffers] == [
+        ("dspace", "int32", "schedule.py:tiles"),
+        ("DB", "int32", "zeros"),
+    ]
+    assert {name: size for name, size, _ in declared_sizes(spec, "bf16")}["dspace"] == 8  # a pointer
+
+
+@pytest.mark.parametrize(
+    ("args", "buffers", "words"),
+    [
+        (["space"], {}, "unknown argument 'space'"),
+        ([], {"space": {"size": 4}}, "space is declared but the kernel does not take it"),
+        (["space"], {"space": {"size": 4, "type": "half"}}, "type is one of int32"),
+        (["space"], {"space": {"size": 4, "fill": "ones"}}, 'fill is "zeros" or "FILE.py:FUNCTION"'),
+        (["M"], {"M": {"size": 4}}, "a buffer's name is an argument's"),
+        (["space"], {"space": {"size": "Q * 2"}}, "key 'buffers'"),
+    ],
+)
+def test_a_wrong_buffer_is_refused(args, buffers, words):
+    maps = {"A": {"box": [64, 64]}, "B": {"box": [64, 64]}}
+    with pytest.raises(KernelFileError) as raised:
+        _cu(args=[*ARGS, *args], tensor_maps=maps, buffers=buffers)
+    assert words in str(raised.value), str(raised.value)
+
+
+def _case(tmp_path: Path, fill: str) -> tuple[Case, str]:
+    maps = {"A": {"box": [64, 64]}, "B": {"box": [64, 64]}}
+    spec = _cu(args=[*ARGS, "space"], tensor_maps=maps, buffers={"space": {"size": "M // 64 + 1", "fill": fill}})
+    return Case(spec, Variant(), "bf16", Shape(128, 64, 64), AB_CASES[0]), str(tmp_path / "k.cu")
+
+
+def test_a_buffers_contents_come_from_its_function_called_with_the_shape(tmp_path):
+    (tmp_path / "schedule.py").write_text(
+        "def tiles(M, N, K, SM_COUNT):\n    return [M, N, K, SM_COUNT][: M // 64 + 1]\n\n"
+        "def short(M, N, K, SM_COUNT):\n    return [1]\n\n"
+        "def broken(M, N, K, SM_COUNT):\n    raise ValueError('no schedule for this shape')\n"
+    )
+    runner = SimpleNamespace(sm_count=132, files=KernelFiles())
+    case, path = _case(tmp_path, "schedule.py:tiles")
+    assert buffer_contents(runner, case, case.spec.buffers[0], path).tolist() == [128, 64, 64]
+    case, path = _case(tmp_path, "zeros")
+    zeros = buffer_contents(runner, case, case.spec.buffers[0], path)
+    assert zeros.dtype == np.int32 and zeros.tolist() == [0, 0, 0]
+    for fill, words in (
+        ("schedule.py:short", "short() gave 1 values for 128x64x64; buffer space is 3 elements"),
+        ("schedule.py:broken", "broken() for 128x64x64 (buffer space) raised ValueError: no schedule for this shape"),
+        ("schedule.py:missing", "has no function 'missing'"),
+        ("absent.py:tiles", "does not exist"),
+    ):
+        case, path = _case(tmp_path, fill)
+        with pytest.raises(KernelFileError) as raised:
+            buffer_contents(runner, case, case.spec.buffers[0], path)
+        assert words in str(raised.value), str(raised.value)
+
+
+HEADER = """
+/* pytest-gemm
+entry = "k"
+args = ["M", "N", "K", "A", "B", "C"]
+dtypes = ["fp32"]
+block = [1]
+grid = [1]
+*/
+"""
+
+
+def test_headers_included_from_beside_the_kernel_file_are_written_into_its_source(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "common.cuh").write_text('#pragma once\n#include "inner.h"\n__device__ int twice(int x);\n')
+    (tmp_path / "lib" / "inner.h").write_text("#define INNER 7\n")
+    kernel = tmp_path / "k.cu"
+    kernel.write_text(
+        '#include "lib/common.cuh"\n#include "lib/common.cuh"\n#include <cuda_fp16.h>\n#include "absent.h"\n'
+        + HEADER
+        + "__global__ void k() {}\n"
+    )
+    (spec,), _ = read_specs(kernel, "kernels/k.cu")
+    source = spec.source
+    assert source.count("__device__ int twice(int x);") == 1  # each file once
+    assert "#define INNER 7" in source and "#pragma once" not in source
+    assert '#line 1 "kernels/lib/common.cuh"' in source and '#line 1 "kernels/lib/inner.h"' in source
+    assert '#line 2 "kernels/k.cu"' in source  # back in the kernel file, at the directive's next line
+    assert "#include <cuda_fp16.h>" in source and '#include "absent.h"' in source  # NVRTC's to find, or to name
+    (tmp_path / "lib" / "inner.h").write_text("#define INNER 8\n")
+    (again,), _ = read_specs(kernel, "kernels/k.cu")
+    assert again.source != source  # a changed header changes the source, and so the compile cache's key
