@@ -120,7 +120,7 @@ class EpilogueTruth(Truth):
 
         if b is not None:
             p0 = p - b
-            yield Misreading.BIAS_OTHER_AXIS, plus_r(act(p0 + _other_axis(xp, b, p.shape)))
+            yield Misreading.BIAS_OTHER_AXIS, plus_r(act(p0 + _other_axis(xp, b, p.shape, epi.bias == "N")))
             if name is not None:
                 yield Misreading.ACTIVATION_BEFORE_BIAS, plus_r(act(p0) + b)
             yield Misreading.BIAS_IGNORED, plus_r(act(p0))
@@ -133,16 +133,15 @@ class EpilogueTruth(Truth):
             yield Misreading.RESIDUAL_IGNORED, act(p)
 
 
-def _other_axis(xp: Any, b: Any, shape: tuple[int, int]) -> Any:
-    """A bias vector read along D's other axis (its element i at row i instead of column i, or the reverse), NaN where
-    that axis runs past the vector."""
+def _other_axis(xp: Any, b: Any, shape: tuple[int, int], along_n: bool) -> Any:
+    """A bias vector declared along N (``along_n``; else along M) read along D's other axis (its element i added to row
+    i instead of column i, or the reverse), NaN where that axis runs past the vector."""
     rows, cols = shape
     values = b.reshape(-1)
-    length = cols if b.shape[0] == 1 else rows  # the declared axis's length
-    other = rows if b.shape[0] == 1 else cols
+    length, other = (cols, rows) if along_n else (rows, cols)
     read = xp.full(other, xp.nan)
     read[: min(length, other)] = values[: min(length, other)]
-    return read.reshape(-1, 1) if b.shape[0] == 1 else read.reshape(1, -1)
+    return read.reshape(-1, 1) if along_n else read.reshape(1, -1)
 
 
 def epilogue_misreading(

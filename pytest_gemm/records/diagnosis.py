@@ -83,5 +83,7 @@ class Diagnosis:
 
     @property
     def poisoned(self) -> bool:
-        """Whether C held the NaN poison before the launch (beta = 0, and the kernel does not declare it reads C)."""
-        return self.beta == 0 and not self.declared.always_reads_c
+        """Whether C (or D, written apart from C) held the NaN poison before the launch: beta = 0, and the kernel does
+        not declare it reads C; or the kernel writes D apart from C."""
+        apart = self.declared.epilogue is not None and self.declared.epilogue.d
+        return apart or (self.beta == 0 and not self.declared.always_reads_c)

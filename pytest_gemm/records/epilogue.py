@@ -74,9 +74,9 @@ class Epilogue:
 
     def __post_init__(self) -> None:
         """The one rule of a valid ``epilogue`` table: each refusal a ValueError naming the entry at fault."""
-        if self.bias is not None and self.bias not in BIAS_AXES:
+        if self.bias is not None and (not isinstance(self.bias, str) or self.bias not in BIAS_AXES):
             raise ValueError(f"bias: expected one of {', '.join(map(repr, BIAS_AXES))}, got {self.bias!r}")
-        if self.activation is not None and self.activation not in ACTIVATIONS:
+        if self.activation is not None and (not isinstance(self.activation, str) or self.activation not in ACTIVATIONS):
             raise ValueError(
                 f"activation: expected one of {', '.join(map(repr, ACTIVATIONS))}, got {self.activation!r}"
             )
@@ -86,7 +86,7 @@ class Epilogue:
         if self.aux and self.activation is None:
             raise ValueError("aux: the second output holds the pre-activation value; declare an activation")
         for arg in self.args:
-            if arg not in EPILOGUE_ARGS:
+            if not isinstance(arg, str) or arg not in EPILOGUE_ARGS:
                 raise ValueError(f"args: expected names from {', '.join(EPILOGUE_ARGS)}, got {arg!r}")
         if len(set(self.args)) != len(self.args):
             raise ValueError(f"args: an operand named twice in {list(self.args)}")

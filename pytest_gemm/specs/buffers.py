@@ -5,7 +5,8 @@ type, size and contents (docs/kernel-files.md#buffers).
 ``args`` gives the kernel a device buffer of that many int32 elements, filled once per case: with zeros (the default),
 or with what a function of a Python file beside the kernel file returns for the case, called with the case's ``M``,
 ``N``, ``K``, ``SM_COUNT`` and params as keywords (a tile schedule computed on the host, as fast.cu's kernels upload).
-Each launch's set of operands has a buffer of its own; what the kernel writes there is not checked.
+Each set of operands has a buffer of its own, filled once: a timed set's is not filled again between the launches
+that reuse it, so a kernel that counts in a buffer resets it itself. What the kernel writes there is not checked.
 
 Pure: no arrays.
 """

@@ -182,7 +182,10 @@ def read_specs(path: Path, shown: str) -> tuple[list[KernelSpec], str]:
     if path.suffix == ".py":
         return parse_py_source(shown, decode_py(shown, data)), digest
     text = decode_cu(shown, data)
-    return parse_cu_source(shown, text, with_local_includes(path, text, shown)), digest
+    source = with_local_includes(path, text, shown)
+    if source != text:  # what it includes is part of the kernel: a changed header is a changed kernel
+        digest = hashlib.sha256(source.encode()).hexdigest()
+    return parse_cu_source(shown, text, source), digest
 
 
 def load_specs(path: Path, shown: str) -> list[KernelSpec]:

@@ -130,11 +130,11 @@ class HeaderChecker:
                     f"unknown argument {arg!r}; expected names from {', '.join(ARG_NAMES)}, or a buffer the header's "
                     "buffers declares",
                 )
+            if value.count(arg) > 1:
+                self.fail("args", f"argument {arg!r} is listed twice")
         for name in buffers:
             if name not in value:
                 self.fail("buffers", f"{name} is declared but the kernel does not take it; add it to args")
-            if value.count(arg) > 1:
-                self.fail("args", f"argument {arg!r} is listed twice")
         for needed in ("A", "B", "C"):
             if needed not in value and f"{needed}_map" not in value:
                 self.fail("args", f"the kernel must take {needed} (or its tensor map {needed}_map)")
@@ -254,7 +254,10 @@ class HeaderChecker:
                 )
             split = entry.get("split", 0)
             if type(split) is not int or not 0 <= split <= MAX_BOX:
-                self.fail("tensor_maps", f"{operand}: split is a number of elements from 1 to {MAX_BOX}, got {split!r}")
+                self.fail(
+                    "tensor_maps",
+                    f"{operand}: split is a number of elements from 1 to {MAX_BOX} (0: none), got {split!r}",
+                )
             box = entry["box"]
             size = 3 if split else 2
             if not isinstance(box, list) or len(box) != size:

@@ -355,12 +355,17 @@ def buffers(r: Reading, value: Any) -> tuple[Buffer, ...]:
     found = []
     params = {name for name, _ in r["params"]}
     for name, entry in value.items():
-        if not re.fullmatch(IDENT, name) or name in ARG_NAMES or name in SHAPE_NAMES or name in params:
-            check.fail("buffers", f"{name!r}: a buffer's name is an argument's: an identifier other than the harness's")
+        taken = name in ARG_NAMES or name in SHAPE_NAMES or name in params or name.endswith("_map")
+        if not re.fullmatch(IDENT, name) or taken:
+            check.fail(
+                "buffers",
+                f"{name!r}: a buffer's name is an argument's: an identifier other than the harness's (and not ending "
+                "in _map, a tensor map's)",
+            )
         if not isinstance(entry, Mapping) or set(entry) - {"type", "size", "fill"} or "size" not in entry:
             check.fail("buffers", f"{name}: expected {{ type, size, fill }}, {_BUFFERS_EXAMPLE}")
         kind = entry.get("type", "int32")
-        if kind not in BUFFER_TYPES:
+        if not isinstance(kind, str) or kind not in BUFFER_TYPES:
             check.fail("buffers", f"{name}: type is one of {', '.join(BUFFER_TYPES)}, got {kind!r}")
         fill = entry.get("fill", "zeros")
         if not isinstance(fill, str) or (fill != "zeros" and FILL.match(fill) is None):

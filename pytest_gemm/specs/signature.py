@@ -11,6 +11,7 @@ from ..records.dtypes import get_dtype
 from .header_keys import STRIDE_ARGS
 from .size_types import SIZE_TYPES
 from .spec import KernelSpec
+from .tensor_maps import MAP_ARGS
 
 __all__ = ["POINTER_BYTES", "TENSOR_MAP_BYTES", "declared_sizes", "signature_problems"]
 
@@ -37,9 +38,9 @@ def declared_sizes(spec: KernelSpec, dtype: str) -> list[tuple[str, int, str]]:
                     f"a {dtype} kernel's {'double' if scalar == 'float64' else 'float'} scalars",
                 )
             )
-        elif arg.endswith("_map") and spec.tensor_map(arg[0]).pointer:
+        elif arg in MAP_ARGS and spec.tensor_map(MAP_ARGS[arg]).pointer:
             found.append((arg, POINTER_BYTES, "a pointer to a CUtensorMap (pointer = true)"))
-        elif arg.endswith("_map"):
+        elif arg in MAP_ARGS:
             found.append((arg, TENSOR_MAP_BYTES, "a CUtensorMap"))
         else:
             found.append((arg, POINTER_BYTES, "a pointer"))

@@ -68,6 +68,10 @@ def trace(prepared: PreparedCase, ratio: Any, unwritten: Any) -> tuple[tuple[Err
     cp, data, prior = prepared.cp, prepared.data, prepared.prior
     nonfinite = ~cp.isfinite(ratio)
     evidence = Evidence()
+    # a C apart from D (a fused epilogue's) that held the poison (beta = 0) is given data in every re-run below but
+    # the one that asks whether the kernel read it
+    apart = prepared.epilogue.d and data.c0 is None
+    c_input = _finite_prior(prepared) if apart else None
     if prior is not None and some(unwritten):
         # C held finite prior data: an element may equal it bit for bit because it was never written, or because
         # the value written happens to be that data (a wrong fp16 value often can). Other data in C tells them
@@ -81,16 +85,20 @@ def trace(prepared: PreparedCase, ratio: Any, unwritten: Any) -> tuple[tuple[Err
             # an element right now was computed from C; one still holding the data was never written.
             # (A NaN that kept the poison's payload through arithmetic looks unwritten by its bits alone.)
             rerun, untouched, _ = _rerun(prepared, finite_c, nan_regions=None)
-            # Only C's data changed: an element now finite, and written, read C (right or not).
-            evidence.read_c = nonfinite & cp.isfinite(rerun) & ~untouched
+            if not prepared.epilogue.d:  # only C's data changed: an element now finite, and written, read C
+                evidence.read_c = nonfinite & cp.isfinite(rerun) & ~untouched
             unwritten = unwritten & untouched
+        if apart and some(nonfinite & ~unwritten):
+            # C, an input of its own, held the poison: an element finite once C holds data read it
+            rerun, _, _ = _rerun(prepared, None, nan_regions=None, c_input=c_input)
+            evidence.read_c = nonfinite & cp.isfinite(rerun) & ~unwritten
         unexplained = nonfinite & ~unwritten
         if evidence.read_c is not None:
             unexplained &= ~evidence.read_c
         if some(unexplained):
-            clean, _, regions = _rerun(prepared, finite_c, nan_regions=())
+            clean, _, regions = _rerun(prepared, finite_c, nan_regions=(), c_input=c_input)
             for region in regions:
-                rerun, _, _ = _rerun(prepared, finite_c, nan_regions=(region,))
+                rerun, _, _ = _rerun(prepared, finite_c, nan_regions=(region,), c_input=c_input)
                 evidence.guard[region] = unexplained & cp.isfinite(clean) & ~cp.isfinite(rerun)
     codes = causes_of(cp, ratio, unwritten, evidence)
     sources = error_sources(cp, codes, evidence, data.batch_of("C"))
@@ -105,19 +113,27 @@ def _finite_prior(prepared: PreparedCase) -> np.ndarray:
     return random_matrix(rng, (batch * rows, cols), np_dtype(out))
 
 
-def _rerun(prepared: PreparedCase, c0: np.ndarray, nan_regions: tuple[str, ...] | None) -> tuple[Any, Any, list[str]]:
-    """Launch on fresh operands with C = ``c0``; the guard regions of the operands outside ``nan_regions`` hold
-    zeros (all keep their NaN when it is None). Returns C (logical order, float64), where C still holds
-    ``c0`` bit for bit, and the names of the guard regions."""
+def _rerun(
+    prepared: PreparedCase,
+    c0: np.ndarray | None,
+    nan_regions: tuple[str, ...] | None,
+    c_input: np.ndarray | None = None,
+) -> tuple[Any, Any, list[str]]:
+    """Launch on fresh operands with C = ``c0`` (None: its own start) and, where given, a C apart from D holding
+    ``c_input``; the guard regions of the operands outside ``nan_regions`` hold zeros (all keep their NaN when it is
+    None). Returns C (logical order, float64), where C still holds what it started as bit for bit, and the names of
+    the guard regions."""
     cp, data, out = prepared.cp, prepared.data, prepared.out
-    ops = prepared.operands(c0)
+    ops = prepared.operands(c0, c_input)
     regions = ops.regions()
     if nan_regions is not None:
         for region, view in regions.items():
             if region not in nan_regions:
                 view[...] = 0
     prepared.launch(ops)
-    untouched = data.logical(ops.c.matrix(uint_type(cp, out.itemsize)), "C") == upload_bits(cp, c0)
+    bits = data.logical(ops.c.matrix(uint_type(cp, out.itemsize)), "C")
+    start = c0 if c0 is not None else prepared.prior
+    untouched = bits == (out.poison_bits if start is None else upload_bits(cp, start))
     return data.logical(ops.c.as_float64(cp, out), "C"), untouched, list(regions)
 
 
@@ -133,7 +149,7 @@ def which_misreading(
     if prepared.layout.own_misreadings:  # a grouped case's: another group's B
         return prepared.layout.misreading(prepared, got, stats, bits, truth)
     found = prepared.epilogue.misreading(prepared, got, stats, truth)  # a fused epilogue's slips
-    if found is not None:
+    if found is not None or prepared.epilogue.own_misreadings:  # the common readings lack its epilogue: no match
         return found
     if not may_be_misread(stats, case.shape.batch) and not inputs.unreadable(stats):
         return None

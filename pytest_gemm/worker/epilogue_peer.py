@@ -19,7 +19,7 @@ from ..records.epilogue import Epilogue
 from ..specs.cases import Case
 from .buffers import upload_bits
 from .cublas import Bind
-from .fp8_peer import _array
+from .fp8_peer import device_matrix
 from .operands import CaseInputs
 from .runner import GpuRunner
 
@@ -71,7 +71,7 @@ def epilogue_runner(device: GpuRunner, case: Case, data: CaseInputs, dt: DType, 
         rows, cols = {"A": (shape.M, shape.K), "B": (shape.K, shape.N), "C": (shape.M, shape.N)}[op]
         rows, cols = (cols, rows) if case.storage.transposed(op) else (rows, cols)
         span = (rows - 1) * ld + cols
-        x = torch.from_dlpack(_array(cp, ptr, 1, span, span, itemsize)[0]).view(dtype)
+        x = torch.from_dlpack(device_matrix(cp, ptr, 1, span, span, itemsize)[0]).view(dtype)
         x = x.as_strided((rows, cols), (ld, 1))
         return x.t() if case.storage.transposed(op) else x  # logical
 

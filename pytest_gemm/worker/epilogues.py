@@ -42,6 +42,9 @@ class NoEpilogue:
 
     #: the kernel writes D apart from C (C an input only, D starting as the poison)
     d = False
+    #: its misreadings (:meth:`misreading`) are a wrong output's only ones: the common readings of A, B and C lack the
+    #: epilogue, so none could match
+    own_misreadings = False
 
     def __init__(self, case: Case) -> None:
         self.case = case
@@ -50,8 +53,11 @@ class NoEpilogue:
         """The case's inputs with what the epilogue reads drawn: nothing more."""
         return data
 
-    def arrays(self, cp: Any, data: CaseInputs, like_c: MakeLikeC, guards: bool) -> dict[str, GuardedMatrix]:
-        """The epilogue's operands in fresh buffers, by argument name: none."""
+    def arrays(
+        self, cp: Any, data: CaseInputs, like_c: MakeLikeC, guards: bool, c_input: np.ndarray | None = None
+    ) -> dict[str, GuardedMatrix]:
+        """The epilogue's operands in fresh buffers, by argument name (``c_input``: what a C apart from D holds
+        instead of its prior data): none."""
         return {}
 
     def truth(self, cp: Any, base: Truth, data: CaseInputs, out: DType) -> Truth:
@@ -76,6 +82,7 @@ class FusedEpilogue(NoEpilogue):
         assert epilogue is not None
         self.epilogue: Epilogue = epilogue
         self.d = epilogue.d
+        self.own_misreadings = epilogue.fused
 
     @property
     def out(self) -> DType:
@@ -104,9 +111,12 @@ class FusedEpilogue(NoEpilogue):
             drawn["residual"] = draw((m, n))
         return replace(data, epilogue=drawn)
 
-    def arrays(self, cp: Any, data: CaseInputs, like_c: MakeLikeC, guards: bool) -> dict[str, GuardedMatrix]:
+    def arrays(
+        self, cp: Any, data: CaseInputs, like_c: MakeLikeC, guards: bool, c_input: np.ndarray | None = None
+    ) -> dict[str, GuardedMatrix]:
         """The bias (a 1-row buffer of its own), the residual, aux (the poison) and, where the kernel writes D, C (its
-        prior data, or the poison when beta = 0: C is not read then), each as C lies."""
+        prior data, or the poison when beta = 0: C is not read then; ``c_input`` in their place where given), each as
+        C lies."""
         found = {}
         if "bias" in data.epilogue:
             bias = data.epilogue["bias"]
@@ -116,7 +126,7 @@ class FusedEpilogue(NoEpilogue):
         if self.epilogue.aux:
             found["aux"] = like_c(None)
         if self.d:
-            found["C"] = like_c(data.c0)
+            found["C"] = like_c(data.c0 if c_input is None else c_input)
         return found
 
     def truth(self, cp: Any, base: Truth, data: CaseInputs, out: DType) -> Truth:

@@ -16,7 +16,7 @@ from ..records.scales import Scales
 from ..specs.cases import Case
 from .cublas import Bind
 
-__all__ = ["fp8_runner"]
+__all__ = ["device_matrix", "fp8_runner"]
 
 
 def _torch() -> Any:
@@ -25,7 +25,7 @@ def _torch() -> Any:
     return torch
 
 
-def _array(cp: Any, ptr: int, rows: int, cols: int, ld: int, itemsize: int) -> Any:
+def device_matrix(cp: Any, ptr: int, rows: int, cols: int, ld: int, itemsize: int) -> Any:
     """A rows x cols CuPy view (bytes, or the element type's unsigned integers) of memory the harness owns."""
     dtype = {1: cp.uint8, 2: cp.uint16, 4: cp.uint32}[itemsize]
     memory = cp.cuda.UnownedMemory(ptr, rows * ld * itemsize, None)
@@ -80,7 +80,7 @@ def fp8_runner(
             ptr, ld, _ = operands[op]
             rows, cols = storage.stored_shape(op, shape)
             itemsize = out.itemsize if op == "C" else 1
-            views[op] = torch.from_dlpack(_array(cp, ptr, rows, cols, ld, itemsize))
+            views[op] = torch.from_dlpack(device_matrix(cp, ptr, rows, cols, ld, itemsize))
         a = views["A"].view(fp8)
         a = a.t().contiguous() if storage.transposed("A") else a  # row-major M x K
         b = views["B"].view(fp8)

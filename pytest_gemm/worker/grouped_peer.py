@@ -17,7 +17,7 @@ from ..specs.cases import Case
 from ..specs.footprint import storage_dims
 from .buffers import bits_to_float64, transposed_each, uint_type
 from .cublas import Bind
-from .fp8_peer import _array
+from .fp8_peer import device_matrix
 from .operands import CaseInputs
 from .runner import GpuRunner
 
@@ -49,7 +49,7 @@ def grouped_runner(device: GpuRunner, case: Case, dt: DType, out: DType) -> Bind
         batch, rows, cols = storage_dims(case.spec, op, case.shape)
         rows, cols = (cols, rows) if case.storage.transposed(op) else (rows, cols)
         span = (batch - 1) * stride + rows * ld
-        flat = _array(cp, ptr, 1, span, span, itemsize)[0]
+        flat = device_matrix(cp, ptr, 1, span, span, itemsize)[0]
         x = torch.from_dlpack(flat).view(in_type if op != "C" else out_type)
         x = x.as_strided((batch, rows, cols), (stride, ld, 1))
         return x.transpose(-1, -2) if case.storage.transposed(op) else x  # logical, batch x rows x cols

@@ -96,10 +96,11 @@ class PreparedCase:
         return None if self.epilogue.d else bits[2]
 
     # -- operands -----------------------------------------------------------------------------------------------
-    def operands(self, c: np.ndarray | None = None) -> Operands:
+    def operands(self, c: np.ndarray | None = None, c_input: np.ndarray | None = None) -> Operands:
         """A fresh set of operands in guarded buffers of their stored shape, ld padding and batch (each a stride's
         gap apart where the kernel takes its stride): A and B, C holding ``c`` (logical; None: C's start, its prior
-        data or the poison), and what else the kernel reads."""
+        data or the poison), and what else the kernel reads (``c_input``: what a C apart from D holds instead of its
+        own start)."""
         stored, dt = self.stored, get_dtype(self.case.dtype)
         return Operands(
             self._guarded("A", dt, stored["A"]),
@@ -107,7 +108,7 @@ class PreparedCase:
             self._guarded("C", self.out, stored["C"] if c is None else self.data.stored(c, "C")),
             self.inputs.grids(self.cp, self.data, self.guards),
             self.layout.arrays(self.cp, self.guards),
-            self.epilogue.arrays(self.cp, self.data, self._like_c, self.guards),
+            self.epilogue.arrays(self.cp, self.data, self._like_c, self.guards, c_input),
         )
 
     def _like_c(self, fill: np.ndarray | None) -> GuardedMatrix:

@@ -54,6 +54,21 @@ def aux_late(A, B, C, alpha, beta, bias, residual, aux, D):
     epilogue(A, B, C, alpha, beta, bias, residual, aux, D, "aux")
 
 
+@gemm_kernel(
+    dtypes=["fp32"],
+    storage={"C": "NxM"},
+    epilogue={"bias": "N", "activation": "relu", "residual": True, "args": ["bias", "residual", "D"]},
+)
+def transposed(A, B, C, alpha, beta, bias, residual, D):
+    p = alpha * (A @ B) + (beta * C if beta else 0)  # logical views of C, D and the residual stored N x M
+    D[...] = np.maximum(p + bias[None, :], 0) + residual
+
+
+@gemm_kernel(dtypes=["fp32"], epilogue={"activation": "relu", "args": ["D"]})
+def reads_c_anyway(A, B, C, alpha, beta, D):
+    D[...] = np.maximum(alpha * (A @ B) + beta * C, 0)  # beta = 0 reads C's poison too
+
+
 @gemm_kernel(dtypes=["fp32"], epilogue=EPILOGUE_TABLE)
 def writes_c(A, B, C, alpha, beta, bias, residual, aux, D):
     epilogue(A, B, C, alpha, beta, bias, residual, aux, D)
@@ -94,6 +109,7 @@ def test_epilogues_are_judged_and_their_slips_named_through_the_plugin(pytester)
     text = result.stdout.str()
     for ab in ("", "-a0.7b1.3", "-a-1.5b0"):
         assert outcomes[f"right[fp32-70x50x33{ab}]"] == "PASSED", text[-3000:]
+        assert outcomes[f"transposed[fp32-70x50x33{ab}]"] == "PASSED", text[-3000:]
         for kernel in WORDS:
             assert outcomes[f"{kernel}[fp32-70x50x33{ab}]"] == "FAILED", (kernel, text[-3000:])
     for kernel, words in WORDS.items():
@@ -101,3 +117,7 @@ def test_epilogues_are_judged_and_their_slips_named_through_the_plugin(pytester)
     assert "epilogue: D = gelu(alpha A B + beta C + bias[N]) + residual; aux holds alpha A B + beta C + bias" in text
     assert "it holds the activation's output, not its argument" in text
     assert "C (inputs must be read-only)" in text
+    assert outcomes["reads_c_anyway[fp32-70x50x33-a0.7b1.3]"] == "PASSED"
+    for ab in ("", "-a-1.5b0"):
+        assert outcomes[f"reads_c_anyway[fp32-70x50x33{ab}]"] == "FAILED"
+    assert "reads C although beta = 0" in text, text[-6000:]

@@ -49,6 +49,8 @@ def test_a_cu_kernel_names_them_in_args_and_takes_d_to_write_apart_from_c():
         ({"bias": "N"}, {}, "the kernel takes bias: name it in the epilogue's args"),
         ({"activation": "relu", "args": ["bias"]}, {}, "args names bias, which the epilogue does not declare"),
         ({"activation": "relu", "scale": 2}, {}, "unknown key 'scale'"),
+        ({"activation": ["relu"]}, {}, "activation: expected one of"),
+        ({"bias": ["N"], "args": ["bias"]}, {}, "bias: expected one of"),
         ({"activation": "relu"}, {"batched": True}, "strided batches with one: not supported yet"),
         ({"activation": "relu"}, {"dtypes": ["fp8_e4m3"], "scales": {"A": "tensor", "B": "tensor"}}, "FP8 kernels"),
     ],

@@ -103,3 +103,52 @@ def test_the_bound_grows_with_the_activations_slope_and_error_only():
     assert np.allclose(relu.gscale, plain.gscale)
     assert np.all(tanh.hscale >= relu.hscale * 1.0)
     assert np.all(tanh.gscale <= 1.13 * plain.gscale + 1e-12)
+
+
+def test_a_bias_along_m_read_along_n_is_named_where_n_passes_m():
+    """M = 48 rows, N = 40 columns: an M-bias read by column runs past none of its values (40 < 48)."""
+    epilogue = Epilogue(bias="M", activation="relu", d=True)
+    a, b, _, _ = _inputs(5)
+    bias = np.random.default_rng(1).uniform(-3, 3, M).astype(np.float32)
+    truth = _truth(epilogue, a, b, bias, None)
+    dt, out = accumulating(get_dtype("fp32"), ""), get_dtype("fp32")
+    got = np.maximum((a @ b) + bias[None, :N], 0).astype(np.float64)  # bias[j] added to column j
+    stats = truth.judge(np, got, K, dt, out)
+    assert not stats.passed
+    assert epilogue_misreading(np, truth, got, stats, K, dt, out).kind == Misreading.BIAS_OTHER_AXIS
+
+
+def test_a_bias_left_out_is_named():
+    epilogue = Epilogue(bias="N", activation="silu", d=True)
+    a, b, bias, residual = _inputs(9)
+    truth = _truth(epilogue, a, b, bias, residual)
+    dt, out = accumulating(get_dtype("fp32"), ""), get_dtype("fp32")
+    got = activate(np, "silu", (a @ b).astype(np.float64), numpy_erf)
+    stats = truth.judge(np, got, K, dt, out)
+    assert epilogue_misreading(np, truth, got, stats, K, dt, out).kind == Misreading.BIAS_IGNORED
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_right_half_precision_epilogue_with_beta_lies_within_the_bound(dtype, seed):
+    """bf16 and fp16 inputs and D, alpha 0.7 and beta 1.3 with a prior C: products in fp32, each step rounded to D's
+    type as torch's unfused steps round them."""
+    import ml_dtypes
+
+    store = ml_dtypes.bfloat16 if dtype == "bf16" else np.float16
+    epilogue = Epilogue(bias="N", activation="gelu", residual=True, d=True)
+    a, b, bias, residual = (x.astype(store) for x in _inputs(seed))
+    c0 = np.random.default_rng(seed + 50).uniform(-1, 1, (M, N)).astype(store)
+    a64, b64, c64 = (x.astype(np.float64) for x in (a, b, c0))
+    out = get_dtype(dtype)
+    base = Truth.of(np, a64, b64, c64, 0.7, 1.3, out)
+    truth = EpilogueTruth.of_epilogue(
+        np, base, epilogue, bias.astype(np.float64), residual.astype(np.float64), out, numpy_erf
+    )
+    rounded = lambda x: np.asarray(x, np.float32).astype(store).astype(np.float32)  # noqa: E731
+    x = rounded(0.7 * (a.astype(np.float32) @ b.astype(np.float32)) + 1.3 * c0.astype(np.float32))
+    x = rounded(x + bias.astype(np.float32)[None, :])
+    x = rounded(activate(np, "gelu", x.astype(np.float64), numpy_erf))
+    got = rounded(x + residual.astype(np.float32)).astype(np.float64)
+    stats = truth.judge(np, got, K, accumulating(out, ""), out)
+    assert stats.passed, stats

@@ -93,6 +93,9 @@ def test_buffers_are_declared_arguments_with_a_type_a_size_and_contents():
         (["space"], {"space": {"size": 4, "fill": "ones"}}, 'fill is "zeros" or "FILE.py:FUNCTION"'),
         (["M"], {"M": {"size": 4}}, "a buffer's name is an argument's"),
         (["space"], {"space": {"size": "Q * 2"}}, "key 'buffers'"),
+        (["tile_map"], {"tile_map": {"size": 4}}, "not ending in _map"),
+        (["space"], {"space": {"size": 4, "type": ["int32"]}}, "type is one of int32"),
+        (["C"], {}, "argument 'C' is listed twice"),
     ],
 )
 def test_a_wrong_buffer_is_refused(args, buffers, words):
@@ -163,3 +166,29 @@ def test_headers_included_from_beside_the_kernel_file_are_written_into_its_sourc
     (tmp_path / "lib" / "inner.h").write_text("#define INNER 8\n")
     (again,), _ = read_specs(kernel, "kernels/k.cu")
     assert again.source != source  # a changed header changes the source, and so the compile cache's key
+
+
+def test_a_kernel_including_more_than_the_limit_is_refused_naming_it(tmp_path):
+    from pytest_gemm.specs.includes import MAX_INCLUDED
+
+    for i in range(MAX_INCLUDED + 1):
+        (tmp_path / f"h{i}.h").write_text(f'#include "h{i + 1}.h"\n' if i < MAX_INCLUDED else "")
+    kernel = tmp_path / "k.cu"
+    kernel.write_text('#include "h0.h"\n' + HEADER)
+    with pytest.raises(KernelFileError, match=f"includes more than {MAX_INCLUDED} files from beside it"):
+        read_specs(kernel, "k.cu")
+
+
+def test_a_changed_header_is_a_changed_kernel_file(tmp_path):
+    (tmp_path / "tile.cuh").write_text("#define TILE 16\n")
+    kernel = tmp_path / "k.cu"
+    kernel.write_text('#include "tile.cuh"\n' + HEADER)
+    _, before = read_specs(kernel, "k.cu")
+    (tmp_path / "tile.cuh").write_text("#define TILE 32\n")
+    _, after = read_specs(kernel, "k.cu")
+    assert before != after  # the gate says "kernel source changed since the baseline"
+    plain = tmp_path / "plain.cu"
+    plain.write_text(HEADER)
+    import hashlib
+
+    assert read_specs(plain, "plain.cu")[1] == hashlib.sha256(plain.read_bytes()).hexdigest()  # as before
