@@ -1,5 +1,5 @@
 """Buffers a ``.cu`` kernel takes besides its operands, declared by the header's ``buffers`` key: each one's element
-type, size and contents (docs/kernel-files.md#buffers).
+type, size and contents (docs/kernel-files.md#buffers-and-constant-arguments).
 
 ``buffers = { dspace = { type = "int32", size = "128 * 128", fill = "schedule.py:hilbert" } }`` with ``dspace`` in
 ``args`` gives the kernel a device buffer of that many int32 elements, filled once per case: with zeros (the default),

@@ -120,15 +120,15 @@ class HeaderChecker:
             self.fail("entry", f"expected a kernel name such as {example}, got {value!r}")
         return value.strip()
 
-    def args(self, value: Any, buffers: tuple[str, ...] = ()) -> tuple[str, ...]:
+    def args(self, value: Any, buffers: tuple[str, ...] = (), params: tuple[str, ...] = ()) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             self.fail("args", f"expected a list of parameter names from {', '.join(ARG_NAMES)}")
         for arg in value:
-            if arg not in ARG_NAMES and arg not in buffers:
+            if arg not in ARG_NAMES and arg not in buffers and arg not in params:
                 self.fail(
                     "args",
-                    f"unknown argument {arg!r}; expected names from {', '.join(ARG_NAMES)}, or a buffer the header's "
-                    "buffers declares",
+                    f"unknown argument {arg!r}; expected names from {', '.join(ARG_NAMES)}, a param (its value passed "
+                    "as an int) or a buffer the header's buffers declares",
                 )
             if value.count(arg) > 1:
                 self.fail("args", f"argument {arg!r} is listed twice")

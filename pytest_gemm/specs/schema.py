@@ -100,19 +100,21 @@ KEYS: tuple[Key, ...] = (
             'buffers the kernel takes besides its operands, each named in `args`: `{ dspace = { type = "int32", '
             'size = "128 * 128", fill = "schedule.py:hilbert" } }`, `type` one of '
             f"{_either(_ticked(BUFFER_TYPES))}, `size` in elements (an expression; `SM_COUNT` too), `fill` "
-            '`"zeros"` (default) or a function of a Python file beside the kernel file; see [Buffers](#buffers)'
+            '`"zeros"` (default) or a function of a Python file beside the kernel file; '
+            "see [Buffers](#buffers-and-constant-arguments)"
         ),
         kinds=CU,
         elsewhere="a Python kernel allocates what it needs itself; buffers are a .cu kernel's arguments",
     ),
     Key(
         name="args",
-        read=lambda r, v: r.check.args(v, tuple(b.name for b in r["buffers"])),
+        read=lambda r, v: r.check.args(v, tuple(b.name for b in r["buffers"]), tuple(n for n, _ in r["params"])),
         meaning=(
             f"the kernel's parameters in order, each one of `{' '.join(ARG_NAMES)}` (`{SCALE_ARGS[0]}` to "
             f"`{SCALE_ARGS[-1]}`: an FP8 kernel's scales, see [FP8 and INT8](#fp8-and-int8)); each of `A`, `B`, `C` is "
             "required as a pointer or as its tensor map (`A_map`...), `alpha` and `beta` go together; `batch` makes "
-            "it a strided-batched kernel (see [Strided batches](#strided-batches))"
+            "it a strided-batched kernel (see [Strided batches](#strided-batches)); a param's name passes its value as "
+            "an `int` (a flag or an enum the kernel takes as an argument), a buffer's name its buffer"
         ),
         kinds=CU,
         required=CU,

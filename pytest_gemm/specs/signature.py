@@ -25,8 +25,11 @@ def declared_sizes(spec: KernelSpec, dtype: str) -> list[tuple[str, int, str]]:
     size_type, stride_type = spec.size_ctype, spec.stride_ctype
     scalar = get_dtype(dtype).scalar
     found = []
+    params = {name for name, _ in spec.params}
     for arg in spec.args:
-        if arg in _SIZES:
+        if arg in params:
+            found.append((arg, 4, "a param, passed as an int"))
+        elif arg in _SIZES:
             found.append((arg, size_type.bytes, f"size_type {size_type.name!r}"))
         elif arg in STRIDE_ARGS:
             found.append((arg, stride_type.bytes, f"stride_type {stride_type.name!r}"))

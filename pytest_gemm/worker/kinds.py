@@ -144,6 +144,7 @@ class CudaKernel(KernelStrategy):
             "lda": size(ga.ld),
             "ldb": size(gb.ld),
             "ldc": size(gc.ld),
+            **{name: np.int32(value) for name, value in case.variant.as_dict().items()},  # params taken as arguments
         }
         for operand, grid in ops.grids.items():  # what else it reads: an FP8 kernel's scales
             values.update({f"scale_{operand.lower()}": grid.pointer(), f"ld_scale_{operand.lower()}": size(grid.ld)})

@@ -29,3 +29,15 @@ def test_a_scheduled_kernel_with_its_buffers_passes_and_a_wrong_schedule_is_name
             assert outcomes.get(f"scheduled_short[fp32-{shape}{ab}]") == "FAILED", output[-4000:]
     text = failure_section(output, "scheduled_short[fp32-64x64x64]")
     assert "schedule.py" in text and "one_short() gave 15 values for 64x64x64; buffer tiles is 16 elements" in text
+
+
+def test_a_param_taken_as_an_argument_reaches_the_kernel(tmp_path):
+    """B's order, the swept storage flag B_NxK, named in args: the kernel that reads B by it passes in both orders;
+    the one that ignores it passes K x N and fails N x K, named as B read in the other order."""
+    output = run_kernel_files(tmp_path, TESTS / "kernels_arguments", ("flagged.cu",), "--gemm-shapes", "64x48x40")
+    outcomes = outcomes_in(output)
+    for order in ("BKxN", "BNxK"):
+        assert outcomes.get(f"flagged[{order}-fp32-64x48x40]") == "PASSED", output[-4000:]
+    assert outcomes.get("flagged_ignored[BKxN-fp32-64x48x40]") == "PASSED", output[-4000:]
+    assert outcomes.get("flagged_ignored[BNxK-fp32-64x48x40]") == "FAILED", output[-4000:]
+    assert "B read in the other order" in failure_section(output, "flagged_ignored[BNxK-fp32-64x48x40]")

@@ -192,3 +192,15 @@ def test_a_changed_header_is_a_changed_kernel_file(tmp_path):
     import hashlib
 
     assert read_specs(plain, "plain.cu")[1] == hashlib.sha256(plain.read_bytes()).hexdigest()  # as before
+
+
+def test_a_param_named_in_args_is_a_constant_int_argument():
+    spec = spec_from_mapping(
+        {**BASE, "params": {"TRANS_A": [0, 1]}, "args": ["M", "N", "K", "A", "B", "C", "TRANS_A"]},
+        path="k.cu",
+        kind="cu",
+    )
+    assert spec.args[-1] == "TRANS_A" and len(spec.variants()) == 2
+    assert declared_sizes(spec, "bf16")[-1] == ("TRANS_A", 4, "a param, passed as an int")
+    with pytest.raises(KernelFileError, match=r"unknown argument 'TRANS_B'; expected names from .*a param"):
+        spec_from_mapping({**BASE, "args": ["M", "N", "K", "A", "B", "C", "TRANS_B"]}, path="k.cu", kind="cu")
