@@ -141,8 +141,10 @@ def case_seed(base_seed: int, nodeid: str) -> int:
 
 
 def scalar_pairs(spec: KernelSpec) -> tuple[AlphaBeta, ...]:
-    """The alpha/beta pairs each shape of the kernel runs at: all of :data:`AB_CASES`, or alpha = 1, beta = 0 alone for
-    a kernel that takes no alpha and beta."""
+    """The alpha/beta pairs each shape of the kernel runs at: all of :data:`AB_CASES`; those with beta = 0 for a kernel
+    that takes alpha alone (``C = alpha A B``); alpha = 1, beta = 0 alone for a kernel that takes no alpha and beta."""
+    if spec.alpha_beta and "alpha" in spec.args and "beta" not in spec.args:
+        return tuple(ab for ab in AB_CASES if ab.beta == 0.0)
     return AB_CASES if spec.alpha_beta else AB_CASES[:1]
 
 

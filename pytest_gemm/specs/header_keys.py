@@ -138,8 +138,8 @@ class HeaderChecker:
         for needed in ("A", "B", "C"):
             if needed not in value and f"{needed}_map" not in value:
                 self.fail("args", f"the kernel must take {needed} (or its tensor map {needed}_map)")
-        if ("alpha" in value) != ("beta" in value):
-            self.fail("args", "a kernel takes both alpha and beta, or neither")
+        if "beta" in value and "alpha" not in value:
+            self.fail("args", "a kernel that takes beta takes alpha (alpha alone: C = alpha A B)")
         strides = [arg for arg in value if arg in STRIDE_ARGS]
         if strides and "batch" not in value and not any(arg in GROUPED_ARGS for arg in value):
             self.fail(

@@ -37,3 +37,21 @@ dtypes = ["fp32"]
 block = [16, 16]
 grid = ["cdiv(N, 16)", "cdiv(M, 16)"]
 */
+
+extern "C" __global__ void scaled_only(int M, int N, int K, float alpha, const float* A, const float* B, float* C) {
+    int row = blockIdx.y * 16 + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x;
+    if (row >= M || col >= N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
+    C[row * N + col] = alpha * acc;
+}
+
+/* pytest-gemm
+name = "alpha_only"
+description = "C = alpha A B: an alpha without a beta"
+entry = "scaled_only"
+args = ["M", "N", "K", "alpha", "A", "B", "C"]
+dtypes = ["fp32"]
+block = [16, 16]
+grid = ["cdiv(N, 16)", "cdiv(M, 16)"]
+*/

@@ -204,3 +204,12 @@ def test_a_param_named_in_args_is_a_constant_int_argument():
     assert declared_sizes(spec, "bf16")[-1] == ("TRANS_A", 4, "a param, passed as an int")
     with pytest.raises(KernelFileError, match=r"unknown argument 'TRANS_B'; expected names from .*a param"):
         spec_from_mapping({**BASE, "args": ["M", "N", "K", "A", "B", "C", "TRANS_B"]}, path="k.cu", kind="cu")
+
+
+def test_an_alpha_without_a_beta_runs_the_pairs_with_beta_zero():
+    from pytest_gemm.specs.cases import scalar_pairs
+
+    spec = spec_from_mapping({**BASE, "args": ["M", "N", "K", "alpha", "A", "B", "C"]}, path="k.cu", kind="cu")
+    assert [(ab.alpha, ab.beta) for ab in scalar_pairs(spec)] == [(1.0, 0.0), (-1.5, 0.0)]
+    with pytest.raises(KernelFileError, match="a kernel that takes beta takes alpha"):
+        spec_from_mapping({**BASE, "args": ["M", "N", "K", "beta", "A", "B", "C"]}, path="k.cu", kind="cu")

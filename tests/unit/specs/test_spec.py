@@ -153,7 +153,7 @@ BAD = [
     ("DROP:grid", "grid", "missing"),
     ("args = ['M', 'N', 'K', 'A', 'B', 'E']", "args", "unknown argument 'E'"),
     ("args = ['M', 'A', 'B']", "args", "must take C"),
-    ("args = ['M', 'alpha', 'A', 'B', 'C']", "args", "both alpha and beta"),
+    ("args = ['M', 'beta', 'A', 'B', 'C']", "args", "a kernel that takes beta takes alpha"),
     ("dtypes = ['fp8']", "dtypes", "unknown dtype 'fp8'"),
     ("dtypes = []", "dtypes", "non-empty"),
     ("grid = ['cdiv(N, 32)', 'os.system(1)']", "grid", "not allowed"),
