@@ -46,6 +46,7 @@ __all__ = [
     "flag",
     "groups",
     "name",
+    "scalars",
     "scales",
     "stride_type",
     "string",
@@ -197,6 +198,22 @@ def alpha_beta(r: Reading, value: Any) -> bool:
     return value
 
 
+def scalars(r: Reading, value: Any) -> str:
+    """The C type a ``.cu`` kernel takes alpha and beta as: ``"fp16"`` (``__half``), for an fp16 output whose own
+    rounding the bound already allows for the scalars; '' for the dtypes' own (float, or double for fp64)."""
+    if value is MISSING:
+        return ""
+    if value != "fp16":
+        r.check.fail("scalars", f'expected "fp16" (alpha and beta as __half), got {value!r}')
+    outputs = {r["c_dtype"] or d for d in r["dtypes"]}
+    if outputs != {"fp16"} or "alpha" not in r["args"]:
+        r.check.fail(
+            "scalars",
+            "__half alpha and beta are for a kernel that takes them and writes fp16 (C's own rounding covers theirs)",
+        )
+    return value
+
+
 def scales(r: Reading, value: Any) -> Scales | None:
     """The ``scales`` table, checked against the kernel's dtypes (FP8 kernels need one) and, for a ``.cu`` kernel, its
     ``args``; None for a kernel without scales. The table's entries are the :class:`Scales` record's to check."""
@@ -215,11 +232,14 @@ def scales(r: Reading, value: Any) -> Scales | None:
     unknown = set(value) - {"A", "B", "type", "stored", "align"}
     if unknown:
         check.fail(
-            "scales", f"unknown key {sorted(unknown)[0]!r}; expected A, B, type, stored and align, {_SCALES_EXAMPLE}"
+            "scalars",
+            "scales",
+            f"unknown key {sorted(unknown)[0]!r}; expected A, B, type, stored and align, {_SCALES_EXAMPLE}",
         )
     stored = value.get("stored", {})
     if not isinstance(stored, Mapping) or set(stored) - {"A", "B"}:
         check.fail(
+            "scalars",
             "scales",
             f'stored: expected a table of operand = stored shape of its grid, e.g. {{ A = "KxM" }}, got {stored!r}',
         )

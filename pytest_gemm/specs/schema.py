@@ -364,6 +364,16 @@ KEYS: tuple[Key, ...] = (
         derived=True,
     ),
     Key(
+        name="scalars",
+        read=readers.scalars,
+        meaning=(
+            '`"fp16"`: the kernel takes alpha and beta as `__half` (cuBLAS\'s `COMPUTE_16F` convention), for an fp16 '
+            "output; default: `float` (`double` for fp64 kernels)"
+        ),
+        kinds=CU,
+        elsewhere="a Python kernel takes Python floats; scalars is for .cu kernels",
+    ),
+    Key(
         name="accumulate",
         read=lambda r, v: r.check.accumulate(v, r["dtypes"], r["c_dtype"]),
         meaning=(

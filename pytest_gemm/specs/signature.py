@@ -33,6 +33,8 @@ def declared_sizes(spec: KernelSpec, dtype: str) -> list[tuple[str, int, str]]:
             found.append((arg, size_type.bytes, f"size_type {size_type.name!r}"))
         elif arg in STRIDE_ARGS:
             found.append((arg, stride_type.bytes, f"stride_type {stride_type.name!r}"))
+        elif arg in ("alpha", "beta") and spec.scalars == "fp16":
+            found.append((arg, 2, 'scalars = "fp16": __half'))
         elif arg in ("alpha", "beta"):
             found.append(
                 (

@@ -80,6 +80,7 @@ class KernelSpec:
     arrays: str = "cupy"  # what a Python kernel is given: a key of ARRAYS ("cupy" arrays or "torch" tensors)
     alpha_beta: bool = True  # it takes alpha and beta (False: it computes C = A B, and its cases are alpha 1, beta 0)
     accumulate: str = ""  # a declared accumulation ("fp16"); empty: fp32, or fp64 for fp64
+    scalars: str = ""  # "fp16": a .cu kernel takes alpha and beta as __half; empty: the dtype's (float or double)
     scales: Scales | None = None  # an FP8 kernel's scales
     groups: Groups | None = None  # a grouped kernel's layout and group sizes
     epilogue: Epilogue | None = None  # a fused epilogue, or D written apart from C

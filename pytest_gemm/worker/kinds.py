@@ -126,7 +126,7 @@ class CudaKernel(KernelStrategy):
         # past 48 KB of shared memory a block, static and dynamic together, a launch needs the kernel's opt-in
         if geom.shared_mem and geom.shared_mem + runner.resources(fn).static_smem > 48 * 1024:
             cp.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SMEM_ATTR, geom.shared_mem)
-        scalar = np.dtype(dt.scalar).type
+        scalar = np.float16 if spec.scalars == "fp16" else np.dtype(dt.scalar).type
         size = np.dtype(spec.size_ctype.numpy).type  # a shape past it is skipped at collection
         stride = np.dtype(spec.stride_ctype.numpy).type
         ga, gb, gc = ops.a, ops.b, ops.c

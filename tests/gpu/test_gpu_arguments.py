@@ -34,7 +34,7 @@ def test_a_scheduled_kernel_with_its_buffers_passes_and_a_wrong_schedule_is_name
 def test_a_param_taken_as_an_argument_reaches_the_kernel(tmp_path):
     """B's order, the swept storage flag B_NxK, named in args: the kernel that reads B by it passes in both orders;
     the one that ignores it passes K x N and fails N x K, named as B read in the other order. A kernel that takes
-    alpha without beta passes at the pairs with beta = 0."""
+    alpha without beta passes at the pairs with beta = 0, and one that takes them as __half passes at each pair."""
     output = run_kernel_files(tmp_path, TESTS / "kernels_arguments", ("flagged.cu",), "--gemm-shapes", "64x48x40")
     outcomes = outcomes_in(output)
     for order in ("BKxN", "BNxK"):
@@ -46,3 +46,6 @@ def test_a_param_taken_as_an_argument_reaches_the_kernel(tmp_path):
     assert outcomes.get("alpha_only[fp32-64x48x40]") == "PASSED", output[-4000:]
     assert outcomes.get("alpha_only[fp32-64x48x40-a-1.5b0]") == "PASSED", output[-4000:]
     assert "alpha_only[fp32-64x48x40-a0.7b1.3]" not in outcomes
+    # alpha and beta as __half
+    for ab in ("", "-a0.7b1.3", "-a-1.5b0"):
+        assert outcomes.get(f"half_scalars[fp16-64x48x40{ab}]") == "PASSED", output[-4000:]

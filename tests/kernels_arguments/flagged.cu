@@ -55,3 +55,26 @@ dtypes = ["fp32"]
 block = [16, 16]
 grid = ["cdiv(N, 16)", "cdiv(M, 16)"]
 */
+
+#include <cuda_fp16.h>
+
+extern "C" __global__ void half_scalars(int M, int N, int K, __half alpha, __half beta, const __half* A,
+                                        const __half* B, __half* C) {
+    int row = blockIdx.y * 16 + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x;
+    if (row >= M || col >= N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc += __half2float(A[row * K + k]) * __half2float(B[k * N + col]);
+    float c = __half2float(beta) != 0.0f ? __half2float(beta) * __half2float(C[row * N + col]) : 0.0f;
+    C[row * N + col] = __float2half_rn(__half2float(alpha) * acc + c);
+}
+
+/* pytest-gemm
+name = "half_scalars"
+description = "alpha and beta as __half (cuBLAS's COMPUTE_16F convention)"
+entry = "half_scalars"
+args = ["M", "N", "K", "alpha", "beta", "A", "B", "C"]
+dtypes = ["fp16"]
+scalars = "fp16"
+block = [16, 16]
+grid = ["cdiv(N, 16)", "cdiv(M, 16)"]
+*/

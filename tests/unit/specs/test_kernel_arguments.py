@@ -213,3 +213,13 @@ def test_an_alpha_without_a_beta_runs_the_pairs_with_beta_zero():
     assert [(ab.alpha, ab.beta) for ab in scalar_pairs(spec)] == [(1.0, 0.0), (-1.5, 0.0)]
     with pytest.raises(KernelFileError, match="a kernel that takes beta takes alpha"):
         spec_from_mapping({**BASE, "args": ["M", "N", "K", "beta", "A", "B", "C"]}, path="k.cu", kind="cu")
+
+
+def test_half_scalars_are_two_bytes_each_and_only_for_an_fp16_output():
+    args = ["M", "N", "K", "alpha", "beta", "A", "B", "C"]
+    base = {**BASE, "dtypes": ["fp16"], "args": args, "scalars": "fp16"}
+    spec = spec_from_mapping(base, path="k.cu", kind="cu")
+    assert [size for name, size, _ in declared_sizes(spec, "fp16") if name in ("alpha", "beta")] == [2, 2]
+    for bad in ({"c_dtype": "fp32"}, {"dtypes": ["bf16"]}, {"scalars": "bf16"}):
+        with pytest.raises(KernelFileError, match="key 'scalars'"):
+            spec_from_mapping({**base, **bad}, path="k.cu", kind="cu")
