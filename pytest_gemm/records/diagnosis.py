@@ -85,5 +85,5 @@ class Diagnosis:
     def poisoned(self) -> bool:
         """Whether C (or D, written apart from C) held the NaN poison before the launch: beta = 0, and the kernel does
         not declare it reads C; or the kernel writes D apart from C."""
-        apart = self.declared.epilogue is not None and self.declared.epilogue.d
+        apart = getattr(self.declared.epilogue, "d", False)  # a fused epilogue's D, apart from C
         return apart or (self.beta == 0 and not self.declared.always_reads_c)
