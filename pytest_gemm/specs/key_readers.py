@@ -259,6 +259,21 @@ _GROUPS_EXAMPLE = 'e.g. groups = { layout = "contiguous", sizes = "edge", align 
 _GROUPS_KEYS = ("layout", "sizes", "align", "args", "writes_padding")
 
 
+def _table_args(
+    check: HeaderChecker, key: str, value: Any, keys: tuple[str, ...], example: str, names: Any
+) -> list[str]:
+    """A family's table (``groups``, ``epilogue``) checked to be a table of ``keys``; the names its ``args`` lists."""
+    if not isinstance(value, Mapping):
+        check.fail(key, f"expected a table, {example}")
+    unknown = set(value) - set(keys)
+    if unknown:
+        check.fail(key, f"unknown key {sorted(unknown)[0]!r}; expected {', '.join(keys)}, {example}")
+    listed = value.get("args", [])
+    if not isinstance(listed, list | tuple) or not all(isinstance(a, str) for a in listed):
+        check.fail(key, f"args: expected a list of names from {', '.join(names)}, got {listed!r}")
+    return list(listed)
+
+
 def groups(r: Reading, value: Any) -> Groups | None:
     """The ``groups`` table of a grouped kernel, checked against its ``args`` (a ``.cu`` kernel names the group arrays
     it takes there; a Python kernel in the table's ``args``), its dtypes and ``batched``; None for a kernel that runs
@@ -269,16 +284,7 @@ def groups(r: Reading, value: Any) -> Groups | None:
         if taken:
             check.fail("args", f"{taken[0]} is a grouped kernel's argument; declare its groups, {_GROUPS_EXAMPLE}")
         return None
-    if not isinstance(value, Mapping):
-        check.fail("groups", f"expected a table, {_GROUPS_EXAMPLE}")
-    unknown = set(value) - set(_GROUPS_KEYS)
-    if unknown:
-        check.fail(
-            "groups", f"unknown key {sorted(unknown)[0]!r}; expected {', '.join(_GROUPS_KEYS)}, {_GROUPS_EXAMPLE}"
-        )
-    listed = value.get("args", [])
-    if not isinstance(listed, list | tuple) or not all(isinstance(a, str) for a in listed):
-        check.fail("groups", f"args: expected a list of names from {', '.join(GROUP_ARGS)}, got {listed!r}")
+    listed = _table_args(check, "groups", value, _GROUPS_KEYS, _GROUPS_EXAMPLE, GROUP_ARGS)
     given = {name: value[name] for name in ("sizes", "align", "writes_padding") if name in value}
     record = check.record("groups", Groups, layout=value.get("layout"), args=tuple(listed), **given)
     if not r.family.alpha_beta or r.family.scaled:
@@ -328,16 +334,7 @@ def epilogue(r: Reading, value: Any) -> Epilogue | None:
         value = {} if taken else None
         if value is None:
             return None
-    if not isinstance(value, Mapping):
-        check.fail("epilogue", f"expected a table, {_EPILOGUE_EXAMPLE}")
-    unknown = set(value) - set(_EPILOGUE_KEYS)
-    if unknown:
-        check.fail(
-            "epilogue", f"unknown key {sorted(unknown)[0]!r}; expected {', '.join(_EPILOGUE_KEYS)}, {_EPILOGUE_EXAMPLE}"
-        )
-    listed = value.get("args", [])
-    if not isinstance(listed, list | tuple) or not all(isinstance(a, str) for a in listed):
-        check.fail("epilogue", f"args: expected a list of names from {', '.join(EPILOGUE_ARGS)}, got {listed!r}")
+    listed = _table_args(check, "epilogue", value, _EPILOGUE_KEYS, _EPILOGUE_EXAMPLE, EPILOGUE_ARGS)
     if r.kind.compiled and listed:
         check.fail("epilogue", "args: a .cu kernel names the epilogue's operands in the header's args")
     named = tuple(taken) if r.kind.compiled else tuple(listed)
