@@ -12,6 +12,7 @@ how many runs that was. The GPU is named from the runs.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import defaultdict
 from collections.abc import Iterator
@@ -91,7 +92,8 @@ def main(args: list[str]) -> None:
 
 
 def _size(shape: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in shape.split()[0].split("x"))
+    """A shape id's numbers, for sorting: M, N, K and a batch's or groups' count (``8192x4096x7168g8``)."""
+    return tuple(int(x) for x in re.findall(r"\d+", shape.split()[0]))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@
 #                     every shape set, the third-party Triton kernels of .thirdparty/issue35; GEMM_TORCH_PARTS picks)
 #                     `fp8` runs tests/gpu/test_gpu_scaled.py (FP8 and INT8 kernels in every scaling mode,
 #                     the fault kernels' diagnoses), research/fp8_accuracy.py and research/fp8_peer_layouts.py
-#                     `grouped` runs the grouped GEMM's GPU tests, its peer probe, its false-alarm sweep and
+#                     `grouped` runs the grouped GEMM's GPU tests (FP8's too), its peer probes, its false-alarm sweeps, step 14
+#                     on the grouped and DeepSeek-V3 shapes and
 #                     .thirdparty/issue46's public kernels; `epilogue` the fused epilogues' GPU tests, their peer
 #                     probe and their false-alarm sweep (GEMM_SWEEP_SEEDS, GEMM_SWEEP_SETS as there)
 #                     `bad-input` runs research/bad-input-gpu.sh (the rows of docs/bad-input.md that need a GPU: a shape past
@@ -119,6 +120,13 @@ if [[ $parts == *,grouped,* ]]; then  # grouped kernels and faults, the peer's r
         echo "== grouped-probe: $(grep -c ': ok' "$out/grouped-peer-probe.txt") ok, $(grep -c refused "$out/grouped-peer-probe.txt") refused"
     fi
     run grouped-sweep tests/gpu/test_gpu_grouped_false_alarms.py -m gpu -s
+    # grouped FP8: its kernels and fault, the peer's sweep (GEMM_SWEEP_* as above), the peer probe, step 14 verified
+    run grouped-fp8 tests/gpu/test_gpu_grouped_fp8.py -m gpu -s
+    if enough grouped-fp8-probe; then
+        timeout "$(limit)" python3 research/grouped_fp8_peer_probe.py >"$out/grouped-fp8-peer-probe.txt" 2>&1
+        echo "== grouped-fp8-probe: $(grep -c ' ms' "$out/grouped-fp8-peer-probe.txt") timed"
+    fi
+    run step14 --gemm-kernels kernels/14_fp8_grouped.cu --gemm-shapes grouped,moe-deepseek-v3 -p no:randomly
     if [ -d .thirdparty/issue46 ] && enough grouped-public; then
         timeout "$(limit)" bash .thirdparty/issue46/run.sh -v -p no:randomly >"$out/grouped-public.log" 2>&1
         echo "== grouped-public: $(tail -n 1 "$out/grouped-public.log")"

@@ -8,6 +8,7 @@ Pure: ``xp`` is NumPy or CuPy; arrays are logical and stacked as :class:`~pytest
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,7 +20,7 @@ from .accuracy import WORST, Truth, _median, element_ratios, error_stats, tile_s
 from .misread import BATCHES_LISTED as MAX_PAIRS
 from .misread import MATCH
 
-__all__ = ["GroupedTruth", "group_misreading", "group_rows", "outside_faults"]
+__all__ = ["GroupReading", "GroupedTruth", "group_misreading", "group_rows", "outside_faults"]
 
 
 def _truth(xp: Any, a: Any, b: Any, c0: Any | None, alpha: float, beta: float, out: DType) -> Truth:
@@ -179,36 +180,58 @@ def _tried(g: int, count: int) -> list[int]:
     return [h for h in dict.fromkeys((0, g - 1, g + 1, count - 1)) if 0 <= h < count and h != g]
 
 
+#: a reading of group g's B with group h's: (g, h) -> the float64 K x N B it gives
+GroupReading = Callable[[int, int], Any]
+
+
 def group_misreading(
-    xp: Any, truth: GroupedTruth, got: Any, a64: Any, b64: Any, c064: Any | None, alpha: float, beta: float,
-    dtype: DType, out: DType,
+    xp: Any, truth: GroupedTruth, got: Any, a64: Any, readings: Mapping[Misreading, GroupReading], c064: Any | None,
+    alpha: float, beta: float, dtype: DType, out: DType,
 ) -> Misread | None:  # fmt: skip
-    """Which other group's B the wrong groups' rows match (M-grouped layouts), group by group: ``(g, h)`` pairs, group
-    g's rows computed with group h's B. Where each such group's rows are only in part wrong and h is empty, it is an
-    empty group that was not skipped (its tile computed over the next group's first rows). None when no wrong group
-    matches another's B."""
+    """Which reading of another group's data the wrong groups' rows match (M-grouped layouts), group by group: ``(g,
+    h)`` pairs, group g's rows computed with group h's B (``readings``' :attr:`~Misreading.OTHER_GROUP_B`) or, for
+    FP8, with its own B's elements and group h's scales. Where each group that read another's B is only in part
+    wrong and h is empty, it is an empty group that was not skipped (its tile computed over the next group's first
+    rows). The kind with the most groups is named; None when no wrong group matches."""
     plan = truth.plan
     if plan is None or plan.layout == "k":
         return None
     ratio = truth.ratios(xp, got, plan.K, dtype, out)
-    pairs, matched, partial = [], 0, 0
+    found: dict[Misreading, tuple[list[tuple[int, int]], int, int]] = {}
     for g, _ in truth._each():
         r0, r1 = plan.c_rows(g)
         bad = ratio[r0:r1] > 1.0
         wrong = int(bad.sum())
         if wrong < plan.N:  # less than a row's worth: not a group's B
             continue
-        for h in _tried(g, plan.count):
-            b = b64[h * plan.K : (h + 1) * plan.K]
-            other = _truth(xp, a64[r0:r1], b, None if c064 is None else c064[r0:r1], alpha, beta, out)
+        match = _group_match(xp, plan, g, (r0, r1), bad, got, a64, readings, c064, alpha, beta, dtype, out)
+        if match is not None:
+            kind, h, hits = match
+            pairs, matched, partial = found.get(kind, ([], 0, 0))
+            empty = kind == Misreading.OTHER_GROUP_B and plan.sizes[h] == 0
+            partial += empty and wrong < MATCH * (r1 - r0) * plan.N  # a tile over the next group
+            found[kind] = ([*pairs, (g, h)], matched + hits, partial)
+    if not found:
+        return None
+    kind, (pairs, matched, partial) = max(found.items(), key=lambda item: len(item[1][0]))
+    if kind == Misreading.OTHER_GROUP_B and partial == len(pairs):
+        kind = Misreading.EMPTY_GROUP_COMPUTED
+    return Misread(kind, matched, tuple(pairs[:MAX_PAIRS]), len(pairs))
+
+
+def _group_match(
+    xp: Any, plan: GroupPlan, g: int, rows: tuple[int, int], bad: Any, got: Any, a64: Any,
+    readings: Mapping[Misreading, GroupReading], c064: Any | None, alpha: float, beta: float, dtype: DType, out: DType,
+) -> tuple[Misreading, int, int] | None:  # fmt: skip
+    """The first reading (kind, the other group h, the wrong elements it matches) that group ``g``'s wrong rows
+    match, trying the groups the usual slips reach."""
+    r0, r1 = rows
+    wrong = int(bad.sum())
+    for h in _tried(g, plan.count):
+        for kind, read in readings.items():
+            other = _truth(xp, a64[r0:r1], read(g, h), None if c064 is None else c064[r0:r1], alpha, beta, out)
             args = (other.value, other.gscale, plan.K, dtype, out, other.hscale, other.subnormal)
             hits = int(((element_ratios(xp, got[r0:r1], *args) <= 1.0) & bad).sum())
             if hits >= MATCH * wrong:  # the wrong rows (a tile that computed the wrong group's, perhaps) match
-                pairs.append((g, h))
-                matched += hits
-                partial += plan.sizes[h] == 0 and wrong < MATCH * (r1 - r0) * plan.N  # a tile over the next group
-                break
-    if not pairs:
-        return None
-    kind = Misreading.EMPTY_GROUP_COMPUTED if partial == len(pairs) else Misreading.OTHER_GROUP_B
-    return Misread(kind, matched, tuple(pairs[:MAX_PAIRS]), len(pairs))
+                return kind, h, hits
+    return None

@@ -62,9 +62,17 @@ def scale_values(xp: Any, grid: Any, kind: str) -> Any:
     return grid.astype(xp.float64)
 
 
-def dequantised(xp: Any, values: Any, grid: Any, block: tuple[int, int]) -> Any:
-    """An operand's exact values: its elements (float64, logical) times their blocks' scales (float64 grid)."""
-    return values * expand(xp, grid, block, *values.shape)
+def dequantised(xp: Any, values: Any, grid: Any, block: tuple[int, int], batch: int = 1) -> Any:
+    """An operand's exact values: its elements (float64, logical) times their blocks' scales (float64 grid); a batch's
+    (a grouped operand's one matrix a group) stacked, each matrix with its own grid, stacked as the elements are."""
+    if batch == 1:
+        return values * expand(xp, grid, block, *values.shape)
+    rows, grid_rows = values.shape[0] // batch, grid.shape[0] // batch
+    found = xp.empty(values.shape)
+    for i in range(batch):
+        part, own = values[i * rows : (i + 1) * rows], grid[i * grid_rows : (i + 1) * grid_rows]
+        found[i * rows : (i + 1) * rows] = part * expand(xp, own, block, *part.shape)
+    return found
 
 
 def _magnitudes(rng: np.random.Generator, shape: tuple[int, int], fine: tuple[int, int]) -> np.ndarray:
@@ -90,8 +98,9 @@ def _block_amax(x: np.ndarray, block: tuple[int, int]) -> np.ndarray:
 def draw_quantised(
     rng: np.random.Generator, operand: str, shape: Shape, fmt: str, scales: Scales
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One operand of an FP8 case, logical (A: M x K, B: K x N; FP8 kernels run one GEMM at a time): its FP8 elements
-    (ml_dtypes' type) and its grid of scales as the kernel gets it (float32, or UE8M0 bytes as uint8), logical."""
+    """One matrix of an FP8 case's operand, logical (A: M x K, B: K x N of ``shape``; a grouped operand is a batch of
+    them, each drawn so): its FP8 elements (ml_dtypes' type) and its grid of scales as the kernel gets it (float32, or
+    UE8M0 bytes as uint8), logical."""
     import ml_dtypes
 
     rows, cols = (getattr(shape, d) for d in LOGICAL[operand])

@@ -89,9 +89,10 @@ _MIXED = {
     Misreading.OTHER_BATCH_C: "batch {j}'s C holds batch {i}'s result",
     Misreading.OTHER_GROUP_B: "group {j}'s rows computed with group {i}'s B",
     Misreading.EMPTY_GROUP_COMPUTED: "group {j}'s rows computed with empty group {i}'s B",
+    Misreading.OTHER_GROUP_SCALES: "group {j}'s B scaled by group {i}'s scales",
 }
 #: what a mix-up's pairs are pairs of
-_MIXED_OF = {Misreading.OTHER_GROUP_B: "groups", Misreading.EMPTY_GROUP_COMPUTED: "groups"}
+_MIXED_OF = {kind: "groups" for kind in _MIXED if kind.name.startswith(("OTHER_GROUP", "EMPTY_GROUP"))}
 
 
 def _mixed(f: Finding, d: Diagnosis) -> str:

@@ -16,7 +16,7 @@ from ..records.scales import Scales
 from ..specs.cases import Case
 from .cublas import Bind
 
-__all__ = ["device_matrix", "fp8_runner"]
+__all__ = ["device_matrix", "fp8_runner", "needs_copy", "peer_scales", "scaled_gemm"]
 
 
 def _torch() -> Any:
@@ -32,7 +32,7 @@ def device_matrix(cp: Any, ptr: int, rows: int, cols: int, ld: int, itemsize: in
     return cp.ndarray((rows, ld), dtype, cp.cuda.MemoryPointer(memory, 0))[:, :cols]
 
 
-def _scales(torch: Any, scales: Scales, values: tuple[Any, Any]) -> tuple[Any, Any]:
+def peer_scales(torch: Any, scales: Scales, values: tuple[Any, Any]) -> tuple[Any, Any]:
     """The scales as cuBLASLt takes them through torch: a 0-d tensor per tensor; (M, 1) and (1, N) per row and column;
     A's 1 x 128 grid (M, K/128) M-major, B's 128 x 128 grid (K/128, N/128) with each N block's K blocks together, its
     stored rows padded to 16 bytes (measured on an H100, torch 2.11: research/fp8_peer_layouts.py)."""
@@ -66,12 +66,9 @@ def fp8_runner(
     fp8, out_type = torch.float8_e4m3fn, getattr(torch, out.storage)
     shape, storage = case.shape, case.storage
     with torch.cuda.stream(external):  # the scales' copies on the harness's stream, before any GEMM reads them
-        scale_a, scale_b = _scales(torch, scales, values)
+        scale_a, scale_b = peer_scales(torch, scales, values)
 
-    blocks = scales.granularity("B") == "128x128"
-    # torch's _scaled_mm (which writes into C) takes B's 128 x 128 grid only where K/128 is a multiple of 4; its
-    # scaled_mm takes the padded grid at any K, but writes a C of its own, copied into the kernel's (measured, H100)
-    padded_k = blocks and -(-shape.K // 128) % 4 != 0
+    padded_k = needs_copy(scales, shape.K)
 
     def bind(operands: dict[str, tuple[int, int, int]]) -> Callable[[], None]:
         torch.cuda.set_stream(external)  # the copies below, on the harness's stream
@@ -89,18 +86,25 @@ def fp8_runner(
 
         def gemm() -> None:
             torch.cuda.set_stream(external)
-            if padded_k:
-                recipes = (
-                    torch.nn.functional.ScalingType.BlockWise1x128,
-                    torch.nn.functional.ScalingType.BlockWise128x128,
-                )
-                made = torch.nn.functional.scaled_mm(
-                    a, b, scale_a, recipes[0], scale_b, recipes[1], output_dtype=out_type
-                )
-                c.copy_(made)
-            else:
-                torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=out_type, out=c)
+            scaled_gemm(torch, a, b, scale_a, scale_b, c, padded_k)
 
         return gemm
 
     return bind
+
+
+def needs_copy(scales: Scales, k: int) -> bool:
+    """Whether cuBLASLt's FP8 GEMM of this K writes a C of its own, copied into the kernel's: torch's ``_scaled_mm``
+    (which writes into C) takes B's 128 x 128 grid only where K/128 is a multiple of 4; its ``scaled_mm`` takes the
+    padded grid at any K (measured, H100)."""
+    return scales.granularity("B") == "128x128" and -(-k // 128) % 4 != 0
+
+
+def scaled_gemm(torch: Any, a: Any, b: Any, scale_a: Any, scale_b: Any, c: Any, copy: bool) -> None:
+    """One FP8 GEMM of cuBLASLt's into ``c`` (A row-major, B column-major, the scales as :func:`peer_scales` gives
+    them), queued on torch's current stream; ``copy``: :func:`needs_copy`."""
+    if copy:
+        recipes = (torch.nn.functional.ScalingType.BlockWise1x128, torch.nn.functional.ScalingType.BlockWise128x128)
+        c.copy_(torch.nn.functional.scaled_mm(a, b, scale_a, recipes[0], scale_b, recipes[1], output_dtype=c.dtype))
+    else:
+        torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=c.dtype, out=c)

@@ -12,15 +12,17 @@ from typing import Any
 import numpy as np
 
 from ..judge.accuracy import Truth, count_changed
+from ..judge.grouped import GroupReading
 from ..judge.scale_misread import int_candidates, scale_candidates
 from ..judge.scaled import dequantised, draw_int8, draw_quantised, scale_values
 from ..records.dtypes import SCALE_DTYPES, DType, get_dtype
 from ..records.outcome import ErrorStats, Fault
 from ..records.scales import Scales
-from ..records.verdicts import Check
+from ..records.shapes import Shape
+from ..records.verdicts import Check, Misreading
 from ..specs.cases import Case
 from ..specs.families import family_of
-from ..specs.footprint import storage_dims
+from ..specs.footprint import operand_shape, per_group, storage_dims
 from .buffers import GuardedMatrix, bits_to_float64, guarded, np_dtype, random_matrix, upload_bits
 from .operands import CaseInputs
 
@@ -60,6 +62,11 @@ class InputStrategy:
     def exact(self, cp: Any, data: CaseInputs, a64: Any, b64: Any) -> tuple[Any, Any]:
         """The operands the truth is the product of, from A's and B's elements as float64 (logical): themselves."""
         return a64, b64
+
+    def group_readings(self, cp: Any, data: CaseInputs, b_raw: Any) -> dict[Misreading, GroupReading]:
+        """The family's own readings of a grouped case's group g with group h's data (``b_raw``: B's elements as
+        float64, logical, stacked): nothing."""
+        return {}
 
     def unreadable(self, stats: ErrorStats) -> bool:
         """Whether an output too wrong for the usual misreadings (mostly NaN) is still compared with this family's."""
@@ -119,9 +126,20 @@ class ScaledInputs(InputStrategy):
     def scale_dtype(self) -> DType:
         return SCALE_DTYPES[self.scales.type]
 
+    def own(self, operand: str) -> Shape:
+        """The shape of one matrix of ``operand`` with its batch: the case's, or a grouped operand's (one a group)."""
+        return operand_shape(self.case.spec, operand, self.case.shape)
+
     def draw(self, seed: int) -> CaseInputs:
+        """Each matrix of each operand quantised with its own grid (a grouped operand: one a group, each group's
+        scales its own), the matrices and their grids stacked."""
         case, rng = self.case, np.random.default_rng(seed)
-        (a, sa), (b, sb) = (draw_quantised(rng, op, case.shape, case.dtype, self.scales) for op in "AB")
+        drawn = []
+        for op in "AB":
+            own = self.own(op)
+            parts = [draw_quantised(rng, op, own, case.dtype, self.scales) for _ in range(own.batch)]
+            drawn.append(tuple(np.concatenate([part[i] for part in parts]) for i in range(2)))
+        (a, sa), (b, sb) = drawn
         _read_only(a, b, sa, sb)
         return CaseInputs(a, b, None, case.storage, case.shape.batch, sa, sb)
 
@@ -131,15 +149,20 @@ class ScaledInputs(InputStrategy):
         return grid
 
     def _stored(self, data: CaseInputs, operand: str) -> np.ndarray:
-        grid = self._host(data, operand)
-        return grid.T if self.scales.transposed(operand) else grid
+        """The grids of ``operand`` as stored: each matrix's in its stored order, stacked."""
+        grid, batch = self._host(data, operand), self.own(operand).batch
+        if not self.scales.transposed(operand):
+            return grid
+        rows, cols = grid.shape[0] // batch, grid.shape[1]
+        return grid.reshape(batch, rows, cols).transpose(0, 2, 1).reshape(batch * cols, rows)
 
     def grids(self, cp: Any, data: CaseInputs, guards: bool) -> dict[str, GuardedMatrix]:
-        """Each grid of scales in a fresh guarded buffer, each stored row padded to the header's ``align``."""
+        """Each operand's grids of scales in a fresh guarded buffer, each stored row padded to the header's ``align``
+        (a grouped operand's one after the other, a group's grid ``rows x ld_scale`` elements after the last's)."""
         found = {}
         for op in "AB":
             stored = np.ascontiguousarray(self._stored(data, op))
-            ld = self.scales.ld(op, self.case.shape)
+            ld = self.scales.ld(op, self.own(op))
             found[op] = guarded(cp, self.scale_dtype, False, stored.shape, stored, guards=guards, ld=ld)
         return found
 
@@ -149,8 +172,14 @@ class ScaledInputs(InputStrategy):
         return grid.matrix(np.float32 if self.scale_dtype.name == "fp32" else np.uint8)
 
     def logical_view(self, grids: dict[str, GuardedMatrix], operand: str) -> Any:
-        """A grid seen in logical order (a view): what a Python kernel is given."""
+        """A grid seen in logical order (a view): what a Python kernel is given; a grouped operand's grids one a
+        group, groups first (3-D)."""
         view = self.stored_view(grids[operand])
+        own = self.own(operand)
+        if per_group(self.case.spec, operand, self.case.shape):
+            rows = view.shape[0] // own.batch
+            view = view.reshape(own.batch, rows, view.shape[1])
+            return view.transpose(0, 2, 1) if self.scales.transposed(operand) else view
         return view.T if self.scales.transposed(operand) else view
 
     def kernel_views(self, grids: dict[str, GuardedMatrix]) -> list[tuple[Any, DType]]:
@@ -171,11 +200,24 @@ class ScaledInputs(InputStrategy):
         return scale_values(cp, cp.asarray(self._host(data, operand)), self.scales.type)
 
     def _dequantised(self, cp: Any, data: CaseInputs, operand: str, x64: Any) -> Any:
-        return dequantised(cp, x64, self.values(cp, data, operand), self.scales.block(operand, self.case.shape))
+        own = self.own(operand)
+        return dequantised(cp, x64, self.values(cp, data, operand), self.scales.block(operand, own), own.batch)
 
     def exact(self, cp: Any, data: CaseInputs, a64: Any, b64: Any) -> tuple[Any, Any]:
         """Each operand's FP8 elements times its scales: its exact values."""
         return self._dequantised(cp, data, "A", a64), self._dequantised(cp, data, "B", b64)
+
+    def group_readings(self, cp: Any, data: CaseInputs, b_raw: Any) -> dict[Misreading, GroupReading]:
+        """Group g's B elements with group h's grid of B's scales (a grouped operand B, one matrix a group)."""
+        if not per_group(self.case.spec, "B", self.case.shape):
+            return {}
+        own, grid = self.own("B"), self.values(cp, data, "B")
+        k, rows, block = own.K, grid.shape[0] // own.batch, self.scales.block("B", own)
+
+        def other_scales(g: int, h: int) -> Any:
+            return dequantised(cp, b_raw[g * k : (g + 1) * k], grid[h * rows : (h + 1) * rows], block)
+
+        return {Misreading.OTHER_GROUP_SCALES: other_scales}
 
     def unreadable(self, stats: ErrorStats) -> bool:
         written_nan = stats.nonfinite - stats.unwritten  # FP8 read as the other format writes NaN, not its poison

@@ -22,6 +22,7 @@ from ..judge.accuracy import Truth
 from ..judge.grouped import GroupedTruth, group_misreading, outside_faults
 from ..records.dtypes import DType, get_dtype
 from ..records.outcome import ErrorStats, Fault, Misread
+from ..records.verdicts import Misreading
 from ..specs.cases import Case
 from ..specs.footprint import storage_dims
 from .buffers import GuardedMatrix, bits_to_float64, guarded
@@ -118,13 +119,18 @@ class GroupedLayout(Layout):
     def misreading(
         self, prepared: Any, got: Any, stats: ErrorStats, bits: tuple[Any, Any, Any], truth: Truth
     ) -> Misread | None:
-        """Which other group's B a wrong group's rows match (:func:`~pytest_gemm.judge.grouped.group_misreading`)."""
+        """Which other group's data a wrong group's rows match (:func:`~pytest_gemm.judge.grouped.group_misreading`):
+        its B, or what the input family reads of a group besides (an FP8 group's scales)."""
         if not stats.bad or not isinstance(truth, GroupedTruth):
             return None
-        cp, case, (dt, out) = prepared.cp, self.case, prepared.dtypes
-        a64, b64 = (bits_to_float64(cp, x, get_dtype(case.dtype)) for x in bits[:2])
+        cp, case, (dt, out), data = prepared.cp, self.case, prepared.dtypes, prepared.data
+        raw = tuple(bits_to_float64(cp, x, get_dtype(case.dtype)) for x in bits[:2])
+        a64, b64 = prepared.inputs.exact(cp, data, *raw)
+        k = self.plan.K
+        readings = {Misreading.OTHER_GROUP_B: lambda g, h: b64[h * k : (h + 1) * k]}
+        readings |= prepared.inputs.group_readings(cp, data, raw[1])
         c064 = None if bits[2] is None else bits_to_float64(cp, bits[2], out)
-        return group_misreading(cp, truth, got, a64, b64, c064, case.ab.alpha, case.ab.beta, dt, out)
+        return group_misreading(cp, truth, got, a64, readings, c064, case.ab.alpha, case.ab.beta, dt, out)
 
 
 def layout_strategy(case: Case) -> Layout:

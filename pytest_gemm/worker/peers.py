@@ -15,12 +15,13 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
-from ..records.dtypes import DType
+from ..records.dtypes import DType, get_dtype
 from ..specs.cases import Case
 from ..specs.families import family_of
 from .cublas import Bind, gemm_runner, peer_output
 from .epilogue_peer import epilogue_runner, no_epilogue_peer
 from .fp8_peer import fp8_runner
+from .grouped_fp8_peer import grouped_fp8_runner, no_grouped_fp8_peer, one_launch_peer
 from .grouped_peer import grouped_result, grouped_runner, no_grouped_peer
 from .inputs import InputStrategy, ScaledInputs
 from .operands import CaseInputs
@@ -29,6 +30,7 @@ from .runner import GpuRunner
 __all__ = [
     "CublasLtFp8Peer",
     "CublasPeer",
+    "GroupedFp8Peer",
     "NoPeer",
     "Peer",
     "TorchEpiloguePeer",
@@ -99,6 +101,25 @@ class TorchGroupedPeer(Peer):
         return grouped_result(device, self.case, data, bits, self.gemm(device, data, dt, out))
 
 
+class GroupedFp8Peer(CublasLtFp8Peer):
+    """cuBLASLt's FP8 GEMM a group at a time, each with its own scales (:mod:`.grouped_fp8_peer`)."""
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        plan, scales = self.case.plan, self.inputs.scales
+        assert plan is not None
+        out = get_dtype(self.case.spec.output_dtype(self.case.dtype))
+        return "torch _scaled_grouped_mm" if one_launch_peer(plan, scales, out) else "cuBLASLt FP8 a group"
+
+    def gemm(self, device: GpuRunner, data: CaseInputs, dt: DType, out: DType) -> Bind:
+        values = tuple(self.inputs.values(device.cp, data, op) for op in "AB")
+        scales = self.inputs.scales
+        return grouped_fp8_runner(device.cp, self.case, scales, values, out, device.index, device.stream.ptr)
+
+    def result(self, device: GpuRunner, data: CaseInputs, bits: tuple[Any, Any, Any], dt: DType, out: DType) -> Any:
+        return grouped_result(device, self.case, data, bits, self.gemm(device, data, dt, out))
+
+
 class TorchEpiloguePeer(Peer):
     """torch's GEMM with the case's epilogue, cuBLASLt's own where it has it (:mod:`.epilogue_peer`)."""
 
@@ -146,7 +167,10 @@ def peer_strategy(case: Case, inputs: InputStrategy, capability: tuple[int, int]
     wants K and N multiples of 16 (torch: "Expected trailing dimension of mat1 to be divisible by 16"), 1 x 128 blocks
     M a multiple of 4; INT8's gemmEx answered CUBLAS_STATUS_NOT_SUPPORTED at 15 x 16 x 17 and K = 1001. torch writes C
     row-major: a C stored N x M would be a copy inside the timed call, so it has no peer either."""
-    if case.plan is not None:  # a grouped case: its groups' peer, whatever its family
+    if case.plan is not None and isinstance(inputs, ScaledInputs):  # a grouped FP8 case: cuBLASLt's, a group at a time
+        reason = _no_fp8_peer(case, capability) or no_grouped_fp8_peer(case, inputs.scales)
+        return NoPeer(case, reason) if reason else GroupedFp8Peer(case, inputs)
+    if case.plan is not None:  # a grouped case: its groups' peer
         reason = no_grouped_peer(case, capability)
         return NoPeer(case, reason) if reason else TorchGroupedPeer(case)
     if case.spec.epilogue is not None:  # a fused epilogue's, or D written apart from C: torch's
@@ -169,7 +193,7 @@ def _no_fp8_peer(case: Case, capability: tuple[int, int]) -> str | None:
         return f"cuBLASLt's FP8 GEMM has no mode that scales A {scales.A} with B {scales.B}"
     if shape.K % 16 or shape.N % 16:
         return "cuBLASLt's FP8 GEMM takes K and N multiples of 16"
-    if scales.A == "1x128" and shape.M % 4:
+    if scales.A == "1x128" and shape.M % 4 and case.plan is None:  # a grouped case's groups: no_grouped_fp8_peer
         return (
             "cuBLASLt's FP8 GEMM with 1 x 128 blocks takes M a multiple of 4 (M = 1 and 2: CUBLAS_STATUS_NOT_SUPPORTED)"
         )

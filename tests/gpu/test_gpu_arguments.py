@@ -23,10 +23,9 @@ def test_a_scheduled_kernel_with_its_buffers_passes_and_a_wrong_schedule_is_name
         shutil.copy(folder / name, tmp_path / name)
     output = run_kernel_files(tmp_path, folder, ("scheduled.cu",), "--gemm-shapes", ",".join(SHAPES))
     outcomes = outcomes_in(output)
-    for shape in SHAPES:
-        for ab in ("", "-a0.7b1.3", "-a-1.5b0"):
-            assert outcomes.get(f"scheduled[fp32-{shape}{ab}]") == "PASSED", output[-4000:]
-            assert outcomes.get(f"scheduled_short[fp32-{shape}{ab}]") == "FAILED", output[-4000:]
+    for shape in SHAPES:  # the kernel takes no alpha or beta: one case a shape
+        assert outcomes.get(f"scheduled[fp32-{shape}]") == "PASSED", output[-4000:]
+        assert outcomes.get(f"scheduled_short[fp32-{shape}]") == "FAILED", output[-4000:]
     text = failure_section(output, "scheduled_short[fp32-64x64x64]")
     assert "schedule.py" in text and "one_short() gave 15 values for 64x64x64; buffer tiles is 16 elements" in text
 
@@ -41,7 +40,8 @@ def test_a_param_taken_as_an_argument_reaches_the_kernel(tmp_path):
         assert outcomes.get(f"flagged[{order}-fp32-64x48x40]") == "PASSED", output[-4000:]
     assert outcomes.get("flagged_ignored[BKxN-fp32-64x48x40]") == "PASSED", output[-4000:]
     assert outcomes.get("flagged_ignored[BNxK-fp32-64x48x40]") == "FAILED", output[-4000:]
-    assert "B read in the other order" in failure_section(output, "flagged_ignored[BNxK-fp32-64x48x40]")
+    text = failure_section(output, "flagged_ignored[BNxK-fp32-64x48x40]")
+    assert "B read as K x N; the header says N x K" in text, text
     # an alpha without a beta: C = alpha A B, at the pairs with beta = 0 only
     assert outcomes.get("alpha_only[fp32-64x48x40]") == "PASSED", output[-4000:]
     assert outcomes.get("alpha_only[fp32-64x48x40-a-1.5b0]") == "PASSED", output[-4000:]

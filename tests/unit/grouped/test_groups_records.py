@@ -73,6 +73,9 @@ def test_the_groups_record_refuses_what_cannot_be(fields, words):
         Groups(**fields)
 
 
+BLOCK_SCALES = {"A": "1x128", "B": "128x128"}
+
+
 def _cu(**header):
     data = {"entry": "k", "block": [16], "grid": [1], "dtypes": ["fp32"], "args": ["A", "B", "C"]} | header
     return spec_from_mapping(data, path="k.cu", kind="cu")
@@ -93,8 +96,8 @@ def _py(**header):
         ),
         (lambda: _cu(args=["A", "B", "C", "group_index"], groups={"layout": "k"}), "a 'k' layout has none"),
         (
-            lambda: _cu(args=["A", "B_map", "C", "group_ends"], groups={"layout": "contiguous"}),
-            "B_map: a contiguous layout's B is one matrix a group, whose tensor map would be 3-D",
+            lambda: _py(dtypes=["fp8_e4m3"], scales=BLOCK_SCALES, groups={"layout": "k", "args": ["group_ends"]}),
+            "a K-grouped FP8 kernel is not supported yet",
         ),
         (lambda: _cu(args=["A", "B", "C", "group_ends", "batch"], groups={"layout": "k"}), "not both"),
         (lambda: _py(groups={"layout": "contiguous"}), "name the group arrays the function takes after C"),
