@@ -26,7 +26,10 @@ from functools import lru_cache
 
 from .shapes import Shape
 
-__all__ = ["DISTRIBUTIONS", "GROUP_ARGS", "LAYOUTS", "PER_GROUP", "TINY_GROUP", "GroupPlan", "Groups", "group_plan"]
+__all__ = [
+    "DISTRIBUTIONS", "GROUP_ARGS", "LAYOUTS", "PER_GROUP", "POINTER_ARGS", "TINY_GROUP",
+    "GroupPlan", "Groups", "group_plan",
+]  # fmt: skip
 
 #: each layout, and what it is
 LAYOUTS = {
@@ -50,7 +53,13 @@ GROUP_ARGS = {
     "group_offsets": "each group's first row (K-grouped: first k), then the end of the last: G + 1 values",
     "group_rows": "each group's rows (K-grouped: its K), DeepGEMM's masked_m",
     "group_index": "each row of A's group, -1 for a padding row, DeepGEMM's m_indices (contiguous only)",
+    "A_ptrs": "each group's A: the address of its first element (CUTLASS's pointer-array grouped GEMM), 64-bit",
+    "B_ptrs": "each group's B: the address of its first element, 64-bit",
+    "C_ptrs": "each group's C: the address of its first element, 64-bit",
 }
+#: the group arrays that hold addresses (a .cu kernel's ``T**``), not integers from the plan: made for each set of
+#: operands (M-grouped layouts only)
+POINTER_ARGS = ("A_ptrs", "B_ptrs", "C_ptrs")
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,8 @@ class Groups:
         for arg in self.args:
             if arg not in GROUP_ARGS:
                 raise ValueError(f"args: expected names from {', '.join(GROUP_ARGS)}, got {arg!r}")
+        if self.layout == "k" and set(self.args) & set(POINTER_ARGS):
+            raise ValueError("args: pointer arrays give each group's matrices; K-grouped, groups are ranges of K")
         if self.layout != "contiguous" and "group_index" in self.args:
             raise ValueError(f"args: group_index lists the rows of a contiguous A; a {self.layout!r} layout has none")
         if len(set(self.args)) != len(self.args):

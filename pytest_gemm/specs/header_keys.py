@@ -136,8 +136,10 @@ class HeaderChecker:
             if name not in value:
                 self.fail("buffers", f"{name} is declared but the kernel does not take it; add it to args")
         for needed in ("A", "B", "C"):
-            if needed not in value and f"{needed}_map" not in value:
-                self.fail("args", f"the kernel must take {needed} (or its tensor map {needed}_map)")
+            if not {needed, f"{needed}_map", f"{needed}_ptrs"} & set(value):
+                self.fail(
+                    "args", f"the kernel must take {needed} (or its tensor map {needed}_map, or grouped {needed}_ptrs)"
+                )
         if "beta" in value and "alpha" not in value:
             self.fail("args", "a kernel that takes beta takes alpha (alpha alone: C = alpha A B)")
         strides = [arg for arg in value if arg in STRIDE_ARGS]

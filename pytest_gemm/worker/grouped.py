@@ -12,26 +12,48 @@ import numpy as np
 from ..judge.accuracy import count_changed
 from ..judge.grouped import group_rows
 from ..records.dtypes import get_dtype
-from ..records.groups import GroupPlan
+from ..records.groups import POINTER_ARGS, GroupPlan
 from ..records.outcome import Fault
+from ..records.storage import Storage
 from ..records.verdicts import Check
 from .buffers import GuardedMatrix, uint_type, upload_bits
 
 __all__ = ["group_array_faults", "group_host", "padding_read"]
 
 
-def group_host(plan: GroupPlan, name: str) -> np.ndarray:
-    """Group array ``name`` of ``plan`` on the host, as one row of int32 (a row of one 0 where it is empty)."""
+def group_host(plan: GroupPlan, name: str, operands: dict[str, GuardedMatrix], storage: Storage) -> np.ndarray:
+    """Group array ``name`` of ``plan`` on the host, as one row of int32 (a row of one 0 where it is empty); a pointer
+    array's 64-bit addresses into ``operands`` (A, B and C by name, as stored), each as two int32."""
+    if name in POINTER_ARGS:
+        return np.asarray(_addresses(plan, name[0], operands[name[0]], storage), dtype=np.uint64).view(np.int32)[None]
     values = plan.group_args()[name]
     return np.asarray(values if values else (0,), dtype=np.int32).reshape(1, -1)
 
 
-def group_array_faults(cp: Any, plan: GroupPlan, arrays: dict[str, GuardedMatrix]) -> list[Fault]:
+def _addresses(plan: GroupPlan, op: str, matrix: GuardedMatrix, storage: Storage) -> list[int]:
+    """The address of each group's first element of operand ``op``: its matrix of the batch (one matrix a group), or
+    its first row of the one matrix (a column, stored transposed); one 0 where there are no groups."""
+    base, size = int(matrix.pointer().data.ptr), matrix.flat.itemsize
+    found = []
+    for g in range(plan.count):
+        if plan.per_group(op):
+            offset = g * matrix.batch_stride
+        else:
+            row = plan.starts[g]
+            offset = row if storage.transposed(op) else row * matrix.ld
+        found.append(base + offset * size)
+    return found or [0]
+
+
+def group_array_faults(
+    cp: Any, plan: GroupPlan, arrays: dict[str, GuardedMatrix], operands: dict[str, GuardedMatrix], storage: Storage
+) -> list[Fault]:
     """Writes into the group arrays' guards, and changes to what they hold (they are inputs)."""
     found = []
     for name, array in arrays.items():
         found += array.guard_faults(cp, name)
-        changed = count_changed(cp, upload_bits(cp, group_host(plan, name)), array.matrix(cp.uint32))
+        host = group_host(plan, name, operands, storage)
+        changed = count_changed(cp, upload_bits(cp, host), array.matrix(cp.uint32))
         if changed:
             found.append(Fault(Check.INPUT_MODIFIED, f"{name} (group arrays are inputs, read-only)", changed))
     return found

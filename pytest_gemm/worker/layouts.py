@@ -21,6 +21,7 @@ import numpy as np
 from ..judge.accuracy import Truth
 from ..judge.grouped import GroupedTruth, group_misreading, outside_faults
 from ..records.dtypes import DType, get_dtype
+from ..records.groups import POINTER_ARGS
 from ..records.outcome import ErrorStats, Fault, Misread
 from ..records.verdicts import Misreading
 from ..specs.cases import Case
@@ -45,9 +46,12 @@ class Layout:
         """The case's inputs as its family drew them, laid out for this layout: as they are."""
         return data
 
-    def arrays(self, cp: Any, guards: bool) -> dict[str, GuardedMatrix]:
+    #: whether what :meth:`arrays` makes depends on the operands' addresses (made again for each set of operands)
+    per_set = False
+
+    def arrays(self, cp: Any, guards: bool, operands: dict[str, GuardedMatrix]) -> dict[str, GuardedMatrix]:
         """What the kernel reads besides its operands and its family's (a grouped kernel's group arrays), in fresh
-        guarded buffers, by argument name: nothing."""
+        guarded buffers, by argument name (``operands``: A, B and C, which a pointer array points into): nothing."""
         return {}
 
     def truth(self, cp: Any, a64: Any, b64: Any, c064: Any | None, out: DType) -> Truth:
@@ -81,6 +85,7 @@ class GroupedLayout(Layout):
         plan, groups = case.plan, case.spec.groups
         assert plan is not None and groups is not None
         self.plan, self.groups = plan, groups
+        self.per_set = bool(set(case.spec.group_args) & set(POINTER_ARGS))
 
     def inputs(self, data: CaseInputs) -> CaseInputs:
         """A's rows of no group NaN (a kernel that reads them as data writes NaN), each operand's batch its own."""
@@ -93,11 +98,12 @@ class GroupedLayout(Layout):
         batches = tuple(storage_dims(self.case.spec, op, self.case.shape)[0] for op in "ABC")
         return replace(data, a=a, batches=batches)
 
-    def arrays(self, cp: Any, guards: bool) -> dict[str, GuardedMatrix]:
-        """Each group array the kernel takes, int32, in a fresh guarded buffer of its own."""
+    def arrays(self, cp: Any, guards: bool, operands: dict[str, GuardedMatrix]) -> dict[str, GuardedMatrix]:
+        """Each group array the kernel takes, int32 (a pointer array's addresses as int32 pairs), in a fresh guarded
+        buffer of its own."""
         found = {}
         for name in self.case.spec.group_args:
-            host = group_host(self.plan, name)
+            host = group_host(self.plan, name, operands, self.case.storage)
             found[name] = guarded(cp, _INT32, False, host.shape, host, guards=guards)
         return found
 
@@ -111,7 +117,7 @@ class GroupedLayout(Layout):
         """The group arrays changed or their guards written; C's rows of no group written (unless the kernel may);
         a group's rows computed from A's padding rows."""
         cp = prepared.cp
-        found = group_array_faults(cp, self.plan, ops.groups)
+        found = group_array_faults(cp, self.plan, ops.groups, ops.by_operand, self.case.storage)
         found += outside_faults(cp, self.plan, unwritten, self.groups.writes_padding)
         read = None if stats.passed else padding_read(prepared, self.plan, got)
         return found + ([read] if read else [])

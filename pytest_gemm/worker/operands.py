@@ -30,6 +30,11 @@ class Operands:
     epilogue: dict[str, GuardedMatrix] = field(default_factory=dict)
 
     @property
+    def by_operand(self) -> dict[str, GuardedMatrix]:
+        """A, B and C by name (what a grouped kernel's pointer arrays point into)."""
+        return {"A": self.a, "B": self.b, "C": self.c}
+
+    @property
     def c_read(self) -> GuardedMatrix:
         """The C the kernel reads: ``c`` itself, or an input of its own where the kernel writes D apart from C."""
         return self.epilogue.get("C", self.c)

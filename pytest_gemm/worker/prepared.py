@@ -102,12 +102,14 @@ class PreparedCase:
         data or the poison), and what else the kernel reads (``c_input``: what a C apart from D holds instead of its
         own start)."""
         stored, dt = self.stored, get_dtype(self.case.dtype)
+        a, b = self._guarded("A", dt, stored["A"]), self._guarded("B", dt, stored["B"])
+        c_ = self._guarded("C", self.out, stored["C"] if c is None else self.data.stored(c, "C"))
         return Operands(
-            self._guarded("A", dt, stored["A"]),
-            self._guarded("B", dt, stored["B"]),
-            self._guarded("C", self.out, stored["C"] if c is None else self.data.stored(c, "C")),
+            a,
+            b,
+            c_,
             self.inputs.grids(self.cp, self.data, self.guards),
-            self.layout.arrays(self.cp, self.guards),
+            self.layout.arrays(self.cp, self.guards, {"A": a, "B": b, "C": c_}),
             self.epilogue.arrays(self.cp, self.data, self._like_c, self.guards, c_input),
         )
 
@@ -131,12 +133,15 @@ class PreparedCase:
         c = cp.empty((data.batch_of("C") * rows, cols), dtype=uint_type(cp, self.out.itemsize))
         if self._grids is None:
             self._grids = self.inputs.grids(cp, self.data, self.guards)
-        if self._groups is None:
-            self._groups = self.layout.arrays(cp, self.guards)
         if self._epilogue is None:
             self._epilogue = self.epilogue.arrays(cp, data, self._packed_like_c, self.guards)
         a, b = (_plain(x.copy(), dt, data.batch_of(op)) for op, x in zip("AB", uploaded))
-        return Operands(a, b, _plain(c, self.out, data.batch_of("C")), self._grids, self._groups, self._epilogue)
+        c_ = _plain(c, self.out, data.batch_of("C"))
+        groups = self._groups
+        if groups is None:  # made once, or for each set where they point into its operands
+            groups = self.layout.arrays(cp, self.guards, {"A": a, "B": b, "C": c_})
+            self._groups = None if self.layout.per_set else groups
+        return Operands(a, b, c_, self._grids, groups, self._epilogue)
 
     def _packed_like_c(self, fill: np.ndarray | None) -> GuardedMatrix:
         """A packed, unguarded buffer laid out as a timed set's C holding ``fill`` (logical; None: uninitialised)."""

@@ -1,8 +1,9 @@
 """On the GPU: grouped kernels pass in every layout (contiguous with padding rows, masked, K-grouped) and dtype, as
-.cu kernels and as Python kernels (torch's own grouped GEMM, the peer, and a CuPy loop); a kernel that declares no
-groups skips grouped shapes; each way a grouped kernel goes wrong fails its cases and is named: another group's B
-read, padding rows written (passed where declared), rows past a group's end written, an empty group not skipped,
-padding rows read as data. Needs a device."""
+.cu kernels (with the group arrays, or pointer arrays as CUTLASS's) and as Python kernels (torch's own grouped GEMM,
+the peer, and a CuPy loop); a kernel that declares no groups skips grouped shapes; each way a grouped kernel goes
+wrong fails its cases and is named: another group's B read (by index or by pointer array), padding rows written
+(passed where declared), rows past a group's end written, an empty group not skipped, padding rows read as data.
+Needs a device."""
 
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ CORRECT = {
     "grouped_k": _names("grouped_k"),
     "grouped_k_bf16": _names("grouped_k_bf16", ("bf16",)),
     "grouped_padding_declared": _names("grouped_padding_declared"),
+    "grouped_pointers": _names("grouped_pointers"),
+    "grouped_pointers_masked": _names("grouped_pointers_masked"),
     "torch_grouped_contiguous": _names("torch_grouped_contiguous", ("bf16",), shapes=ALIGNED),
     "torch_grouped_masked": _names("torch_grouped_masked", ("bf16",), shapes=ALIGNED),
     "torch_grouped_padded": _names("torch_grouped_padded", ("bf16",), shapes=ALIGNED),
@@ -68,6 +71,7 @@ def _applies(layout: str, align: int, rule) -> list:
 
 WRONG = {
     "grouped_other_b": (("contiguous", 8, lambda p: p.count > 1), "another group's B read"),
+    "grouped_pointers_other_b": (("contiguous", 8, lambda p: p.count > 1), "another group's B read"),
     "grouped_writes_padding": (("contiguous", 8, lambda p: p.outside()), "padding rows written"),
     "grouped_past_end": (
         ("masked", 16, lambda p: any(s for s in p.sizes if 0 < s < p.slot)),

@@ -241,3 +241,49 @@ extern "C" __global__ void reads_padding(int M, int N, int K, const float* A, co
     int arow = row + 1 < M && group_index[row + 1] != g ? row + 1 : row;  // WRONG: a group's last row reads the next
     dot(row, col, N, K, 0, K, A, B + (size_t)g * K * N, C, arow);
 }
+
+/* pytest-gemm
+name = "grouped_pointers"
+description = "pointer arrays (CUTLASS's pointer-array grouped GEMM): each group's A, B and C by address, its rows group_rows[g]"
+entry = "pointers<0>"
+args = ["N", "K", "A_ptrs", "B_ptrs", "C_ptrs", "group_rows", "num_groups"]
+dtypes = ["fp32"]
+groups = { layout = "contiguous", align = 8 }
+block = [16, 16]
+grid = ["cdiv(N, 16)", "cdiv(M, 16)", "num_groups"]
+*/
+
+/* pytest-gemm
+name = "grouped_pointers_masked"
+description = "pointer arrays into masked slots: each group's slot of A and C, and its B, by address"
+entry = "pointers<0>"
+args = ["N", "K", "A_ptrs", "B_ptrs", "C_ptrs", "group_rows", "num_groups"]
+dtypes = ["fp32"]
+groups = { layout = "masked", align = 16 }
+block = [16, 16]
+grid = ["cdiv(N, 16)", "cdiv(M, 16)", "num_groups"]
+*/
+
+/* pytest-gemm
+name = "grouped_pointers_other_b"
+description = "WRONG: group g reads B_ptrs[g - 1] (an index off by one into the pointer array)"
+entry = "pointers<1>"
+args = ["N", "K", "A_ptrs", "B_ptrs", "C_ptrs", "group_rows", "num_groups"]
+dtypes = ["fp32"]
+groups = { layout = "contiguous", align = 8 }
+block = [16, 16]
+grid = ["cdiv(N, 16)", "cdiv(M, 16)", "num_groups"]
+*/
+
+// Each group's matrices by address, as CUTLASS's pointer-array grouped GEMM takes them (no base pointers).
+template <int OTHER>
+__global__ void pointers(int N, int K, const float* const* A_ptrs, const float* const* B_ptrs, float* const* C_ptrs,
+                         const int* group_rows, int G) {
+    int row = blockIdx.y * 16 + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x, g = blockIdx.z;
+    if (row >= group_rows[g] || col >= N) return;
+    const float* a = A_ptrs[g];
+    const float* b = B_ptrs[OTHER ? max(g - 1, 0) : g];
+    float acc = 0.f;
+    for (int k = 0; k < K; ++k) acc += a[(size_t)row * K + k] * b[(size_t)k * N + col];
+    C_ptrs[g][(size_t)row * N + col] = acc;
+}

@@ -156,3 +156,40 @@ def test_a_saved_record_says_which_peer_it_was_timed_against():
     del old["peer"]
     assert from_plain(CaseRecord, old).peer == "cuBLAS"
     assert record_problem(dataclasses.replace(row, peer="x\x00y")) is not None
+
+
+def test_pointer_arrays_are_a_cu_kernels_and_an_m_grouped_layouts():
+    with pytest.raises(ValueError, match="K-grouped, groups are ranges of K"):
+        Groups("k", args=("A_ptrs",))
+    with pytest.raises(KernelFileError, match=r"pointer arrays are a \.cu kernel"):
+        _py(groups={"layout": "contiguous", "args": ["A_ptrs"]})
+    spec = _cu(args=["N", "K", "A", "B", "C", "A_ptrs", "B_ptrs", "C_ptrs", "group_rows"], groups={"layout": "masked"})
+    assert spec.group_args == ("A_ptrs", "B_ptrs", "C_ptrs", "group_rows")
+
+
+def test_each_groups_address_is_its_first_element_as_stored():
+    """A pointer array holds, for each group, the address of its matrix in a batch (B; every operand masked), or of
+    its first row of the one matrix (a column where it is stored transposed), 64-bit (two int32 each)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from pytest_gemm.records.storage import Storage
+    from pytest_gemm.worker.grouped import group_host
+
+    plan = group_plan(Groups("contiguous", align=8), Shape(300, 64, 32, groups=4))
+    base, itemsize, ld = 1 << 40, 4, 40
+
+    def matrix(stride: int):
+        view = SimpleNamespace(data=SimpleNamespace(ptr=base))
+        return SimpleNamespace(pointer=lambda: view, flat=np.zeros(1, np.uint32), ld=ld, batch_stride=stride)
+
+    operands = {"A": matrix(0), "B": matrix(32 * 64), "C": matrix(0)}
+
+    def addresses(name: str, storage: Storage) -> list[int]:
+        return group_host(plan, name, operands, storage).view(np.uint64)[0].tolist()
+
+    rows = Storage()
+    assert addresses("A_ptrs", rows) == [base + start * ld * itemsize for start in plan.starts]
+    assert addresses("B_ptrs", rows) == [base + g * 32 * 64 * itemsize for g in range(4)]
+    assert addresses("A_ptrs", Storage(A="KxM")) == [base + start * itemsize for start in plan.starts]

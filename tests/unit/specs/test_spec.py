@@ -180,7 +180,7 @@ BAD = [
     ("tensor_maps = { A = { box = [64, 64], swizzle = 16 } }", "tensor_maps", "swizzle is one of 0, 32, 64, 128"),
     ("tensor_maps = { A = { size = [64, 64] } }", "tensor_maps", "expected { box = [inner, outer]"),
     ("args = ['M', 'N', 'K', 'A_map', 'B', 'C']", "tensor_maps", "A_map is in args but tensor_maps has no entry"),
-    ("args = ['M', 'N', 'K', 'B', 'C']", "args", "must take A (or its tensor map A_map)"),
+    ("args = ['M', 'N', 'K', 'B', 'C']", "args", "must take A (or its tensor map A_map, or grouped A_ptrs)"),
 ]
 
 
