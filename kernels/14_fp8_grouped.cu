@@ -187,7 +187,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                 int row, col;
                 tile_of(t, rows, cols, row, col);
                 const int row0 = row * BM, col0 = col * BN, g = __ldg(&group_index[row0]);
-                if (g < 0) continue;  // a tile of padding alone (never, with groups padded to 128; skipped alike below)
+                // a tile of padding alone: never, with groups padded to 128 (skipped alike below). The kernel needs
+                // align = 128: at a smaller one a tile would span two groups and compute the second with the first's B
+                if (g < 0) continue;
                 // A's scales of the tile's rows, each K block's contiguous (M-major): up to the grid's padded end
                 const unsigned sa_bytes = 4u * min(BM, ld_scale_a - row0);
                 for (int kb = 0; kb < blocks; ++kb, ++it) {

@@ -1,6 +1,6 @@
 """A grouped GEMM's truth and its judging, group by group: each group's own fp64 product and bounds (its own K, its
 own norm), merged into one case's statistics; the rows of C that belong to no group, which a kernel must leave as
-they were; and which other group's B a wrong group's rows match (docs/verification.md#grouped-gemm).
+they were; and which other group's B (FP8: or scales) a wrong group's rows match (docs/verification.md#grouped-gemm).
 
 Pure: ``xp`` is NumPy or CuPy; arrays are logical and stacked as :class:`~pytest_gemm.records.groups.GroupPlan` says.
 """

@@ -96,16 +96,16 @@ def _block_amax(x: np.ndarray, block: tuple[int, int]) -> np.ndarray:
 
 
 def draw_quantised(
-    rng: np.random.Generator, operand: str, shape: Shape, fmt: str, scales: Scales
+    rng: np.random.Generator, operand: str, shape: Shape, fmt: str, scales: Scales, gain: float = 1.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """One matrix of an FP8 case's operand, logical (A: M x K, B: K x N of ``shape``; a grouped operand is a batch of
     them, each drawn so): its FP8 elements (ml_dtypes' type) and its grid of scales as the kernel gets it (float32, or
-    UE8M0 bytes as uint8), logical."""
+    UE8M0 bytes as uint8), logical; ``gain`` scales the whole matrix (a power of two)."""
     import ml_dtypes
 
     rows, cols = (getattr(shape, d) for d in LOGICAL[operand])
     x = rng.uniform(-1.0, 1.0, (rows, cols))
-    x *= _magnitudes(rng, (rows, cols), (1, BLOCK) if operand == "A" else (BLOCK, 1))
+    x *= _magnitudes(rng, (rows, cols), (1, BLOCK) if operand == "A" else (BLOCK, 1)) * gain
     block = scales.block(operand, shape)
     scale = _block_amax(x, block) / FP8_MAX[fmt]
     scale[scale == 0.0] = 1.0  # a block of zeros: never a zero scale

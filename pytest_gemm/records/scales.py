@@ -9,7 +9,8 @@ A's is ceil(M / rows) x ceil(K / cols), B's ceil(K / rows) x ceil(N / cols), wit
 blocks together, the default) or ``"KxM"`` (M-major, as TMA-fed kernels such as DeepGEMM's read it), B's ``"KxN"``
 (the default) or ``"NxK"``; and ``align`` pads each stored row to a multiple of that many bytes (16 for TMA), as the
 kernel's ``ld_scale_a`` and ``ld_scale_b`` say. Scales are fp32, or UE8M0: one byte, the exponent of a power of two
-(2^(e - 127)).
+(2^(e - 127)). A grouped operand that is one matrix a group (each expert's B) has one grid a matrix, one after the
+other, each stored so (docs/kernel-files.md#grouped-gemm).
 """
 
 from __future__ import annotations

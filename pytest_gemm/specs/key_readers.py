@@ -12,7 +12,7 @@ from typing import Any
 
 from ..records.dtypes import FP8, OUTPUT_DTYPES
 from ..records.epilogue import EPILOGUE_ARGS, Epilogue
-from ..records.groups import GROUP_ARGS, POINTER_ARGS, Groups
+from ..records.groups import GROUP_ARGS, PER_GROUP, POINTER_ARGS, Groups
 from ..records.scales import Scales
 from ..records.storage import ORDER_FLAGS
 from .buffers import BUFFER_TYPES, FILL, Buffer
@@ -300,6 +300,13 @@ def groups(r: Reading, value: Any) -> Groups | None:
         if not arrays:
             check.fail("args", f"a grouped kernel takes at least one group array: one of {', '.join(GROUP_ARGS)}")
         check.record("args", Groups, layout=record.layout, args=tuple(arrays))  # group_index of a K-grouped A
+        for op in PER_GROUP[record.layout]:
+            if f"{op}_map" in args and f"stride_{op.lower()}" in args:
+                check.fail(
+                    "args",
+                    f"{op}_map is one map over {op}'s matrices stacked, which a batch stride (stride_{op.lower()}) "
+                    "would leave gaps between: take one or the other",
+                )
     elif set(listed) & set(POINTER_ARGS):
         check.fail("groups", "args: pointer arrays are a .cu kernel's (a Python kernel gets each operand whole)")
     elif not listed:

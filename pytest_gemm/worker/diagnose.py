@@ -146,14 +146,14 @@ def which_misreading(
     cannot hold its candidates, the output is judged without it (None), never failed for it."""
     case, inputs = prepared.case, prepared.inputs
     cp, (dt, out) = prepared.cp, prepared.dtypes
-    if prepared.layout.own_misreadings:  # a grouped case's: another group's B
-        return prepared.layout.misreading(prepared, got, stats, bits, truth)
-    found = prepared.epilogue.misreading(prepared, got, stats, truth)  # a fused epilogue's slips
-    if found is not None or prepared.epilogue.own_misreadings:  # the common readings lack its epilogue: no match
-        return found
-    if not may_be_misread(stats, case.shape.batch) and not inputs.unreadable(stats):
-        return None
     try:
+        if prepared.layout.own_misreadings:  # a grouped case's: another group's B (or, FP8, its scales)
+            return prepared.layout.misreading(prepared, got, stats, bits, truth)
+        found = prepared.epilogue.misreading(prepared, got, stats, truth)  # a fused epilogue's slips
+        if found is not None or prepared.epilogue.own_misreadings:  # the common readings lack its epilogue: no match
+            return found
+        if not may_be_misread(stats, case.shape.batch) and not inputs.unreadable(stats):
+            return None
         extra, (a64, b64) = inputs.candidates(cp, prepared.data, bits[:2], truth)
         c064 = None if bits[2] is None else bits_to_float64(cp, bits[2], out)
         args = (case.ab.alpha, case.ab.beta, prepared.data.storage, dt, out, truth)

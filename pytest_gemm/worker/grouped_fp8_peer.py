@@ -20,7 +20,7 @@ from ..specs.footprint import storage_dims
 from .cublas import Bind
 from .fp8_peer import device_matrix, needs_copy, peer_scales, scaled_gemm
 
-__all__ = ["grouped_fp8_runner", "no_grouped_fp8_peer", "peer_rows"]
+__all__ = ["grouped_fp8_runner", "no_grouped_fp8_peer", "one_launch_peer", "peer_rows"]
 
 #: the rows cuBLASLt's FP8 GEMM with 1 x 128 blocks takes a multiple of
 _ROWS = 4
@@ -39,9 +39,10 @@ def no_grouped_fp8_peer(case: Case, scales: Scales) -> str | None:
     for g, size in enumerate(plan.sizes):
         room = plan.slot if plan.layout == "masked" else -(-size // plan.align) * plan.align  # its rows and padding
         if peer_rows(plan, scales, g) > room:
+            where = f"slot of {plan.slot} rows" if plan.layout == "masked" else f"padding (groups align = {plan.align})"
             return (
-                f"cuBLASLt's FP8 GEMM with 1 x 128 blocks takes M a multiple of 4: group {g}'s {size} rows have no "
-                f"padding to round up into (groups align = {plan.align}; declare a multiple of 4)"
+                f"cuBLASLt's FP8 GEMM with 1 x 128 blocks takes M a multiple of 4: group {g}'s {size} rows have "
+                f"no room to round up into in its {where}; declare align a multiple of 4"
             )
     return None
 
@@ -68,7 +69,7 @@ def grouped_fp8_runner(
             grid_a = values[0] if scales.granularity("A") == "tensor" and plan.layout != "masked" else None
             if grid_a is None:
                 per = values[0].shape[0] // (plan.count if plan.layout == "masked" else 1)
-                grid_a = _rows_of_a(values[0], scales, plan, g, r0, rows, per)
+                grid_a = _rows_of_a(values[0], scales, g, r0, rows, per)
             own[g] = peer_scales(torch, scales, (grid_a, values[1][g * grid_b : (g + 1) * grid_b]))
 
     def view(op: str, ptr: int, ld: int, stride: int, itemsize: int, dtype: Any) -> Any:
@@ -94,7 +95,7 @@ def grouped_fp8_runner(
         if one_launch:
             b = b if b.stride(-2) == 1 else b.transpose(-1, -2).contiguous().transpose(-1, -2)  # K contiguous
 
-            def grouped() -> None:
+            def grouped() -> None:  # torch writes a C of its own: its allocation and copy are in the peer's time
                 torch.cuda.set_stream(external)
                 c.copy_(torch._scaled_grouped_mm(a, b, *rowwise, offs=offs, out_dtype=out_type))
 
@@ -128,7 +129,7 @@ def one_launch_peer(plan: GroupPlan, scales: Scales, out: DType) -> bool:
     )
 
 
-def _rows_of_a(grid: Any, scales: Scales, plan: GroupPlan, g: int, r0: int, rows: int, per: int) -> Any:
+def _rows_of_a(grid: Any, scales: Scales, g: int, r0: int, rows: int, per: int) -> Any:
     """Group ``g``'s part of A's grid (float64, logical, stacked): its rows' scales, or its slot's one scale."""
     if scales.granularity("A") == "tensor":  # masked: one scale a slot
         return grid[g * per : (g + 1) * per]

@@ -137,7 +137,10 @@ class ScaledInputs(InputStrategy):
         drawn = []
         for op in "AB":
             own = self.own(op)
-            parts = [draw_quantised(rng, op, own, case.dtype, self.scales) for _ in range(own.batch)]
+            # neighbouring matrices of a batch differ in size by 2x to 8x (so that even their per-tensor UE8M0 scales
+            # differ and another group's shows), on top of the blocks' own spread
+            gains = [2.0 ** (i % 7 - 3) for i in range(own.batch)] if own.batch > 1 else [1.0]
+            parts = [draw_quantised(rng, op, own, case.dtype, self.scales, gain) for gain in gains]
             drawn.append(tuple(np.concatenate([part[i] for part in parts]) for i in range(2)))
         (a, sa), (b, sb) = drawn
         _read_only(a, b, sa, sb)

@@ -4,8 +4,8 @@ only place the worker tells a grouped case from another:
 * :class:`Layout`: one GEMM, or a strided batch of equal ones: the inputs as drawn, nothing read besides A, B, C
   and the family's own, one truth of the (stacked) product, no checks or misreadings of its own;
 * :class:`GroupedLayout`: a grouped GEMM's groups (records.groups): A's rows of no group poisoned, the group
-  arrays, each group's own truth and bounds, C's rows of no group checked bit for bit, A's padding read as data, and
-  another group's B.
+  arrays (or pointer arrays), each group's own truth and bounds, C's rows of no group checked bit for bit, A's
+  padding read as data, and another group's B (FP8: or its scales, from the input family's ``group_readings``).
 
 A strategy's checks take the case's :class:`~.prepared.PreparedCase` as ``prepared`` (it holds the strategy, so the
 type is not imported here). Part of the worker package.

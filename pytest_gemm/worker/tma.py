@@ -72,19 +72,11 @@ def operand_map(kept: dict[tuple, np.ndarray], case: Case, operand: str, g: Any,
     layout (``kept``). A layout TMA cannot take is the header's mistake: a KernelFileError naming the rule."""
     spec, wanted = case.spec, case.spec.tensor_map(operand)
     box = tensor_map_box(spec, wanted, case.variant)
+    # a grouped operand's matrices (one a group, packed): one map over them stacked, as DeepGEMM's
     layout = TensorMapLayout(
-        operand,
-        g.rows * g.batch,
-        g.cols,
-        g.ld,
-        dt.itemsize,
-        box[0],
-        box[1],
-        wanted.swizzle,
-        wanted.split,
-        box[2] if len(box) > 2 else 1,
-        wanted.dims,
-    )  # fmt: skip  (a grouped operand's matrices, one a group, packed: one map over them stacked, as DeepGEMM's)
+        operand, g.rows * g.batch, g.cols, g.ld, dt.itemsize, box[0], box[1], wanted.swizzle, wanted.split,
+        box[2] if len(box) > 2 else 1, wanted.dims,
+    )  # fmt: skip
     problems = layout_problems(layout)
     if g.batch > 1 and g.batch_stride > g.rows * g.ld:
         problems.append(f"{operand}'s matrices lie a stride's gap apart (the kernel takes stride_{operand.lower()})")

@@ -106,8 +106,9 @@ def _device_drawn(cp, case: Case):
                 br, bc = self.scales.block(op, own)
                 fine = (1, 128) if op == "A" else (128, 1)
                 elements, grids = [], []
-                for _ in range(own.batch):
+                for i in range(own.batch):
                     x = torch.rand((rows, cols), generator=gen, device="cuda", dtype=torch.float32) * 2 - 1
+                    x *= 2.0 ** (i % 7 - 3) if own.batch > 1 else 1.0  # each matrix of a batch its own size
                     for block, spread in (((128, 128), 2.0), (fine, 1.0)):
                         gr, gc = -(-rows // block[0]), -(-cols // block[1])
                         u = torch.rand((gr, gc), generator=gen, device="cuda") * 2 * spread - spread

@@ -38,10 +38,12 @@ def _case(tmp_path, groups: dict, shape: Shape, scales: dict = BLOCKS):
 
 
 def _values(x, grid, block):
-    """An operand's exact values: its FP8 bytes decoded, times its blocks' scales."""
+    """An operand's exact values: its FP8 bytes decoded, times its blocks' scales (UE8M0 bytes: 2^(e - 127))."""
     values = np.asarray(x).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
     rows, cols = block[0] or values.shape[0], block[1] or values.shape[1]
-    spread = np.repeat(np.repeat(np.asarray(grid, dtype=np.float64), rows, axis=0), cols, axis=1)
+    grid = np.asarray(grid)
+    grid = np.exp2(grid.astype(np.float64) - 127) if grid.dtype == np.uint8 else grid.astype(np.float64)
+    spread = np.repeat(np.repeat(grid, rows, axis=0), cols, axis=1)
     return values * spread[: values.shape[0], : values.shape[1]]
 
 
@@ -62,6 +64,9 @@ def _verify(case, fn):
         (Shape(700, 128, 200, groups=5), BLOCKS),
         (Shape(300, 64, 96, groups=3), {"A": "row", "B": "col"}),
         (Shape(300, 64, 96, groups=3), {"A": "tensor", "B": "tensor"}),
+        (Shape(300, 64, 384, groups=4), {**BLOCKS, "stored": {"A": "KxM", "B": "NxK"}, "align": 16}),
+        (Shape(300, 256, 256, groups=4), {**BLOCKS, "type": "ue8m0"}),
+        (Shape(300, 64, 96, groups=5), {"A": "tensor", "B": "tensor", "type": "ue8m0"}),
     ],
 )
 def test_a_right_grouped_fp8_kernel_passes(tmp_path, shape, scales):
@@ -87,9 +92,18 @@ def _group_kernel(scales: dict = BLOCKS, **kw):
     return fn
 
 
-def test_another_groups_scales_are_named_group_by_group(tmp_path):
-    case = _case(tmp_path, CONTIGUOUS, Shape(300, 256, 256, groups=4))
-    result = _verify(case, _group_kernel(other_scales=True))
+@pytest.mark.parametrize(
+    "scales",
+    [
+        BLOCKS,
+        {**BLOCKS, "stored": {"A": "KxM", "B": "NxK"}, "align": 16},
+        {"A": "tensor", "B": "tensor", "type": "ue8m0"},
+    ],
+)
+def test_another_groups_scales_are_named_group_by_group(tmp_path, scales):
+    """Even one UE8M0 scale an expert differs from its neighbours' (each expert's weights a size of their own)."""
+    case = _case(tmp_path, CONTIGUOUS, Shape(300, 256, 256, groups=4), scales)
+    result = _verify(case, _group_kernel(scales, other_scales=True))
     assert not result.passed
     assert result.misread is not None and result.misread.kind == Misreading.OTHER_GROUP_SCALES
     diagnosis = wrong_output(result, "fp8_e4m3", case.declarations)

@@ -193,3 +193,10 @@ def test_each_groups_address_is_its_first_element_as_stored():
     assert addresses("A_ptrs", rows) == [base + start * ld * itemsize for start in plan.starts]
     assert addresses("B_ptrs", rows) == [base + g * 32 * 64 * itemsize for g in range(4)]
     assert addresses("A_ptrs", Storage(A="KxM")) == [base + start * itemsize for start in plan.starts]
+
+
+def test_a_per_group_operands_map_with_a_batch_stride_is_refused():
+    args = ["M", "N", "K", "A", "B_map", "C", "stride_b", "group_index"]
+    maps = {"B": {"box": [64, 64], "swizzle": 128}}
+    with pytest.raises(KernelFileError, match="B_map is one map over B's matrices stacked"):
+        _cu(args=args, tensor_maps=maps, groups={"layout": "contiguous"}, dtypes=["bf16"])
