@@ -22,7 +22,8 @@
 // Step 13 made 1083 TFLOP/s on one 4096^3 GEMM (H100); the prefill shapes here pad each expert's rows to 128 (up to
 // 127 rows an expert of extra work) and still reach 1026-1038.
 //
-// arch: sm_90a (wgmma, setmaxnreg), as step 13. requires: K % 16 (TMA's 16-byte rows of A and B), N % 8 (C's).
+// arch: sm_90a (wgmma, setmaxnreg), as step 13.
+// requires: K % 16 (TMA's 16-byte rows of A and B), N % 8 (C's bf16 rows).
 
 /* pytest-gemm
 name = "fp8_grouped_contiguous"

@@ -244,6 +244,7 @@ FAMILY_MODULES = {
     "worker/inputs.py",
     "worker/peers.py",
     "worker/fp8_peer.py",
+    "worker/grouped_fp8_peer.py",
 }
 
 
@@ -293,6 +294,7 @@ GROUPED_MODULES = {
     "worker/grouped.py",
     "worker/peers.py",
     "worker/grouped_peer.py",
+    "worker/grouped_fp8_peer.py",
     "report/grouped.py",
 }
 
