@@ -78,13 +78,14 @@ class GroupedTruth(Truth):
     def ratios(self, xp: Any, got: Any, k: int, dtype: DType, out: DType) -> Any:
         """Each element's |error| as a multiple of its group's bound (0 in rows of no group)."""
         ratio = xp.zeros(got.shape)
-        for g, truth in self._each():
+        for g, truth in self.each():
             r0, r1 = self.plan.c_rows(g)  # type: ignore[union-attr]
             args = (truth.value, truth.gscale, self._k(g), dtype, out, truth.hscale, truth.subnormal)
             ratio[r0:r1] = element_ratios(xp, got[r0:r1], *args)
         return ratio
 
-    def _each(self) -> list[tuple[int, Truth]]:
+    def each(self) -> list[tuple[int, Truth]]:
+        """Each non-empty group and its truth."""
         return [(g, t) for g, t in enumerate(self.groups) if t is not None]
 
     def judge(
@@ -95,7 +96,7 @@ class GroupedTruth(Truth):
         if ratio is None:
             ratio = self.ratios(xp, got, k, dtype, out)
         parts: list[tuple[int, ErrorStats]] = []
-        for g, truth in self._each():
+        for g, truth in self.each():
             r0, r1 = self.plan.c_rows(g)  # type: ignore[union-attr]
             stats = error_stats(
                 xp, got[r0:r1], truth.value, truth.gscale, self._k(g), dtype, out,
@@ -198,7 +199,7 @@ def group_misreading(
         return None
     ratio = truth.ratios(xp, got, plan.K, dtype, out)
     found: dict[Misreading, tuple[list[tuple[int, int]], int, int]] = {}
-    for g, _ in truth._each():
+    for g, _ in truth.each():
         r0, r1 = plan.c_rows(g)
         bad = ratio[r0:r1] > 1.0
         wrong = int(bad.sum())

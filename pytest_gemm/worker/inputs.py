@@ -68,6 +68,15 @@ class InputStrategy:
         float64, logical, stacked): nothing."""
         return {}
 
+    def group_candidates(
+        self, cp: Any, data: CaseInputs, bits: tuple[Any, Any], group: int, rows: tuple[int, int]
+    ) -> tuple[Iterable[Any], tuple[Any, Any]]:
+        """:meth:`candidates` of one group of an M-grouped case, as a GEMM of its own: its ``rows`` of the stacked A
+        (start, stop), its B (the ``group``-th matrix)."""
+        k = self.case.shape.K
+        a64, b64 = (bits_to_float64(cp, x, get_dtype(self.case.dtype)) for x in bits)
+        return (), (a64[rows[0] : rows[1]], b64[group * k : (group + 1) * k])
+
     def unreadable(self, stats: ErrorStats) -> bool:
         """Whether an output too wrong for the usual misreadings (mostly NaN) is still compared with this family's."""
         return False
@@ -235,6 +244,30 @@ class ScaledInputs(InputStrategy):
         grids = self.values(cp, data, "A"), self.values(cp, data, "B")
         exact = self.exact(cp, data, a64, b64)
         return scale_candidates(cp, (a64, b64), grids, exact, self.scales, self.case.shape, others), exact
+
+    def group_candidates(
+        self, cp: Any, data: CaseInputs, bits: tuple[Any, Any], group: int, rows: tuple[int, int]
+    ) -> tuple[Iterable[Any], tuple[Any, Any]]:
+        """The scales' and the format's slips of one group, as a GEMM of its own: its ``rows`` of the stacked A with
+        their scales (a masked slot's grid, or its rows of the one grid), its B with its own grid."""
+        scales, (r0, r1), n, k = self.scales, rows, self.case.shape.N, self.case.shape.K
+        inputs = get_dtype(self.case.dtype)
+        other = get_dtype(family_of(inputs.name).other(inputs.name))
+        rows_of = (slice(r0, r1), slice(group * k, (group + 1) * k))
+        values = tuple(bits_to_float64(cp, x, inputs)[part] for x, part in zip(bits, rows_of))
+        others = tuple(bits_to_float64(cp, x, other)[part] for x, part in zip(bits, rows_of))
+        grids = []
+        for op in "AB":
+            grid, own = self.values(cp, data, op), self.own(op)
+            per = grid.shape[0] // own.batch
+            mine = grid[group * per : (group + 1) * per] if own.batch > 1 else grid  # its matrix's grid
+            if op == "A" and scales.block("A", own)[0] == 1:  # one scale row a row of A: the group's rows
+                start = r0 - group * own.M if own.batch > 1 else r0  # within its slot, or the one A
+                mine = mine[start : start + r1 - r0]
+            grids.append(mine)
+        shape = Shape(r1 - r0, n, k)
+        exact = tuple(dequantised(cp, v, g, scales.block(op, shape)) for v, g, op in zip(values, grids, "AB"))
+        return scale_candidates(cp, values, (grids[0], grids[1]), exact, scales, shape, others), exact
 
 
 #: each input family's strategy, by the family's name (specs.families)

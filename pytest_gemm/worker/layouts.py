@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ..judge.accuracy import Truth
+from ..judge.accuracy import Truth, element_ratios
 from ..judge.grouped import GroupedTruth, group_misreading, outside_faults
+from ..judge.misread import misreading
 from ..records.dtypes import DType, get_dtype
 from ..records.groups import POINTER_ARGS
 from ..records.outcome import ErrorStats, Fault, Misread
@@ -136,7 +137,36 @@ class GroupedLayout(Layout):
         readings = {Misreading.OTHER_GROUP_B: lambda g, h: b64[h * k : (h + 1) * k]}
         readings |= prepared.inputs.group_readings(cp, data, raw[1])
         c064 = None if bits[2] is None else bits_to_float64(cp, bits[2], out)
-        return group_misreading(cp, truth, got, a64, readings, c064, case.ab.alpha, case.ab.beta, dt, out)
+        found = group_misreading(cp, truth, got, a64, readings, c064, case.ab.alpha, case.ab.beta, dt, out)
+        return found or self._own_slips(prepared, got, bits, truth, c064)
+
+    def _own_slips(self, prepared: Any, got: Any, bits: tuple[Any, Any, Any], truth: GroupedTruth, c064: Any) -> Any:
+        """The misreading of one GEMM (:func:`~pytest_gemm.judge.misread.misreading`, with the input family's own:
+        an FP8 group's scales read in the other order, at another granularity...) that every wrong group matches as
+        a GEMM of its own: the kind most of them match, their matched elements summed. None where a wrong group
+        matches none, and for K-grouped cases."""
+        if self.plan.layout == "k":
+            return None
+        cp, case, (dt, out), data = prepared.cp, self.case, prepared.dtypes, prepared.data
+        found: dict[tuple[Misreading, str], int] = {}
+        counts: dict[tuple[Misreading, str], int] = {}
+        for g, own in truth.each():
+            r0, r1 = self.plan.c_rows(g)
+            args = (own.value, own.gscale, self.plan.K, dt, out, own.hscale, own.subnormal)
+            if not int((element_ratios(cp, got[r0:r1], *args) > 1.0).sum()):
+                continue  # a right group
+            extra, (a, b) = prepared.inputs.group_candidates(cp, data, bits[:2], g, (r0, r1))
+            c0 = None if c064 is None else c064[r0:r1]
+            ab = case.ab
+            match = misreading(cp, got[r0:r1], a, b, c0, ab.alpha, ab.beta, data.storage, dt, out, extra=extra)
+            if match is None:
+                return None
+            key = (match.kind, match.as_read)
+            found[key], counts[key] = found.get(key, 0) + match.matched, counts.get(key, 0) + 1
+        if not found:
+            return None
+        kind, as_read = max(counts, key=lambda key: counts[key])
+        return Misread(kind, found[(kind, as_read)], as_read=as_read)
 
 
 def layout_strategy(case: Case) -> Layout:

@@ -128,3 +128,24 @@ def test_masked_grouped_fp8_passes_with_each_slots_scales(tmp_path):
 
     result = _verify(_case(tmp_path, MASKED, Shape(300, 128, 256, groups=4)), fn)
     assert result.passed, result.stats
+
+
+def test_one_gemms_scale_slip_is_named_in_every_group(tmp_path):
+    """A grouped kernel that ignores B's scales in every group is named so, as a GEMM's slip is (each group tried as a
+    GEMM of its own), not as another group's data."""
+    block_a, _ = _blocks(BLOCKS)
+
+    def fn(A, B, C, scale_a, scale_b, offsets, sizes):
+        for g in range(B.shape[0]):
+            r0 = int(offsets[g])
+            r1 = r0 + int(sizes[g])
+            a = _values(A[r0:r1], scale_a[r0:r1], block_a)
+            C[r0:r1] = a @ np.asarray(B[g]).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+
+    case = _case(tmp_path, CONTIGUOUS, Shape(300, 256, 256, groups=4))
+    result = _verify(case, fn)
+    assert not result.passed
+    assert result.misread is not None and result.misread.kind == Misreading.B_SCALES_IGNORED
+    diagnosis = wrong_output(result, "fp8_e4m3", case.declarations)
+    text = failure_text(result.case_id, CaseResult("failed", diagnosis=diagnosis), "replay")
+    assert "B's scales ignored" in text

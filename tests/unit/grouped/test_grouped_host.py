@@ -186,3 +186,20 @@ def test_a_grouped_failure_says_which_group_and_row(tmp_path):
     assert "(group 3 row 40 to group 3 row 44, columns 10-11" in text, text
     assert "worst elements (group row, col)" in text and "(group 3 row 4" in text
     assert "declared in the header: groups: k layout, sizes 'edge' (at 64x64x300g5, k per group: 5," in text
+
+
+def test_a_groups_b_read_in_the_other_order_is_named_as_a_gemms_slip(tmp_path):
+    """Each group tried as a GEMM of its own: every group's B read N x K where it is stored K x N."""
+    case = _case(tmp_path, CONTIGUOUS, Shape(300, 64, 64, groups=4))
+
+    def transposed(A, B, C, ends):
+        start = 0
+        for g in range(B.shape[0]):
+            end = int(ends[g])
+            C[start:end] = A[start:end] @ B[g].T
+            start = end
+
+    result = _verify(case, transposed)
+    assert not result.passed
+    assert result.misread is not None and result.misread.kind == Misreading.B_ORDER
+    assert "B read as N x K; the header says K x N" in _text(result, case)
