@@ -73,9 +73,9 @@ class InputStrategy:
     ) -> tuple[Iterable[Any], tuple[Any, Any]]:
         """:meth:`candidates` of one group of an M-grouped case, as a GEMM of its own: its ``rows`` of the stacked A
         (start, stop), its B (the ``group``-th matrix)."""
-        k = self.case.shape.K
-        a64, b64 = (bits_to_float64(cp, x, get_dtype(self.case.dtype)) for x in bits)
-        return (), (a64[rows[0] : rows[1]], b64[group * k : (group + 1) * k])
+        k, inputs = self.case.shape.K, get_dtype(self.case.dtype)
+        a, b = bits[0][rows[0] : rows[1]], bits[1][group * k : (group + 1) * k]  # the group's bits alone converted
+        return (), (bits_to_float64(cp, a, inputs), bits_to_float64(cp, b, inputs))
 
     def unreadable(self, stats: ErrorStats) -> bool:
         """Whether an output too wrong for the usual misreadings (mostly NaN) is still compared with this family's."""
@@ -254,8 +254,8 @@ class ScaledInputs(InputStrategy):
         inputs = get_dtype(self.case.dtype)
         other = get_dtype(family_of(inputs.name).other(inputs.name))
         rows_of = (slice(r0, r1), slice(group * k, (group + 1) * k))
-        values = tuple(bits_to_float64(cp, x, inputs)[part] for x, part in zip(bits, rows_of))
-        others = tuple(bits_to_float64(cp, x, other)[part] for x, part in zip(bits, rows_of))
+        values = tuple(bits_to_float64(cp, x[part], inputs) for x, part in zip(bits, rows_of))  # the group's alone
+        others = tuple(bits_to_float64(cp, x[part], other) for x, part in zip(bits, rows_of))
         grids = []
         for op in "AB":
             grid, own = self.values(cp, data, op), self.own(op)
