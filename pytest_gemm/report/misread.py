@@ -109,4 +109,8 @@ def misread_text(f: Finding, d: Diagnosis) -> str:
     assert isinstance(f.kind, Misreading)
     total = d.kernel.total if d.kernel else 0
     reading = _mixed(f, d) if f.kind in _MIXED else _reading(f.kind, d, f.as_read)
+    if f.kind not in _MIXED and f.batch_count and d.shape.groups:  # a slip of one GEMM, in each of these groups
+        more = ", ..." if f.batch_count > len(f.batches) else ""
+        listed = ", ".join(str(g) for g, _ in f.batches)
+        reading += f" in group{'s' if f.batch_count > 1 else ''} {listed}{more} ({f.batch_count} of {d.shape.groups})"
     return f"matches {reading}: {f.count} of {total} elements lie within that reading's bound"

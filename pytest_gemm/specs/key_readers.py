@@ -312,7 +312,8 @@ def groups(r: Reading, value: Any) -> Groups | None:
     elif not listed:
         check.fail(
             "groups",
-            f"args: name the group arrays the function takes after C, in order, from {', '.join(GROUP_ARGS)} "
+            f"args: name the group arrays the function takes after C, in order, from "
+            f"{', '.join(a for a in GROUP_ARGS if a not in POINTER_ARGS)} "
             "(e.g. args = ['group_ends'])",
         )
     return record

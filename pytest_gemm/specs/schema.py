@@ -112,7 +112,8 @@ KEYS: tuple[Key, ...] = (
         meaning=(
             f"the kernel's parameters in order, each one of `{' '.join(ARG_NAMES)}` (`{SCALE_ARGS[0]}` to "
             f"`{SCALE_ARGS[-1]}`: an FP8 kernel's scales, see [FP8 and INT8](#fp8-and-int8)); each of `A`, `B`, `C` is "
-            "required as a pointer or as its tensor map (`A_map`...); `alpha` alone computes `C = alpha A B` (its "
+            "required as a pointer, its tensor map (`A_map`...) or, grouped, its pointer array (`A_ptrs`...); `alpha` "
+            "alone computes `C = alpha A B` (its "
             "cases have beta = 0), `beta` needs `alpha`; `batch` makes "
             "it a strided-batched kernel (see [Strided batches](#strided-batches)); a param's name passes its value as "
             "an `int` (a flag or an enum the kernel takes as an argument), a buffer's name its buffer"

@@ -33,13 +33,13 @@ def group_host(plan: GroupPlan, name: str, operands: dict[str, GuardedMatrix], s
 def _addresses(plan: GroupPlan, op: str, matrix: GuardedMatrix, storage: Storage) -> list[int]:
     """The address of each group's first element of operand ``op``: its matrix of the batch (one matrix a group), or
     its first row of the one matrix (a column, stored transposed); one 0 where there are no groups."""
-    base, size = int(matrix.pointer().data.ptr), matrix.flat.itemsize
+    base, size, starts = int(matrix.pointer().data.ptr), matrix.flat.itemsize, plan.starts
     found = []
     for g in range(plan.count):
         if plan.per_group(op):
             offset = g * matrix.batch_stride
         else:
-            row = plan.starts[g]
+            row = starts[g]
             offset = row if storage.transposed(op) else row * matrix.ld
         found.append(base + offset * size)
     return found or [0]

@@ -146,8 +146,8 @@ class ScaledInputs(InputStrategy):
         drawn = []
         for op in "AB":
             own = self.own(op)
-            # neighbouring matrices of a batch differ in size by 2x to 8x (so that even their per-tensor UE8M0 scales
-            # differ and another group's shows), on top of the blocks' own spread
+            # neighbouring matrices of a batch differ in size by 2x (64x across each seventh: sizes 2^-3 to 2^3 in
+            # turn), so that even their per-tensor UE8M0 scales differ and another group's shows
             gains = [2.0 ** (i % 7 - 3) for i in range(own.batch)] if own.batch > 1 else [1.0]
             parts = [draw_quantised(rng, op, own, case.dtype, self.scales, gain) for gain in gains]
             drawn.append(tuple(np.concatenate([part[i] for part in parts]) for i in range(2)))
@@ -211,6 +211,13 @@ class ScaledInputs(InputStrategy):
         """An operand's grid of scales as float64, logical, on the device."""
         return scale_values(cp, cp.asarray(self._host(data, operand)), self.scales.type)
 
+    def _values_once(self, cp: Any, data: CaseInputs, operand: str) -> Any:
+        """:meth:`values`, made once for the strategy's inputs (a grouped diagnosis asks it for each group)."""
+        kept = self.__dict__.setdefault("_grids64", {})
+        if (operand, id(data)) not in kept:
+            kept[(operand, id(data))] = self.values(cp, data, operand)
+        return kept[(operand, id(data))]
+
     def _dequantised(self, cp: Any, data: CaseInputs, operand: str, x64: Any) -> Any:
         own = self.own(operand)
         return dequantised(cp, x64, self.values(cp, data, operand), self.scales.block(operand, own), own.batch)
@@ -258,7 +265,7 @@ class ScaledInputs(InputStrategy):
         others = tuple(bits_to_float64(cp, x[part], other) for x, part in zip(bits, rows_of))
         grids = []
         for op in "AB":
-            grid, own = self.values(cp, data, op), self.own(op)
+            grid, own = self._values_once(cp, data, op), self.own(op)
             per = grid.shape[0] // own.batch
             mine = grid[group * per : (group + 1) * per] if own.batch > 1 else grid  # its matrix's grid
             if op == "A" and scales.block("A", own)[0] == 1:  # one scale row a row of A: the group's rows

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..judge.accuracy import Truth, element_ratios
 from ..judge.grouped import GroupedTruth, group_misreading, outside_faults
+from ..judge.misread import BATCHES_LISTED as MAX_PAIRS
 from ..judge.misread import misreading
 from ..records.dtypes import DType, get_dtype
 from ..records.groups import POINTER_ARGS
@@ -127,46 +128,59 @@ class GroupedLayout(Layout):
         self, prepared: Any, got: Any, stats: ErrorStats, bits: tuple[Any, Any, Any], truth: Truth
     ) -> Misread | None:
         """Which other group's data a wrong group's rows match (:func:`~pytest_gemm.judge.grouped.group_misreading`):
-        its B, or what the input family reads of a group besides (an FP8 group's scales)."""
+        its B, or what the input family reads of a group besides (an FP8 group's scales); else a slip of one GEMM
+        that every wrong group shows (:meth:`_own_slips`)."""
         if not stats.bad or not isinstance(truth, GroupedTruth):
             return None
+        c064 = None if bits[2] is None else bits_to_float64(prepared.cp, bits[2], prepared.out)
+        return self._other_groups(prepared, got, bits, truth, c064) or self._own_slips(prepared, got, bits, truth, c064)
+
+    def _other_groups(
+        self, prepared: Any, got: Any, bits: tuple[Any, Any, Any], truth: GroupedTruth, c064: Any
+    ) -> Misread | None:
+        """Another group's B or scales (every group's operands in fp64, let go on return)."""
         cp, case, (dt, out), data = prepared.cp, self.case, prepared.dtypes, prepared.data
         raw = tuple(bits_to_float64(cp, x, get_dtype(case.dtype)) for x in bits[:2])
         a64, b64 = prepared.inputs.exact(cp, data, *raw)
         k = self.plan.K
         readings = {Misreading.OTHER_GROUP_B: lambda g, h: b64[h * k : (h + 1) * k]}
         readings |= prepared.inputs.group_readings(cp, data, raw[1])
-        c064 = None if bits[2] is None else bits_to_float64(cp, bits[2], out)
-        found = group_misreading(cp, truth, got, a64, readings, c064, case.ab.alpha, case.ab.beta, dt, out)
-        return found or self._own_slips(prepared, got, bits, truth, c064)
+        return group_misreading(cp, truth, got, a64, readings, c064, case.ab.alpha, case.ab.beta, dt, out)
 
     def _own_slips(self, prepared: Any, got: Any, bits: tuple[Any, Any, Any], truth: GroupedTruth, c064: Any) -> Any:
         """The misreading of one GEMM (:func:`~pytest_gemm.judge.misread.misreading`, with the input family's own:
         an FP8 group's scales read in the other order, at another granularity...) that every wrong group matches as
-        a GEMM of its own: the kind most of them match, their matched elements summed. None where a wrong group
-        matches none, and for K-grouped cases."""
+        a GEMM of its own: the kind most of them match, their matched elements summed, and which groups. None where a
+        wrong group matches none or is mostly right (a slip of its whole GEMM makes most of it wrong), and for
+        K-grouped cases. The readings are of the group's own matrices: a slip that reads the one A of every group
+        (its grid of scales, or its other order) is not among them."""
         if self.plan.layout == "k":
             return None
         cp, case, (dt, out), data = prepared.cp, self.case, prepared.dtypes, prepared.data
-        found: dict[tuple[Misreading, str], int] = {}
-        counts: dict[tuple[Misreading, str], int] = {}
+        found: dict[tuple[Misreading, str], list[tuple[int, int]]] = {}
+        wrong_groups = []
         for g, own in truth.each():
             r0, r1 = self.plan.c_rows(g)
             args = (own.value, own.gscale, self.plan.K, dt, out, own.hscale, own.subnormal)
-            if not int((element_ratios(cp, got[r0:r1], *args) > 1.0).sum()):
+            wrong = int((element_ratios(cp, got[r0:r1], *args) > 1.0).sum())
+            if not wrong:
                 continue  # a right group
+            if 2 * wrong < (r1 - r0) * self.plan.N:
+                return None
+            wrong_groups.append((g, (r0, r1)))
+        for g, (r0, r1) in wrong_groups:
             extra, (a, b) = prepared.inputs.group_candidates(cp, data, bits[:2], g, (r0, r1))
             c0 = None if c064 is None else c064[r0:r1]
             ab = case.ab
             match = misreading(cp, got[r0:r1], a, b, c0, ab.alpha, ab.beta, data.storage, dt, out, extra=extra)
             if match is None:
                 return None
-            key = (match.kind, match.as_read)
-            found[key], counts[key] = found.get(key, 0) + match.matched, counts.get(key, 0) + 1
+            found.setdefault((match.kind, match.as_read), []).append((g, match.matched))
         if not found:
             return None
-        kind, as_read = max(counts, key=lambda key: counts[key])
-        return Misread(kind, found[(kind, as_read)], as_read=as_read)
+        (kind, as_read), groups = max(found.items(), key=lambda item: len(item[1]))
+        pairs = tuple((g, g) for g, _ in groups)
+        return Misread(kind, sum(n for _, n in groups), pairs[:MAX_PAIRS], len(pairs), as_read=as_read)
 
 
 def layout_strategy(case: Case) -> Layout:

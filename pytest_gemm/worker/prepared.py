@@ -69,7 +69,7 @@ class PreparedCase:
             "C": None if self.prior is None else data.stored(self.prior, "C"),
         }
         self._grids: dict[str, GuardedMatrix] | None = None  # what timed sets read besides A, B and C (made once)
-        self._groups: dict[str, GuardedMatrix] | None = None  # the group arrays of timed sets (made once)
+        self._groups: dict[str, GuardedMatrix] | None = None  # timed sets' group arrays (once; pointer arrays: each)
         self._epilogue: dict[str, GuardedMatrix] | None = None  # the epilogue's operands of timed sets (made once)
 
     @property

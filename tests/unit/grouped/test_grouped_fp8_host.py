@@ -148,4 +148,4 @@ def test_one_gemms_scale_slip_is_named_in_every_group(tmp_path):
     assert result.misread is not None and result.misread.kind == Misreading.B_SCALES_IGNORED
     diagnosis = wrong_output(result, "fp8_e4m3", case.declarations)
     text = failure_text(result.case_id, CaseResult("failed", diagnosis=diagnosis), "replay")
-    assert "B's scales ignored" in text
+    assert "B's scales ignored (A's applied) in groups 0, 1, 3 (3 of 4)" in text, text  # group 2 is empty

@@ -193,6 +193,12 @@ def test_each_groups_address_is_its_first_element_as_stored():
     assert addresses("A_ptrs", rows) == [base + start * ld * itemsize for start in plan.starts]
     assert addresses("B_ptrs", rows) == [base + g * 32 * 64 * itemsize for g in range(4)]
     assert addresses("A_ptrs", Storage(A="KxM")) == [base + start * itemsize for start in plan.starts]
+    assert addresses("C_ptrs", Storage(C="NxM")) == [base + start * itemsize for start in plan.starts]
+    # masked: every operand one matrix a group, a stride's gap apart (a kernel that takes its strides)
+    plan = group_plan(Groups("masked", align=16), Shape(300, 64, 32, groups=4))
+    operands = {"A": matrix(plan.slot * ld + 3 * ld), "B": matrix(32 * 64), "C": matrix(plan.slot * ld + 3 * ld)}
+    for name in ("A_ptrs", "C_ptrs"):
+        assert addresses(name, rows) == [base + g * (plan.slot + 3) * ld * itemsize for g in range(4)]
 
 
 def test_a_per_group_operands_map_with_a_batch_stride_is_refused():
