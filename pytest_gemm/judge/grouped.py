@@ -181,7 +181,8 @@ def _tried(g: int, count: int) -> list[int]:
     return [h for h in dict.fromkeys((0, g - 1, g + 1, count - 1)) if 0 <= h < count and h != g]
 
 
-#: a reading of group g's B with group h's: (g, h) -> the float64 K x N B it gives
+#: a reading of group g's data with group h's: (g, h) -> the float64 K x N B it gives, or (its rows of A, B) where
+#: the reading is of A too
 GroupReading = Callable[[int, int], Any]
 
 
@@ -230,7 +231,9 @@ def _group_match(
     wrong = int(bad.sum())
     for h in _tried(g, plan.count):
         for kind, read in readings.items():
-            other = _truth(xp, a64[r0:r1], read(g, h), None if c064 is None else c064[r0:r1], alpha, beta, out)
+            given = read(g, h)
+            a, b = given if isinstance(given, tuple) else (a64[r0:r1], given)
+            other = _truth(xp, a, b, None if c064 is None else c064[r0:r1], alpha, beta, out)
             args = (other.value, other.gscale, plan.K, dtype, out, other.hscale, other.subnormal)
             hits = int(((element_ratios(xp, got[r0:r1], *args) <= 1.0) & bad).sum())
             if hits >= MATCH * wrong:  # the wrong rows (a tile that computed the wrong group's, perhaps) match

@@ -140,6 +140,7 @@ class Misreading(_Word):
     OTHER_GROUP_B = "another group's B read"  # group g's rows computed with group h's B
     EMPTY_GROUP_COMPUTED = "an empty group computed over another's rows"  # group h is empty and was not skipped
     OTHER_GROUP_SCALES = "another group's scales applied"  # FP8: group g's B elements with group h's scales
+    OTHER_GROUP_A_SCALES = "another slot's scales of A applied"  # FP8, masked: group g's A rows with slot h's scales
     # a fused epilogue's slips (judge.epilogue): D = act(P + bias) + residual computed another way
     BIAS_OTHER_AXIS = "bias applied along the other axis"  # bias[i] added to row i where it was column i, or reverse
     ACTIVATION_BEFORE_BIAS = "activation applied before the bias"  # act(P) + bias

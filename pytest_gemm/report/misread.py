@@ -90,6 +90,7 @@ _MIXED = {
     Misreading.OTHER_GROUP_B: "group {j}'s rows computed with group {i}'s B",
     Misreading.EMPTY_GROUP_COMPUTED: "group {j}'s rows computed with empty group {i}'s B",
     Misreading.OTHER_GROUP_SCALES: "group {j}'s B scaled by group {i}'s scales",
+    Misreading.OTHER_GROUP_A_SCALES: "group {j}'s A scaled by slot {i}'s scales",
 }
 #: what a mix-up's pairs are pairs of
 _MIXED_OF = {kind: "groups" for kind in _MIXED if kind.name.startswith(("OTHER_GROUP", "EMPTY_GROUP"))}

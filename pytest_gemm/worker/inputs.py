@@ -6,7 +6,7 @@ family: the only place the worker tells the families apart. Part of the worker p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -63,9 +63,12 @@ class InputStrategy:
         """The operands the truth is the product of, from A's and B's elements as float64 (logical): themselves."""
         return a64, b64
 
-    def group_readings(self, cp: Any, data: CaseInputs, b_raw: Any) -> dict[Misreading, GroupReading]:
-        """The family's own readings of a grouped case's group g with group h's data (``b_raw``: B's elements as
-        float64, logical, stacked): nothing."""
+    def group_readings(
+        self, cp: Any, data: CaseInputs, raw: tuple[Any, Any], exact: tuple[Any, Any], rows: Callable[[int], Any]
+    ) -> dict[Misreading, GroupReading]:
+        """The family's own readings of a grouped case's group g with group h's data (``raw``: A's and B's elements
+        as float64, ``exact``: the truth's operands, both logical and stacked; ``rows(g)``: group g's rows of A, start
+        and stop): nothing."""
         return {}
 
     def group_candidates(
@@ -226,17 +229,33 @@ class ScaledInputs(InputStrategy):
         """Each operand's FP8 elements times its scales: its exact values."""
         return self._dequantised(cp, data, "A", a64), self._dequantised(cp, data, "B", b64)
 
-    def group_readings(self, cp: Any, data: CaseInputs, b_raw: Any) -> dict[Misreading, GroupReading]:
-        """Group g's B elements with group h's grid of B's scales (a grouped operand B, one matrix a group)."""
-        if not per_group(self.case.spec, "B", self.case.shape):
-            return {}
-        own, grid = self.own("B"), self.values(cp, data, "B")
-        k, rows, block = own.K, grid.shape[0] // own.batch, self.scales.block("B", own)
+    def group_readings(
+        self, cp: Any, data: CaseInputs, raw: tuple[Any, Any], exact: tuple[Any, Any], rows: Callable[[int], Any]
+    ) -> dict[Misreading, GroupReading]:
+        """Group g's B elements with group h's grid of B's scales (B one matrix a group); masked, group g's rows of A
+        with slot h's grid of A's scales (its rows' scales, or its one scale), times its own B."""
+        found: dict[Misreading, GroupReading] = {}
+        spec, shape, k = self.case.spec, self.case.shape, self.case.shape.K
+        if per_group(spec, "B", shape):
+            own, grid = self.own("B"), self.values(cp, data, "B")
+            per, block = grid.shape[0] // own.batch, self.scales.block("B", own)
 
-        def other_scales(g: int, h: int) -> Any:
-            return dequantised(cp, b_raw[g * k : (g + 1) * k], grid[h * rows : (h + 1) * rows], block)
+            def other_scales(g: int, h: int) -> Any:
+                return dequantised(cp, raw[1][g * k : (g + 1) * k], grid[h * per : (h + 1) * per], block)
 
-        return {Misreading.OTHER_GROUP_SCALES: other_scales}
+            found[Misreading.OTHER_GROUP_SCALES] = other_scales
+        if per_group(spec, "A", shape):
+            own_a, grid_a = self.own("A"), self.values(cp, data, "A")
+            per_a, block_a = grid_a.shape[0] // own_a.batch, self.scales.block("A", own_a)
+
+            def other_a_scales(g: int, h: int) -> Any:
+                r0, r1 = rows(g)
+                mine = grid_a[h * per_a : (h + 1) * per_a]  # slot h's grid
+                mine = mine[: r1 - r0] if block_a[0] == 1 else mine  # the rows' scales, or the slot's one
+                return dequantised(cp, raw[0][r0:r1], mine, block_a), exact[1][g * k : (g + 1) * k]
+
+            found[Misreading.OTHER_GROUP_A_SCALES] = other_a_scales
+        return found
 
     def unreadable(self, stats: ErrorStats) -> bool:
         written_nan = stats.nonfinite - stats.unwritten  # FP8 read as the other format writes NaN, not its poison

@@ -144,7 +144,7 @@ class GroupedLayout(Layout):
         a64, b64 = prepared.inputs.exact(cp, data, *raw)
         k = self.plan.K
         readings = {Misreading.OTHER_GROUP_B: lambda g, h: b64[h * k : (h + 1) * k]}
-        readings |= prepared.inputs.group_readings(cp, data, raw[1])
+        readings |= prepared.inputs.group_readings(cp, data, raw, (a64, b64), self.plan.c_rows)
         return group_misreading(cp, truth, got, a64, readings, c064, case.ab.alpha, case.ab.beta, dt, out)
 
     def _own_slips(self, prepared: Any, got: Any, bits: tuple[Any, Any, Any], truth: GroupedTruth, c064: Any) -> Any:

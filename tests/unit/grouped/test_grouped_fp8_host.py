@@ -149,3 +149,23 @@ def test_one_gemms_scale_slip_is_named_in_every_group(tmp_path):
     diagnosis = wrong_output(result, "fp8_e4m3", case.declarations)
     text = failure_text(result.case_id, CaseResult("failed", diagnosis=diagnosis), "replay")
     assert "B's scales ignored (A's applied) in groups 0, 1, 3 (3 of 4)" in text, text  # group 2 is empty
+
+
+def test_another_slots_scales_of_a_are_named(tmp_path):
+    """Masked: each slot of A has its own grid; a kernel that scales group g's rows by slot g + 1's is named so."""
+    block_a, block_b = _blocks(BLOCKS)
+
+    def fn(A, B, C, scale_a, scale_b, rows):
+        count = B.shape[0]
+        for g in range(count):
+            m = int(rows[g])
+            a = _values(A[g, :m], scale_a[(g + 1) % count, :m], block_a)
+            C[g, :m] = a @ _values(B[g], scale_b[g], block_b)
+
+    case = _case(tmp_path, MASKED, Shape(300, 128, 256, groups=4))
+    result = _verify(case, fn)
+    assert not result.passed
+    assert result.misread is not None and result.misread.kind == Misreading.OTHER_GROUP_A_SCALES
+    diagnosis = wrong_output(result, "fp8_e4m3", case.declarations)
+    text = failure_text(result.case_id, CaseResult("failed", diagnosis=diagnosis), "replay")
+    assert "another slot's scales of A applied (group 0's A scaled by slot 1's scales" in text, text
