@@ -16,9 +16,9 @@ from ..records.dtypes import DType
 from ..records.groups import GroupPlan
 from ..records.scales import Scales
 from ..specs.cases import Case
-from ..specs.footprint import storage_dims
 from .cublas import Bind
-from .fp8_peer import device_matrix, needs_copy, peer_scales, scaled_gemm
+from .fp8_peer import needs_copy, peer_scales, scaled_gemm
+from .grouped_peer import operand_view
 
 __all__ = ["grouped_fp8_runner", "no_grouped_fp8_peer", "one_launch_peer", "peer_rows"]
 
@@ -72,14 +72,6 @@ def grouped_fp8_runner(
                 grid_a = _rows_of_a(values[0], scales, g, r0, rows, per)
             own[g] = peer_scales(torch, scales, (grid_a, values[1][g * grid_b : (g + 1) * grid_b]))
 
-    def view(op: str, ptr: int, ld: int, stride: int, itemsize: int, dtype: Any) -> Any:
-        batch, rows, cols = storage_dims(case.spec, op, case.shape)
-        rows, cols = (cols, rows) if case.storage.transposed(op) else (rows, cols)
-        span = (batch - 1) * stride + rows * ld
-        x = torch.from_dlpack(device_matrix(cp, ptr, 1, span, span, itemsize)[0]).view(dtype)
-        x = x.as_strided((batch, rows, cols), (stride, ld, 1))
-        return x.transpose(-1, -2) if case.storage.transposed(op) else x  # logical, batch x rows x cols
-
     one_launch = one_launch_peer(plan, scales, out)
     if one_launch:
         with torch.cuda.stream(external):  # per row of A (every row, padding too), per column of each group's B
@@ -88,8 +80,8 @@ def grouped_fp8_runner(
 
     def bind(operands: dict[str, tuple[int, int, int]]) -> Callable[[], None]:
         torch.cuda.set_stream(external)
-        a, b, c = (view(op, *operands[op], out.itemsize if op == "C" else 1, out_type if op == "C" else fp8)
-                   for op in "ABC")  # fmt: skip
+        a, b, c = (operand_view(torch, cp, case, op, operands[op], out.itemsize if op == "C" else 1,
+                                out_type if op == "C" else fp8) for op in "ABC")  # fmt: skip
         a = a.reshape(-1, plan.K) if a.stride(-1) == 1 else a.contiguous().reshape(-1, plan.K)  # row-major, stacked
         c = c.reshape(-1, plan.N)  # row-major (no peer for a C stored N x M), stacked
         if one_launch:

@@ -21,7 +21,7 @@ from .fp8_peer import device_matrix
 from .operands import CaseInputs
 from .runner import GpuRunner
 
-__all__ = ["grouped_result", "grouped_runner", "no_grouped_peer"]
+__all__ = ["grouped_result", "grouped_runner", "no_grouped_peer", "operand_view"]
 
 
 #: the input dtypes torch's _grouped_mm takes, in each layout (torch 2.11 on an H200, research/grouped_peer_probe.py:
@@ -46,13 +46,7 @@ def grouped_runner(device: GpuRunner, case: Case, dt: DType, out: DType) -> Bind
     alpha, beta = case.ab.alpha, case.ab.beta
 
     def view(op: str, ptr: int, ld: int, stride: int, itemsize: int) -> Any:
-        batch, rows, cols = storage_dims(case.spec, op, case.shape)
-        rows, cols = (cols, rows) if case.storage.transposed(op) else (rows, cols)
-        span = (batch - 1) * stride + rows * ld
-        flat = device_matrix(cp, ptr, 1, span, span, itemsize)[0]
-        x = torch.from_dlpack(flat).view(in_type if op != "C" else out_type)
-        x = x.as_strided((batch, rows, cols), (stride, ld, 1))
-        return x.transpose(-1, -2) if case.storage.transposed(op) else x  # logical, batch x rows x cols
+        return operand_view(torch, cp, case, op, (ptr, ld, stride), itemsize, in_type if op != "C" else out_type)
 
     def bind(operands: dict[str, tuple[int, int, int]]) -> Callable[[], None]:
         torch.cuda.set_stream(external)
@@ -77,6 +71,20 @@ def grouped_runner(device: GpuRunner, case: Case, dt: DType, out: DType) -> Bind
         return gemm
 
     return bind
+
+
+def operand_view(
+    torch: Any, cp: Any, case: Case, op: str, where: tuple[int, int, int], itemsize: int, dtype: Any
+) -> Any:
+    """Operand ``op`` of a grouped case as torch sees it, logical, batch x rows x cols (a view of the harness's memory
+    at ``where``: its address, leading dimension and batch stride, as stored), elements of ``dtype``."""
+    ptr, ld, stride = where
+    batch, rows, cols = storage_dims(case.spec, op, case.shape)
+    rows, cols = (cols, rows) if case.storage.transposed(op) else (rows, cols)
+    span = (batch - 1) * stride + rows * ld
+    x = torch.from_dlpack(device_matrix(cp, ptr, 1, span, span, itemsize)[0]).view(dtype)
+    x = x.as_strided((batch, rows, cols), (stride, ld, 1))
+    return x.transpose(-1, -2) if case.storage.transposed(op) else x
 
 
 def grouped_result(device: GpuRunner, case: Case, data: CaseInputs, bits: tuple[Any, Any, Any], bind: Bind) -> Any:
