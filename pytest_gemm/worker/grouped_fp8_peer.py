@@ -62,17 +62,12 @@ def grouped_fp8_runner(
     groups = [g for g in range(plan.count) if plan.sizes[g]]
     grid_b = values[1].shape[0] // plan.count
     copy = needs_copy(scales, plan.K)
-    with torch.cuda.stream(external):  # each group's scales, on the harness's stream before any GEMM reads them
-        own: dict[int, tuple[Any, Any]] = {}
-        for g in groups:
-            r0, rows = plan.starts[g], peer_rows(plan, scales, g)
-            grid_a = values[0] if scales.granularity("A") == "tensor" and plan.layout != "masked" else None
-            if grid_a is None:
-                per = values[0].shape[0] // (plan.count if plan.layout == "masked" else 1)
-                grid_a = _rows_of_a(values[0], scales, g, r0, rows, per)
-            own[g] = peer_scales(torch, scales, (grid_a, values[1][g * grid_b : (g + 1) * grid_b]))
-
     one_launch = one_launch_peer(plan, scales, out)
+    own: dict[int, tuple[Any, Any]] = {}
+    with torch.cuda.stream(external):  # each group's scales, on the harness's stream before any GEMM reads them
+        for g in [] if one_launch else groups:
+            grid_a = _rows_of_a(values[0], scales, plan, g)
+            own[g] = peer_scales(torch, scales, (grid_a, values[1][g * grid_b : (g + 1) * grid_b]))
     if one_launch:
         with torch.cuda.stream(external):  # per row of A (every row, padding too), per column of each group's B
             offs = torch.tensor((*plan.starts[1:], plan.rows), dtype=torch.int32, device="cuda")
@@ -121,8 +116,9 @@ def one_launch_peer(plan: GroupPlan, scales: Scales, out: DType) -> bool:
     )
 
 
-def _rows_of_a(grid: Any, scales: Scales, g: int, r0: int, rows: int, per: int) -> Any:
-    """Group ``g``'s part of A's grid (float64, logical, stacked): its rows' scales, or its slot's one scale."""
-    if scales.granularity("A") == "tensor":  # masked: one scale a slot
-        return grid[g * per : (g + 1) * per]
-    return grid[r0 : r0 + rows]
+def _rows_of_a(grid: Any, scales: Scales, plan: GroupPlan, g: int) -> Any:
+    """Group ``g``'s part of A's grid (float64, logical, stacked as A is): the scales of the rows the peer computes,
+    its slot's one scale (masked), or the one scale of the whole A (contiguous)."""
+    if scales.granularity("A") == "tensor":
+        return grid[g : g + 1] if plan.layout == "masked" else grid
+    return grid[plan.starts[g] : plan.starts[g] + peer_rows(plan, scales, g)]
