@@ -74,10 +74,10 @@ class CaseInputs:
         """How many matrices ``operand`` stacks."""
         return self.batch if self.batches is None else self.batches["ABC".index(operand)]
 
-    def stored(self, x: np.ndarray, operand: str) -> np.ndarray:
+    def stored(self, x: np.ndarray, operand: str, device: Any = None) -> np.ndarray:
         """``x``, logical operand ``operand`` (stacked), in the kernel's storage order (an operand stored transposed
-        is stored as the transpose, each matrix of a batch its own), stacked."""
-        return transposed_each(x, self.batch_of(operand)) if self.storage.transposed(operand) else x
+        is stored as the transpose, each matrix of a batch its own), stacked; ``device`` (CuPy): transposed there."""
+        return transposed_each(x, self.batch_of(operand), device) if self.storage.transposed(operand) else x
 
     def logical(self, x: Any, operand: str) -> Any:
         """A stored array of operand ``operand`` seen in logical order: a view for one matrix; a batch (stacked, or

@@ -64,9 +64,9 @@ class PreparedCase:
         #: A, B and the output's start (C's prior data; None: the poison) in their storage order, laid out once for
         #: every phase
         self.stored: dict[str, np.ndarray | None] = {
-            "A": data.stored(data.a, "A"),
-            "B": data.stored(data.b, "B"),
-            "C": None if self.prior is None else data.stored(self.prior, "C"),
+            "A": data.stored(data.a, "A", self.cp),
+            "B": data.stored(data.b, "B", self.cp),
+            "C": None if self.prior is None else data.stored(self.prior, "C", self.cp),
         }
         self._grids: dict[str, GuardedMatrix] | None = None  # what timed sets read besides A, B and C (made once)
         self._groups: dict[str, GuardedMatrix] | None = None  # timed sets' group arrays (once; pointer arrays: each)
@@ -103,7 +103,7 @@ class PreparedCase:
         own start)."""
         stored, dt = self.stored, get_dtype(self.case.dtype)
         a, b = self._guarded("A", dt, stored["A"]), self._guarded("B", dt, stored["B"])
-        c_ = self._guarded("C", self.out, stored["C"] if c is None else self.data.stored(c, "C"))
+        c_ = self._guarded("C", self.out, stored["C"] if c is None else self.data.stored(c, "C", self.cp))
         return Operands(
             a,
             b,
@@ -115,7 +115,7 @@ class PreparedCase:
 
     def _like_c(self, fill: np.ndarray | None) -> GuardedMatrix:
         """A guarded buffer laid out as C's holding ``fill`` (logical; None: the poison)."""
-        return self._guarded("C", self.out, None if fill is None else self.data.stored(fill, "C"))
+        return self._guarded("C", self.out, None if fill is None else self.data.stored(fill, "C", self.cp))
 
     def _guarded(self, name: str, dt: DType, fill: np.ndarray | None) -> GuardedMatrix:
         """Operand ``name`` in a buffer of the layout the case's memory was counted by (specs.footprint)."""
@@ -149,7 +149,7 @@ class PreparedCase:
         rows, cols = data.storage.stored_shape("C", operand_shape(self.case.spec, "C", self.case.shape))
         bits = cp.empty((rows, cols), dtype=uint_type(cp, self.out.itemsize))
         if fill is not None:
-            bits[...] = upload_bits(cp, data.stored(fill, "C"))
+            bits[...] = upload_bits(cp, data.stored(fill, "C", cp))
         return _plain(bits, self.out, 1)
 
     # -- launches -----------------------------------------------------------------------------------------------

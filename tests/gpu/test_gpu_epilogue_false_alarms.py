@@ -4,8 +4,9 @@ the harness's inputs, truth and bound, over the quick and edge shape sets x acti
 silu) x bias axis x residual x dtype (bf16, fp16, fp32) x 20 seeds (the seeds take the three pairs of scalars in
 turn), and no case may fail. Needs a CUDA device.
 
-GEMM_SWEEP_SEEDS sets the seeds (default 20); GEMM_SWEEP_SETS which shape sets (or shapes) run (default quick,edge);
-GEMM_SWEEP_PART ``i/n`` runs every n-th of their shapes from the i-th (to split the sweep over device calls).
+GEMM_SWEEP_SEEDS sets the seeds (default 20; "4-19" a range of them); GEMM_SWEEP_SETS which shape sets (or shapes) run
+(default quick,edge); GEMM_SWEEP_PART ``i/n`` runs every n-th of their shapes from the i-th (to split the sweep over
+device calls).
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from pytest_gemm.specs.cases import AB_CASES, Case
 from pytest_gemm.specs.header import spec_from_mapping
 from pytest_gemm.specs.spec import Variant
 
-from support import requires_gpu
+from support import requires_gpu, sweep_seeds
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
-SEEDS = int(os.environ.get("GEMM_SWEEP_SEEDS", "20"))
+SEEDS = sweep_seeds("GEMM_SWEEP_SEEDS", "20")
 SETS = os.environ.get("GEMM_SWEEP_SETS", "quick,edge").split(",")
 PART, PARTS = (int(n) for n in os.environ.get("GEMM_SWEEP_PART", "0/1").split("/"))
 DTYPES = ("bf16", "fp16", "fp32")
@@ -98,7 +99,7 @@ def test_torch_epilogues_never_fail_the_bound(runner):
         cp.get_default_memory_pool().free_all_blocks()
         for epilogue in EPILOGUES:
             for dtype in DTYPES:
-                for seed in range(SEEDS):
+                for seed in SEEDS:
                     case = _case(dtype, epilogue, shape, seed)
                     inputs = _drawn(cp, case)
                     peer = peer_strategy(case, inputs, runner.capability)

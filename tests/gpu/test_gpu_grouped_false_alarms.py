@@ -3,9 +3,9 @@ matmul a group are judged as kernels, with the harness's inputs, truth and bound
 grouped shape set x layout (contiguous with padding rows, masked, K-grouped) x dtype (bf16, fp16, fp32) x 20 seeds
 (the seeds take the three pairs of scalars in turn), and no case may fail. Needs a CUDA device.
 
-GEMM_SWEEP_SEEDS sets the seeds (default 20); GEMM_SWEEP_LARGE_SEEDS the seeds of the shapes whose B passes 10^8
-elements (Mixtral's and Qwen3's prefill weights), where drawing the inputs takes seconds; GEMM_SWEEP_SETS which
-shape sets run (default all four).
+GEMM_SWEEP_SEEDS sets the seeds (default 20; "4-19" a range of them); GEMM_SWEEP_LARGE_SEEDS the seeds of the shapes
+whose B passes 10^8 elements (Mixtral's and Qwen3's prefill weights), where drawing the inputs takes seconds;
+GEMM_SWEEP_SETS which shape sets (or shapes: M-grouped) run (default all five).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from pytest_gemm.specs.footprint import storage_dims
 from pytest_gemm.specs.header import spec_from_mapping
 from pytest_gemm.specs.spec import Variant
 
-from support import requires_gpu
+from support import requires_gpu, seeds_said, sweep_seeds
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
-SEEDS = int(os.environ.get("GEMM_SWEEP_SEEDS", "20"))
-LARGE_SEEDS = int(os.environ.get("GEMM_SWEEP_LARGE_SEEDS", str(SEEDS)))
+SEEDS = sweep_seeds("GEMM_SWEEP_SEEDS", "20")
+LARGE_SEEDS = sweep_seeds("GEMM_SWEEP_LARGE_SEEDS", os.environ.get("GEMM_SWEEP_SEEDS", "20"))
 SETS = os.environ.get("GEMM_SWEEP_SETS", "grouped,moe-deepseek-v3,moe-mixtral,moe-qwen3,moe-wgrad").split(",")
 LAYOUTS = (("contiguous", 128), ("masked", 64), ("k", 1))
 #: which layouts run each set's shapes: the MoE layers' (M the routed rows) M-grouped, the weight gradients' K-grouped
@@ -49,9 +49,16 @@ def _case(dtype: str, layout: str, align: int, shape: Shape, seed: int) -> Case:
     return Case(spec, Variant(), dtype, shape, AB_CASES[seed % len(AB_CASES)])
 
 
+def _bf16_bits(cp, x):
+    """fp32 ``x`` rounded to bf16 (to nearest, ties to even, as ml_dtypes; finite values), as its bits."""
+    bits = x.view(cp.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(cp.uint16)
+
+
 def _drawn(cp, case: Case):
-    """The float family's input strategy with its inputs drawn by CuPy's generator on the device (on the host, the
-    MoE weights would take most of the sweep); the prepared case's layout lays them out as the harness's."""
+    """The float family's input strategy with its inputs drawn by CuPy's generator on the device and rounded there
+    (on the host, the MoE weights would take most of the sweep); the prepared case's layout lays them out as the
+    harness's."""
 
     from pytest_gemm.records.dtypes import get_dtype
     from pytest_gemm.worker.buffers import np_dtype
@@ -66,7 +73,7 @@ def _drawn(cp, case: Case):
                 batch, rows, cols = storage_dims(case.spec, op, case.shape)
                 x = state.uniform(-1.0, 1.0, (batch * rows, cols), dtype=cp.float32)
                 storage = np_dtype(get_dtype(dtype))
-                return x.get().astype(storage) if dtype == "bf16" else x.astype(storage).get()
+                return _bf16_bits(cp, x).get().view(storage) if dtype == "bf16" else x.astype(storage).get()
 
             a, b = draw("A", case.dtype), draw("B", case.dtype)
             c0 = draw("C", case.spec.output_dtype(case.dtype)) if case.c_prior else None
@@ -75,15 +82,19 @@ def _drawn(cp, case: Case):
     return DeviceDrawn(case)
 
 
-def _cupy_groups(cp, case: Case, data):
-    """A CuPy matmul a group, ``alpha (A_g @ B_g) + beta C0_g`` in the dtype (bf16 in fp32, rounded once)."""
-    import numpy as np
+def _cupy_groups(cp, case: Case, bits):
+    """A CuPy matmul a group, ``alpha (A_g @ B_g) + beta C0_g`` in the dtype (bf16 in fp32, rounded once), from the
+    inputs' bits on the device (logical)."""
+    from pytest_gemm.records.dtypes import get_dtype
+    from pytest_gemm.worker.buffers import bits_to_float64, np_dtype
 
-    plan = case.plan
-    wide = case.dtype == "bf16"
-    a = cp.asarray(data.a.astype(np.float32) if wide else data.a)
-    b = cp.asarray(data.b.astype(np.float32) if wide else data.b)
-    c0 = None if data.c0 is None else cp.asarray(data.c0.astype(np.float32) if wide else data.c0)
+    plan, wide = case.plan, case.dtype == "bf16"
+    types = (get_dtype(case.dtype),) * 2 + (get_dtype(case.spec.output_dtype(case.dtype)),)
+
+    def operand(x, dt):
+        return None if x is None else bits_to_float64(cp, x, dt).astype(cp.float32 if wide else np_dtype(dt))
+
+    a, b, c0 = (operand(x, dt) for x, dt in zip(bits, types, strict=True))
     out = cp.zeros((a.shape[0] if plan.layout != "k" else plan.count * plan.M, plan.N), dtype=a.dtype)
     for g in range(plan.count):
         r0, r1 = plan.c_rows(g)
@@ -94,7 +105,7 @@ def _cupy_groups(cp, case: Case, data):
             part = part + case.ab.beta * c0[r0:r1]
         out[r0:r1] = part
     if wide:
-        return cp.asarray(out.get().astype(data.a.dtype).astype(np.float64))
+        return (_bf16_bits(cp, out).astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
     return out.astype(cp.float64)
 
 
@@ -106,16 +117,20 @@ def test_correct_grouped_gemms_never_fail_the_bound(runner):
     from pytest_gemm.worker.prepared import PreparedCase
 
     cp = runner.cp
-    shapes = {s: SET_LAYOUTS.get(name, ("contiguous", "masked")) for name in SETS for s in SHAPE_SETS[name]}
+    shapes = {
+        s: SET_LAYOUTS.get(name, ("contiguous", "masked"))
+        for name in SETS
+        for s in SHAPE_SETS.get(name, [Shape.of(name)])
+    }
     failures, judged, no_peer, worst, start = [], 0, {}, {}, time.monotonic()
     for shape, layouts in shapes.items():
         seeds = LARGE_SEEDS if shape.K * shape.N * shape.groups > 10**8 else SEEDS
         print(
-            f"sweep: {shape.id} x {seeds} seeds ({', '.join(layouts)}) from {time.monotonic() - start:.0f} s",
+            f"sweep: {shape.id} x {seeds_said(seeds)} ({', '.join(layouts)}) from {time.monotonic() - start:.0f} s",
             flush=True,
         )
         cp.get_default_memory_pool().free_all_blocks()  # each shape's arrays are of their own sizes
-        runs = ((lay, d, s) for lay in LAYOUTS if lay[0] in layouts for d in DTYPES for s in range(seeds))
+        runs = ((lay, d, s) for lay in LAYOUTS if lay[0] in layouts for d in DTYPES for s in seeds)
         for (layout, align), dtype, seed in runs:
             case = _case(dtype, layout, align, shape, seed)
             inputs = _drawn(cp, case)
@@ -124,7 +139,7 @@ def test_correct_grouped_gemms_never_fail_the_bound(runner):
             with runner.stream:
                 bits = prepared.uploaded()
                 truth = prepared.truth(bits)
-                results = {"CuPy": truth.judge(cp, _cupy_groups(cp, case, prepared.data), shape.K, *precision(case))}
+                results = {"CuPy": truth.judge(cp, _cupy_groups(cp, case, bits), shape.K, *precision(case))}
                 if peer.reason:
                     no_peer[(layout, dtype, peer.reason)] = no_peer.get((layout, dtype, peer.reason), 0) + 1
                 else:

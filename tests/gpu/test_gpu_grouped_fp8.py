@@ -3,8 +3,8 @@ group's B with its own scales; a kernel that applies another group's scales fail
 cuBLASLt's FP8 GEMM a group at a time, judged as a kernel over the grouped and MoE shape sets x the three scaling
 modes x layouts x 20 seeds never fails the bound. Needs a CUDA device (Hopper for the peer).
 
-GEMM_SWEEP_SEEDS sets the sweep's seeds (default 20), GEMM_SWEEP_LARGE_SEEDS those of shapes whose B passes 10^8
-elements (default 2); GEMM_SWEEP_SETS its shape sets or shapes (default every M-grouped set).
+GEMM_SWEEP_SEEDS sets the sweep's seeds (default 20; "4-19" a range of them), GEMM_SWEEP_LARGE_SEEDS those of shapes
+whose B passes 10^8 elements (default 2); GEMM_SWEEP_SETS its shape sets or shapes (default every M-grouped set).
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from pytest_gemm.specs.cases import AB_CASES, Case, precision
 from pytest_gemm.specs.header import spec_from_mapping
 from pytest_gemm.specs.spec import Variant
 
-from support import TESTS, failure_section, outcomes_in, requires_gpu, run_kernel_files
+from support import TESTS, failure_section, outcomes_in, requires_gpu, run_kernel_files, seeds_said, sweep_seeds
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
 SHAPES = SHAPE_SETS["grouped"]
 MOE = SHAPE_SETS["moe-deepseek-v3"][-1]
-SEEDS = int(os.environ.get("GEMM_SWEEP_SEEDS", "20"))
+SEEDS = sweep_seeds("GEMM_SWEEP_SEEDS", "20")
 #: the seeds of the shapes whose B passes 10^8 elements (Mixtral's and Qwen3's prefill weights; their fp64 truth takes
 #: seconds a seed)
-LARGE_SEEDS = int(os.environ.get("GEMM_SWEEP_LARGE_SEEDS", "2"))
+LARGE_SEEDS = sweep_seeds("GEMM_SWEEP_LARGE_SEEDS", "2")
 SETS = os.environ.get("GEMM_SWEEP_SETS", "grouped,moe-deepseek-v3,moe-mixtral,moe-qwen3").split(",")
 SCALINGS = ({"A": "1x128", "B": "128x128"}, {"A": "row", "B": "col"}, {"A": "tensor", "B": "tensor"})
 LAYOUTS = (("contiguous", 128), ("masked", 64))
@@ -143,9 +143,9 @@ def test_the_grouped_fp8_peer_never_fails_the_bound(runner):
     failures, judged, no_peer, worst, start = [], 0, {}, {}, time.monotonic()
     for shape in shapes:
         seeds = LARGE_SEEDS if shape.K * shape.N * shape.groups > 10**8 else SEEDS
-        print(f"sweep: {shape.id} x {seeds} seeds from {time.monotonic() - start:.0f} s", flush=True)
+        print(f"sweep: {shape.id} x {seeds_said(seeds)} from {time.monotonic() - start:.0f} s", flush=True)
         cp.get_default_memory_pool().free_all_blocks()
-        for (layout, align), scales, seed in ((lay, sc, s) for lay in LAYOUTS for sc in SCALINGS for s in range(seeds)):
+        for (layout, align), scales, seed in ((lay, sc, s) for lay in LAYOUTS for sc in SCALINGS for s in seeds):
             case = _case(scales, layout, align, shape, seed)
             inputs = _device_drawn(cp, case)
             peer = peer_strategy(case, inputs, runner.capability)

@@ -69,3 +69,21 @@ def test_a_header_that_mistypes_the_sizes_is_refused(orders_run):
         "parameter 1 (M) takes 8 bytes in the compiled kernel, but the harness passes 4 (size_type 'int'); declare "
         "size_type = 'long long' or 'size_t'"
     ) in orders_run
+
+
+def test_an_operand_stored_transposed_keeps_its_bits_when_transposed_on_the_device():
+    """A host operand stored in its other order is transposed on the device (docs/measurements.md#drawing-the-inputs),
+    bit for bit as NumPy transposes it: FP8 and bf16 elements, NaN payloads, a batch of matrices each its own."""
+    import ml_dtypes
+    import numpy as np
+
+    from pytest_gemm.worker.buffers import transposed_each
+    from pytest_gemm.worker.runner import open_device
+
+    cp, rng = open_device(0).cp, np.random.default_rng(0)
+    for dtype, batch in ((ml_dtypes.float8_e4m3fn, 3), (ml_dtypes.bfloat16, 1), (np.float32, 2)):
+        width = np.dtype(dtype).itemsize
+        x = rng.integers(0, 2 ** (8 * width), (batch * 129, 70), dtype=f"u{width}").view(dtype)
+        on_device = transposed_each(x, batch, cp)
+        assert isinstance(on_device, np.ndarray) and on_device.dtype == x.dtype and on_device.shape == (batch * 70, 129)
+        assert np.array_equal(on_device.view(f"u{width}"), transposed_each(x, batch).view(f"u{width}"))

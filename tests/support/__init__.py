@@ -5,6 +5,7 @@ in tests/conftest.py."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,19 @@ def _nvrtc_reason() -> str | None:
     except NvrtcUnavailable as exc:
         return str(exc)
     return None
+
+
+def sweep_seeds(name: str, default: str) -> range:
+    """The seeds environment variable ``name`` gives a false-alarm sweep: "20" (seeds 0 to 19), or "4-19" (seeds 4
+    to 19, to spread a sweep's seeds over device calls)."""
+    text = os.environ.get(name, default)
+    first, _, last = text.partition("-")
+    return range(int(first), int(last) + 1) if last else range(int(first))
+
+
+def seeds_said(seeds: range) -> str:
+    """How a sweep's log says its seeds."""
+    return f"seeds {seeds.start}-{seeds.stop - 1}" if seeds.start else f"{len(seeds)} seeds"
 
 
 def failure_reports(result: pytest.RunResult) -> str:
