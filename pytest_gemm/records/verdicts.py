@@ -76,6 +76,8 @@ class FailureKind(_Word):
     TIMEOUT = "timed out"  # over --gemm-timeout; the worker is killed and replaced
     WORKER_DIED = "worker died"  # the worker process ended (signal, exit code) while running the case
     KERNEL_RAISED = "kernel raised"  # a Python kernel raised an exception
+    HARNESS_CHANGED = "harness changed"  # a kernel file's code changed the worker's code; the worker is replaced
+    THREAD_LEFT = "thread left running"  # a kernel file's code left a thread running after its call; the same
     KERNEL_FILE = "kernel file"  # the kernel file cannot be used for this case (header, tensor map, import)
     COMPILE = "compile error"  # the compiler rejected the kernel
     TOO_BIG = "too big for GPU memory"  # the case's arrays cannot fit in the device's free memory; nothing ran

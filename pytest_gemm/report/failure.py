@@ -11,13 +11,14 @@ from collections.abc import Callable
 
 from ..records.case_record import CaseRecord
 from ..records.diagnosis import Diagnosis, Finding
-from ..records.outcome import PHASES, STREAMS_KEPT, ErrorStats, Failure
+from ..records.outcome import STREAMS_KEPT, ErrorStats
 from ..records.result import CaseResult
 from ..records.shapes import Shape
 from ..records.storage import ORDER_FLAGS, ORDERS, Storage
-from ..records.verdicts import Check, ErrorCause, FailureKind, Misreading, TimingProblem, Verdict
+from ..records.verdicts import Check, ErrorCause, Misreading, TimingProblem, Verdict
 from ..specs.spec import KernelSpec
 from .epilogue import EPILOGUE_CHECKS, epilogue_lines
+from .faults import case_scalars, fault_lines
 from .grouped import GROUP_ROWS, group_rows_text, groups_line, row_namer
 from .misread import misread_text
 from .regression import gate_failure
@@ -253,13 +254,8 @@ def kernel_declarations(spec: KernelSpec) -> list[str]:
     )
 
 
-def _scalars(shape: Shape, alpha: float, beta: float) -> str:
-    batch = f", batch={shape.batch}" if shape.batch != 1 else ""
-    return f"M={shape.M}, N={shape.N}, K={shape.K}{batch}, alpha={alpha:g}, beta={beta:g}"
-
-
 def _wrong_output(name: str, d: Diagnosis, replay: str) -> list[str]:
-    out = [f"verification failed for {name} ({_scalars(d.shape, d.alpha, d.beta)})"]
+    out = [f"verification failed for {name} ({case_scalars(d.shape, d.alpha, d.beta)})"]
     out += [f"  - {line}" for line in diagnosis_lines(d)]
     out += [f"  declared in the header: {line}" for line in declared(d)]
     k = d.kernel
@@ -296,37 +292,6 @@ def _tiles(k: ErrorStats, shape: Shape) -> list[str]:
     listed = ", ".join(tile(r, c) for r, c in k.bad_tiles)
     more = "" if k.n_bad_tiles <= len(k.bad_tiles) else ", ..."
     return [f"  errors in {k.n_bad_tiles} of {k.n_tiles} {t}x{t} tiles of C: {listed}{more}"]
-
-
-def _fault(name: str, d: Diagnosis, replay: str) -> list[str]:
-    """What went wrong while a worker ran a case (a crash, a refused launch, a hang, a dead worker, ...)."""
-    failure = d.failure or Failure(FailureKind.INTERNAL, "no failure recorded")
-    where = PHASES.get(failure.phase, failure.phase or "running it")
-    what = f"{name} ({_scalars(d.shape, d.alpha, d.beta)})"
-    before = f"{where} for" if failure.phase == "start" else where  # the phase said before the case
-    heads = {
-        FailureKind.CUDA_ERROR: f"CUDA error while {before} {what}: {failure.message}",
-        FailureKind.LAUNCH: f"cannot launch {what}: {failure.message}",
-        FailureKind.TOO_BIG: f"{what} does not fit in GPU memory: it {failure.message}",
-        FailureKind.TIMEOUT: f"{what} {failure.message} while {where}",
-        FailureKind.WORKER_DIED: f"the GPU worker died while {before} {what}: {failure.message}",
-        FailureKind.KERNEL_RAISED: f"{what}: the Python kernel raised {failure.message}",
-        FailureKind.INTERNAL: f"pytest-gemm internal error while {before} {what}: {failure.message}; please report it",
-    }
-    # the kernel file, the compiler: their messages name the file already
-    lines = [heads.get(failure.kind, f"{what}: {failure.message}"), *(f"  {line}" for line in failure.details)]
-    if failure.kind == FailureKind.CUDA_ERROR and failure.phase != "start":
-        lines.append(
-            "  the CUDA context was lost: the worker that ran this case was replaced, and the run goes on in a new one"
-            if failure.replace_worker
-            else "  the worker's CUDA context survived this error, and the run goes on in it"
-        )
-    shown = d.output.splitlines()
-    if shown:
-        lines.append("  the worker printed:")
-        lines += [f"    {line}" for line in shown]
-    lines.append(f"  replay: {replay}")
-    return lines
 
 
 def _problem(problem: TimingProblem, d: Diagnosis, record: CaseRecord | None) -> str:
@@ -392,7 +357,7 @@ def failure_text(name: str, result: CaseResult, replay: str) -> str:
     if d.kind == Verdict.CALIBRATION and not result.failed:  # skipped: the reason, on one line
         return f"{name}: {calibration_text(d)}; replay: {replay}"
     if d.kind == Verdict.FAULT:
-        return "\n".join(_fault(name, d, replay))
+        return "\n".join(fault_lines(name, d, replay))
     if d.kind in (Verdict.WRONG_OUTPUT, Verdict.CALIBRATION):
         return "\n".join(_wrong_output(name, d, replay))
     if d.kind == Verdict.TIMING:

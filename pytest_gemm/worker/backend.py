@@ -38,6 +38,7 @@ from .errors import (
     is_sticky_name,
 )
 from .inputs import InputStrategy, input_strategy
+from .integrity import HARNESS, HarnessChanged, ThreadLeft
 from .kinds import KernelStrategy, kernel_strategy
 from .nvml import open_monitor
 from .peers import Peer, peer_strategy
@@ -143,6 +144,8 @@ class GpuBackend:
             start = time.perf_counter()
             try:
                 yield
+                if kernel is not None and kernel.file_code:  # code replaced after its last call (a host callback)
+                    HARNESS.check()
             except Exception as exc:
                 raise _Failed(self._failure(exc, name, kernel)) from None
             finally:
@@ -232,6 +235,9 @@ class GpuBackend:
                 return Failure(FailureKind.CUDA_ERROR, f"out of GPU memory: {exc}", phase, exc.details)
             failure = self._cuda_failure(str(exc), phase, kernel)
             return replace(failure, details=failure.details + exc.details)
+        if isinstance(exc, (HarnessChanged, ThreadLeft)):  # the worker cannot be trusted again
+            kind = FailureKind.HARNESS_CHANGED if isinstance(exc, HarnessChanged) else FailureKind.THREAD_LEFT
+            return Failure(kind, str(exc), phase, exc.details, replace_worker=True)
         if isinstance(exc, KernelRaised):
             return Failure(FailureKind.KERNEL_RAISED, str(exc), phase, exc.details, replace_worker=not self._usable())
         if isinstance(exc, cp.cuda.memory.OutOfMemoryError):

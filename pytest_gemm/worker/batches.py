@@ -15,6 +15,7 @@ import numpy as np
 from ..judge.stats import StopRule, clock_step, median_interval, ratio_interval, step_floors
 from ..records.request import TimingSettings
 from .cupti_clock import CuptiClock
+from .integrity import HARNESS
 from .rounds import (
     BATCH_DEVICE_S,
     CUPTI_BATCH_DEVICE_S,
@@ -48,6 +49,8 @@ class Batches:
         progress: Callable[[], None],
         start: float,
         first: int,
+        *,
+        watched: bool = False,
     ) -> Measured:
         """Timed batches until the stopping rule holds, by CUPTI's clock when ``clock`` is given (stopping at the
         first batch it cannot time, with why) or by the events (behind the spin where queuing is slow)."""
@@ -67,7 +70,7 @@ class Batches:
         # that converges in 40 should not pay for 256.
         size = min(batch, FIRST_CUPTI_BATCH) if clock is not None else batch
         while not out.reason:
-            done = self.batch(size, spin, *run, first + out.rounds, clock)
+            done = self.batch(size, spin, *run, first + out.rounds, clock, watched=watched)
             progress()
             out.rounds += size
             size = min(batch, 2 * size)
@@ -99,33 +102,37 @@ class Batches:
         reference: Callable[[Any], None],
         first: int,
         clock: CuptiClock | None,
+        *,
+        watched: bool = False,
     ) -> Batch:
         """Queue ``rounds`` timed pairs (behind a spin of ``spin_s``), wait, and read the events (and CUPTI's
-        records of each launch, when ``clock`` is given)."""
+        records of each launch, when ``clock`` is given); ``watched``: the batch's launches run a kernel file's code,
+        watched as one before anything is read (:mod:`.integrity`)."""
         cp, stream, ev = self.cp, self.stream, self._events
         if rounds > MAX_CUPTI_BATCH:  # the events are allocated for this many
             raise ValueError(f"a batch of {rounds} rounds is over the {MAX_CUPTI_BATCH} the timer has events for")
         host0 = time.perf_counter()
         if clock is not None:
             clock.start()
+        host: tuple[list[float], list[float]] = ([], [])  # each launch call's time on the host
         try:
-            if spin_s > 0:
-                self._spin((1,), (1,), (np.uint64(int(spin_s * 1e9)),))
-            host: tuple[list[float], list[float]] = ([], [])  # each launch call's time on the host
-            for i in range(rounds):
-                j = (first + i) % len(kernel_sets)
-                for slot, (ops, launch) in enumerate(((kernel_sets[j], kernel), (cublas_sets[j], reference))):
-                    prepare(ops)  # for CUPTI, also opens the launch's span
-                    ev[4 * i + 2 * slot].record(stream)
-                    called = time.perf_counter()
-                    launch(ops)
-                    if i < HOST_TIMED_ROUNDS:  # later, a launch call may wait for room in the launch queue
-                        host[slot].append(time.perf_counter() - called)
-                    ev[4 * i + 2 * slot + 1].record(stream)
-            if clock is not None:
-                self._mark((1,), (1,), ())  # closes the last launch's span
-            host_s = time.perf_counter() - host0
-            stream.synchronize()  # the closing mark too, before CUPTI's records are read
+            with HARNESS.watching() if watched else contextlib.nullcontext():
+                if spin_s > 0:
+                    self._spin((1,), (1,), (np.uint64(int(spin_s * 1e9)),))
+                for i in range(rounds):
+                    j = (first + i) % len(kernel_sets)
+                    for slot, (ops, launch) in enumerate(((kernel_sets[j], kernel), (cublas_sets[j], reference))):
+                        prepare(ops)  # for CUPTI, also opens the launch's span
+                        ev[4 * i + 2 * slot].record(stream)
+                        called = time.perf_counter()
+                        launch(ops)
+                        if i < HOST_TIMED_ROUNDS:  # later, a launch call may wait for room in the launch queue
+                            host[slot].append(time.perf_counter() - called)
+                        ev[4 * i + 2 * slot + 1].record(stream)
+                if clock is not None:
+                    self._mark((1,), (1,), ())  # closes the last launch's span
+                host_s = time.perf_counter() - host0
+                stream.synchronize()  # the closing mark too, before CUPTI's records are read
         except BaseException:
             if clock is not None:
                 with contextlib.suppress(Exception):  # the launch's own error is the one to report

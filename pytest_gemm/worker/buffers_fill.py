@@ -14,6 +14,7 @@ from ..specs.cases import Case
 from ..specs.errors import KernelFileError
 from ..specs.expr import ExpressionError
 from ..specs.footprint import kernel_sizes
+from .integrity import HARNESS, HarnessChanged, ThreadLeft
 
 __all__ = ["buffer_contents"]
 
@@ -42,8 +43,11 @@ def buffer_contents(runner: Any, case: Case, buffer: Buffer, path: str) -> np.nd
     shown = str(Path(spec.path).parent / file)
     fn = runner.files.helper(where, name, shown)
     try:
-        values = fn(**{key: names[key] for key in ("M", "N", "K", "SM_COUNT")}, **case.variant.as_dict())
+        sizes = {key: names[key] for key in ("M", "N", "K", "SM_COUNT")}
+        values = HARNESS.call(lambda: fn(**sizes, **case.variant.as_dict()))
         host = np.asarray(values, dtype=dtype).reshape(-1)
+    except (HarnessChanged, ThreadLeft):
+        raise
     except Exception as exc:  # the user's function: what it raised, said as its file's problem
         raise KernelFileError(
             shown, f"{name}() for {case.shape.id} (buffer {buffer.name}) raised {type(exc).__name__}: {exc}",

@@ -19,6 +19,7 @@ from ..specs.cases import Case
 from ..specs.files import case_from_request, load_specs
 from ..specs.pyfile import SPEC_ATTR
 from ..specs.spec import KernelFileError, KernelSpec
+from .integrity import HARNESS
 
 __all__ = ["KernelFiles"]
 
@@ -76,13 +77,15 @@ def _import(path: Path, shown: str) -> ModuleType:
         raise KernelFileError(shown, "cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException as exc:  # a kernel file that raises SystemExit at import must not end the worker
-        del sys.modules[name]
-        missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
-        needs = f"this kernel file needs {missing} (pip install {missing}); " if missing in NEEDS_INSTALL else ""
-        raise KernelFileError(shown, f"{needs}importing the kernel file failed: {type(exc).__name__}: {exc}") from None
+    with HARNESS.watching():  # what its import changes in the worker, or leaves running
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as exc:  # a kernel file that raises SystemExit at import must not end the worker
+            del sys.modules[name]
+            missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+            needs = f"this kernel file needs {missing} (pip install {missing}); " if missing in NEEDS_INSTALL else ""
+            failed = f"{needs}importing the kernel file failed: {type(exc).__name__}: {exc}"
+            raise KernelFileError(shown, failed) from None
     return module
 
 

@@ -48,6 +48,8 @@ class KernelStrategy:
     watched = False
     #: its launch calls' host time is its own code's (a Python kernel's), reported beside its device time
     host_timed = False
+    #: its launch runs its file's Python code in the worker, watched for what it changes there (worker.integrity)
+    file_code = False
 
     def __init__(self, runner: GpuRunner, case: Case, inputs: InputStrategy) -> None:
         self.runner, self.case, self.inputs = runner, case, inputs
@@ -204,7 +206,7 @@ class PythonKernel(KernelStrategy):
     """A Python kernel called with CuPy arrays: its function, imported from its file (``path``, absolute) when it
     changed, in the load phase."""
 
-    setup_call = watched = host_timed = True
+    setup_call = watched = host_timed = file_code = True
 
     def __init__(self, runner: GpuRunner, case: Case, inputs: InputStrategy, path: str) -> None:
         super().__init__(runner, case, inputs)

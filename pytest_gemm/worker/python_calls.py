@@ -16,6 +16,7 @@ from ..specs.footprint import per_group
 from ..specs.spec import ARRAYS, KernelFileError, KernelSpec
 from .buffers import np_dtype, uint_type
 from .errors import guarded_call
+from .integrity import HARNESS
 from .operands import Operands
 
 __all__ = ["autotune_choices", "python_launcher"]
@@ -57,7 +58,11 @@ def python_launcher(
     if device is not None:
         stream, index = device
         return torch_launcher(spec, fn, views, dtypes, stream, index, scalars, params, (path, spec.path, cuda_errors))
-    return lambda: guarded_call(lambda: fn(*views[:3], *scalars, *views[3:], **params), path, spec.path, cuda_errors)
+
+    def call() -> None:
+        guarded_call(lambda: fn(*views[:3], *scalars, *views[3:], **params), path, spec.path, cuda_errors)
+
+    return lambda: HARNESS.call(call)
 
 
 def _view(cp: Any, g: Any, dt: DType, torch: bool, transposed: bool) -> Any:
@@ -109,7 +114,7 @@ def torch_launcher(
         torch.cuda.set_stream(external)  # 18 us of the host's time a call on an H100 (research/launch_overhead.py)
         fn(*tensors[:3], *scalars, *tensors[3:], **params)
 
-    return lambda: guarded_call(call, path, shown, cuda_errors)
+    return lambda: HARNESS.call(lambda: guarded_call(call, path, shown, cuda_errors))
 
 
 def _as_bits(dt: DType, torch: bool) -> bool:

@@ -158,23 +158,24 @@ class Timer:
         # workspace), then more rounds up to ``warmup_s`` of device time measure the device and host
         # cost of a round, which size the batches and the spin (by the events: a round's whole cost).
         run = (kernel_sets, cublas_sets, prepare, kernel, reference)
-        warm = self.batches.batch(2, 0.0, *run, 0, None)
+        watched = prepared.kernel.file_code  # its file's code runs in each launch: watched a batch at a time
+        warm = self.batches.batch(2, 0.0, *run, 0, None, watched=watched)
         per_round = (sum(warm.events_k) + sum(warm.events_r)) / 2
         extra = max(1, min(MAX_BATCH, math.ceil(settings.warmup_s / max(per_round, 1e-9))) - 2)
-        warm = self.batches.batch(extra, 0.0, *run, 0, None)
+        warm = self.batches.batch(extra, 0.0, *run, 0, None, watched=watched)
         per_round = (sum(warm.events_k) + sum(warm.events_r)) / extra
         cost = (per_round, warm.host_s / extra)
 
         clock, note = self._clock(settings.timer)
         measured = None
         if clock is not None:
-            measured = self.batches.measure(clock, run, cost, settings, progress, start, 0)
+            measured = self.batches.measure(clock, run, cost, settings, progress, start, 0, watched=watched)
             note = measured.problem or disagree(measured.kernel_s, measured.events_k)
             note = note or disagree(measured.reference_s, measured.events_r)
         rounds = measured.rounds if measured is not None else 0
         other = measured.other_streams if measured is not None else ()  # the case fails for it (judge.case)
         if (measured is None or note) and not other:  # the events alone, timed again as they are without CUPTI
-            measured = self.batches.measure(None, run, cost, settings, progress, start, rounds)
+            measured = self.batches.measure(None, run, cost, settings, progress, start, rounds, watched=watched)
             rounds += measured.rounds
         timer = "events" if clock is None or note else "cupti"
         kernel_s, reference_s, reason = measured.kernel_s, measured.reference_s, measured.reason

@@ -103,6 +103,31 @@ def test_a_worker_start_failure_reads_as_a_sentence_in_each_form():
     )
 
 
+def test_a_kernel_file_that_changed_the_worker_says_what_and_that_nothing_measured_is_used():
+    """docs/verification.md#the-harness-unchanged: each change on a line of its own under the sentence."""
+    from pytest_gemm.records.diagnosis import Diagnosis
+    from pytest_gemm.records.outcome import Failure
+    from pytest_gemm.records.verdicts import FailureKind, Verdict
+
+    changed = ("cupy.cuda.get_elapsed_time replaced", "pytest_gemm.judge.gate.DEFAULT_THRESHOLD rebound")
+    failure = Failure(FailureKind.HARNESS_CHANGED, f"{changed[0]} (and 1 more)", "time", changed, replace_worker=True)
+    fault = Diagnosis(Verdict.FAULT, "fp32", Shape(1, 2, 3), 1.0, 0.0, failure=failure)
+    lines = failure_text("k[x]", CaseResult("failed", diagnosis=fault), "r").splitlines()
+    assert lines[:3] == [
+        "k[x] (M=1, N=2, K=3, alpha=1, beta=0): its file's code changed pytest-gemm's worker while timing: "
+        "cupy.cuda.get_elapsed_time replaced (and 1 more); nothing measured in that worker for it is used, and the "
+        "worker was replaced",
+        "  cupy.cuda.get_elapsed_time replaced",
+        "  pytest_gemm.judge.gate.DEFAULT_THRESHOLD rebound",
+    ]
+    left = Failure(FailureKind.THREAD_LEFT, "later-gemm", "verify", ("later-gemm",), replace_worker=True)
+    fault = Diagnosis(Verdict.FAULT, "fp32", Shape(1, 2, 3), 1.0, 0.0, failure=left)
+    head = failure_text("k[x]", CaseResult("failed", diagnosis=fault), "r").splitlines()[0]
+    assert head.startswith(
+        "k[x] (M=1, N=2, K=3, alpha=1, beta=0): its file's code left a thread running while verifying: later-gemm;"
+    )
+
+
 def test_every_kind_of_finding_has_its_words_and_every_cause_its_letter():
     """A new check adds a kind and its rendering: a kind without either is caught here, not lost in a saved run."""
     from pytest_gemm.records.outcome import CAUSE_LETTERS
