@@ -237,6 +237,7 @@ def _record(case: Case, test: str, outcome: Outcome, gpu: dict[str, Any], source
         dtype=case.dtype,
         accumulate=case.spec.accumulate,
         peer=run.peer,
+        library_gemm=case.spec.library_gemm,
         shape=case.shape,
         ab=case.ab.id,
         alpha=case.ab.alpha,

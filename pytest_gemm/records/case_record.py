@@ -208,6 +208,7 @@ def record_problem(record: CaseRecord) -> str | None:
         or text_problem("kernel", record.kernel)
         or text_problem("gpu", record.gpu, LONGEST_GPU_NAME)
         or text_problem("peer", record.peer)
+        or text_problem("library_gemm", record.library_gemm)
         or dtype_problem(record.dtype)
         or figures_problem({name: getattr(record, name) for name in TIMING_FIGURES}, TIMING_FIGURES)
     )
@@ -278,6 +279,7 @@ class CaseRecord:
     gpu_id: str = ""  # which GPU of its model timed it (gpu_identity; '' when NVML gave no UUID, or saved before)
     accumulate: str = ""  # a declared accumulation ("fp16", timed against cuBLAS computing in it); '' for the default
     peer: str = "cuBLAS"  # what the cuBLAS figures timed: cuBLAS, or a grouped case's torch _grouped_mm
+    library_gemm: str = ""  # the library GEMM a Python kernel calls ("@", "torch.matmul"): its times are that library's
     events_median_s: float | None = None  # the CUDA events' medians around the same launches, as a cross-check
     events_cublas_median_s: float | None = None
     host_s: float | None = (

@@ -100,6 +100,8 @@ def row_flags(record: CaseRecord) -> str:
         flags.append("hot L2")
     if record.peer != "cuBLAS":  # its "% cuBLAS" is of this peer
         flags.append(f"vs {record.peer}")
+    if record.library_gemm:  # its time is a library's GEMM (docs/verification.md#library-gemms)
+        flags.append(f"library GEMM ({record.library_gemm})")
     return ", ".join(flags)
 
 

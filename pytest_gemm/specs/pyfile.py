@@ -15,13 +15,14 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .errors import KernelFileError
 from .header import python_header, spec_from_mapping
 from .kinds import KernelKind
+from .library_calls import library_gemm
 from .spec import KernelSpec, distinct_names
 
 __all__ = ["DECLARING", "DECORATOR", "SPEC_ATTR", "PyFacts", "parse_py_source", "py_facts"]
@@ -288,15 +289,8 @@ def parse_py_source(path: str | Path, text: str) -> list[KernelSpec]:
         if not isinstance(deco, ast.Call):
             raise KernelFileError(path, f"use @{DECORATOR}(dtypes=[...]), with its arguments", line=deco.lineno)
         header = python_header(_arguments(path, deco))
-        specs.append(
-            spec_from_mapping(
-                header,
-                path=path,
-                line=deco.lineno,
-                kind=KernelKind.PY,
-                attr=node.name,
-                default_name=node.name,
-                source=text,
-            )
+        spec = spec_from_mapping(
+            header, path=path, line=deco.lineno, kind=KernelKind.PY, attr=node.name, default_name=node.name, source=text
         )
+        specs.append(replace(spec, library_gemm=library_gemm(tree, node)))
     return distinct_names(path, specs)

@@ -7,8 +7,9 @@ timer and the judge. Around each call of them, :data:`HARNESS` compares:
   added) and the contents of their public constant tables (``METRICS``, ``FP8_MAX``);
 - the functions and classes of the libraries the timer and the judge call (NumPy, CuPy, CUPTI's bindings, ``time``,
   ``math``): one replaced (``cupy.cuda.get_elapsed_time``);
-- Python's threads: one started by the call and still running when it returns would do the kernel's work after
-  the timer stopped looking.
+- Python's threads: one still running the kernel file's code when the call has returned does the kernel's work
+  where the timer no longer looks (a thread of its own, or a library's pool it handed the work to). A library's
+  threads that run their own code (torch.compile's compile workers) are not the kernel's.
 
 Between two calls the harness runs, and its own data may change (a cache filled, a table made once): the comparison
 takes it from there. A function, class or module it holds is never replaced by the harness, so one replaced between
@@ -31,6 +32,8 @@ __all__ = ["HARNESS", "HarnessChanged", "HarnessWatch", "ThreadLeft"]
 
 #: the harness's package: its modules are watched whole
 PACKAGE = "pytest_gemm"
+#: how the worker names the modules it imports kernel files as (``pytest_gemm_kernels_`` and a hash of the path)
+KERNEL_MODULES = "pytest_gemm_kernels_"
 #: the libraries the timer and the judge call, watched for a function or class replaced (where imported)
 LIBRARIES = (
     "numpy",
@@ -162,9 +165,17 @@ def _watched(name: str, module: Any) -> list[_Namespace]:
     return found
 
 
-def _threads() -> set[threading.Thread]:
-    """Python's running threads, less native threads that called into Python (CUPTI's, for its buffers)."""
-    return {t for t in threading.enumerate() if not isinstance(t, threading._DummyThread)}
+def running_kernel_code(me: int) -> list[str]:
+    """The threads besides ``me`` (the calling thread's id) that are running a kernel file's code now: each named,
+    with the function of that file it is in."""
+    frames, found = sys._current_frames(), []
+    for thread in threading.enumerate():
+        frame = frames.get(thread.ident) if thread.ident != me else None
+        while frame is not None and not str(frame.f_globals.get("__name__", "")).startswith(KERNEL_MODULES):
+            frame = frame.f_back
+        if frame is not None:
+            found.append(f"{thread.name} (in {frame.f_code.co_name}, line {frame.f_lineno})")
+    return sorted(found)
 
 
 class HarnessWatch:
@@ -201,13 +212,12 @@ class HarnessWatch:
     @contextmanager
     def watching(self) -> Iterator[None]:
         """Around one call of a kernel file's code (or a timed batch of them): :meth:`check` before it; after it (also
-        when it raised), raise :class:`HarnessChanged` for anything it changed, or :class:`ThreadLeft` for a thread it
-        left running. Inside another, nothing of its own."""
+        when it raised), raise :class:`HarnessChanged` for anything it changed, or :class:`ThreadLeft` for another
+        thread still running its file's code. Inside another, nothing of its own."""
         if self._depth:
             yield
             return
         self.check()
-        threads = _threads()
         self._depth += 1
         try:
             yield
@@ -223,9 +233,9 @@ class HarnessWatch:
             if changed:
                 self._spaces, self._seen = {}, set()
                 raise HarnessChanged(changed)
-            left = sorted(_threads() - threads, key=lambda t: t.name)
+            left = running_kernel_code(threading.get_ident())
             if left:
-                raise ThreadLeft([f"{t.name} (daemon)" if t.daemon else t.name for t in left])
+                raise ThreadLeft(left)
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """``fn()``, watched (:meth:`watching`)."""

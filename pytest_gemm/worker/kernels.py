@@ -19,7 +19,7 @@ from ..specs.cases import Case
 from ..specs.files import case_from_request, load_specs
 from ..specs.pyfile import SPEC_ATTR
 from ..specs.spec import KernelFileError, KernelSpec
-from .integrity import HARNESS
+from .integrity import HARNESS, KERNEL_MODULES
 
 __all__ = ["KernelFiles"]
 
@@ -71,7 +71,7 @@ class KernelFiles:
 
 
 def _import(path: Path, shown: str) -> ModuleType:
-    name = "pytest_gemm_kernels_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    name = KERNEL_MODULES + hashlib.sha1(str(path).encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise KernelFileError(shown, "cannot be imported as a Python module")

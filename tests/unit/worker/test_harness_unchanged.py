@@ -4,6 +4,7 @@ rebinds or leaves running is named; what the harness itself changes between call
 from __future__ import annotations
 
 import threading
+import types
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from pytest_gemm.records.shapes import Shape
 from pytest_gemm.specs.cases import AB_CASES, Case
 from pytest_gemm.specs.header import spec_from_mapping
 from pytest_gemm.specs.spec import Variant
-from pytest_gemm.worker.integrity import HarnessChanged, HarnessWatch, ThreadLeft
+from pytest_gemm.worker.integrity import KERNEL_MODULES, HarnessChanged, HarnessWatch, ThreadLeft
 from pytest_gemm.worker.verify import verify
 
 from support.host_device import FunctionKernel, HostCupy, HostDevice, host_case
@@ -90,18 +91,39 @@ def test_a_submodule_imported_in_a_call_is_no_change(watch, monkeypatch):
         import pytest_gemm.report.faults  # noqa: F401  (binds report.faults again)
 
 
-def test_a_thread_left_running_is_named_and_a_finished_one_is_not(watch):
-    with watch.watching():
-        done = threading.Thread(target=lambda: None, name="finished")
-        done.start()
-        done.join()
-    release = threading.Event()
+def _kernel_file(source: str) -> types.ModuleType:
+    """A module named as the worker names an imported kernel file's, holding ``source``."""
+    module = types.ModuleType(KERNEL_MODULES + "test")
+    exec(compile(source, "kernel.py", "exec"), module.__dict__)
+    return module
+
+
+def test_a_thread_still_running_the_kernel_files_code_is_named_and_a_librarys_is_not(watch):
+    """Work the call left to a thread of its own, or to a pool, runs the kernel file's code after the call returned;
+    a library's own idle thread (torch.compile's compile workers) runs none of it."""
+    kernel = _kernel_file(
+        "import threading\n"
+        "release = threading.Event()\n"
+        "def later():\n"
+        "    release.wait()\n"
+        "def call():\n"
+        "    threading.Thread(target=later, name='deferred-gemm', daemon=True).start()\n"
+        "def finished():\n"
+        "    t = threading.Thread(target=lambda: None)\n"
+        "    t.start()\n"
+        "    t.join()\n"
+    )
+    library = threading.Event()
+    threading.Thread(target=library.wait, name="library-pool", daemon=True).start()
     try:
+        with watch.watching():
+            kernel.finished()
         with pytest.raises(ThreadLeft) as raised, watch.watching():
-            threading.Thread(target=release.wait, name="deferred-gemm", daemon=True).start()
-        assert raised.value.details == ("deferred-gemm (daemon)",)
+            kernel.call()
+        assert raised.value.details == ("deferred-gemm (in later, line 4)",)
     finally:
-        release.set()
+        kernel.release.set()
+        library.set()
 
 
 def test_a_timed_batch_is_watched_as_one(watch, monkeypatch):
