@@ -279,7 +279,7 @@ class CaseRecord:
     gpu_id: str = ""  # which GPU of its model timed it (gpu_identity; '' when NVML gave no UUID, or saved before)
     accumulate: str = ""  # a declared accumulation ("fp16", timed against cuBLAS computing in it); '' for the default
     peer: str = "cuBLAS"  # what the cuBLAS figures timed: cuBLAS, or a grouped case's torch _grouped_mm
-    library_gemm: str = ""  # the library GEMM a Python kernel calls ("@", "torch.matmul"): its times are that library's
+    library_gemm: str = ""  # a library GEMM a Python kernel's code uses ("@", "torch.matmul"): a note, not a verdict
     events_median_s: float | None = None  # the CUDA events' medians around the same launches, as a cross-check
     events_cublas_median_s: float | None = None
     host_s: float | None = (

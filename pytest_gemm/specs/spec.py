@@ -117,6 +117,11 @@ class KernelSpec:
         return SIZE_TYPES[self.stride_type or self.size_type]
 
     @property
+    def fills(self) -> bool:
+        """Whether a function of a Python file fills one of its buffers (code that runs in the worker)."""
+        return any(buffer.function for buffer in self.buffers)
+
+    @property
     def variant_count(self) -> int:
         """How many variants the params give (without listing them)."""
         return math.prod(len(values) for _, values in self.params)

@@ -144,8 +144,8 @@ class GpuBackend:
             start = time.perf_counter()
             try:
                 yield
-                if kernel is not None and kernel.file_code:  # code replaced after its last call (a host callback)
-                    HARNESS.check()
+                if case is not None and ((kernel is not None and kernel.file_code) or case.spec.fills):
+                    HARNESS.check()  # what its file's code changed after its last call returned (a host callback)
             except Exception as exc:
                 raise _Failed(self._failure(exc, name, kernel)) from None
             finally:

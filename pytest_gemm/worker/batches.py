@@ -111,12 +111,12 @@ class Batches:
         cp, stream, ev = self.cp, self.stream, self._events
         if rounds > MAX_CUPTI_BATCH:  # the events are allocated for this many
             raise ValueError(f"a batch of {rounds} rounds is over the {MAX_CUPTI_BATCH} the timer has events for")
-        host0 = time.perf_counter()
-        if clock is not None:
-            clock.start()
         host: tuple[list[float], list[float]] = ([], [])  # each launch call's time on the host
         try:
-            with HARNESS.watching() if watched else contextlib.nullcontext():
+            with HARNESS.watching() if watched else contextlib.nullcontext():  # its check before the host's clock
+                host0 = time.perf_counter()
+                if clock is not None:
+                    clock.start()
                 if spin_s > 0:
                     self._spin((1,), (1,), (np.uint64(int(spin_s * 1e9)),))
                 for i in range(rounds):

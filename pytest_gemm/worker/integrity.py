@@ -3,23 +3,28 @@
 A Python kernel, its file's import and a ``.cu`` kernel's fill function run in the worker's own process, beside the
 timer and the judge. Around each call of them, :data:`HARNESS` compares:
 
-- every attribute of pytest-gemm's modules and of their classes (a function replaced, a constant rebound, a name
-  added) and the contents of their public constant tables (``METRICS``, ``FP8_MAX``);
-- the functions and classes of the libraries the timer and the judge call (NumPy, CuPy, CUPTI's bindings, ``time``,
-  ``math``): one replaced (``cupy.cuda.get_elapsed_time``);
-- Python's threads: one still running the kernel file's code when the call has returned does the kernel's work
-  where the timer no longer looks (a thread of its own, or a library's pool it handed the work to). A library's
-  threads that run their own code (torch.compile's compile workers) are not the kernel's.
+- pytest-gemm's modules and classes: a function or class replaced, added or deleted, a function's code or defaults
+  swapped, a public constant rebound, a public table's contents changed;
+- the libraries the timer and the judge call (NumPy, CuPy, CUPTI's bindings, ``time``, ``math``): a name rebound;
+- the interpreter's hooks (``sys.settrace``, ``sys.setprofile``, threading's) and the kernel file's functions among
+  ``gc.callbacks``;
+- threads: one that runs the kernel file's code once the call has returned, or that the call started to run it
+  later (a thread of its own, a ``threading.Timer``, a pool it handed the work to), does the kernel's work where the
+  timer no longer looks. A library's threads that run their own code (torch.compile's compile workers) are not the
+  kernel's.
 
-Between two calls the harness runs, and its own data may change (a cache filled, a table made once): the comparison
-takes it from there. A function, class or module it holds is never replaced by the harness, so one replaced between
-calls (by a host callback the kernel queued, say) is still the kernel file's doing, found before the next call and
-at the end of each phase. What this cannot see: memory written through ``ctypes``, objects' own state, threads of
-native code; docs/verification.md says what would.
+Between two calls the harness runs, and its own private data may change (a cache filled): the comparison takes it
+from there. It never replaces code or its public constants, so such a change between calls (by a host function the
+kernel queued on the stream) is still the kernel file's doing, found before the next call and at each phase's end.
+A module first seen holding a function of a kernel file is a change too. What this cannot see: memory written
+through ``ctypes``, objects' own state, native threads, work a pool runs later with none of the file's code in it;
+code that sets out to defeat the check can. docs/verification.md says what would catch that.
 """
 
 from __future__ import annotations
 
+import gc
+import operator
 import sys
 import threading
 import types
@@ -28,13 +33,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HARNESS", "HarnessChanged", "HarnessWatch", "ThreadLeft"]
+__all__ = ["HARNESS", "KERNEL_MODULES", "HarnessChanged", "HarnessWatch", "ThreadLeft", "left_to_threads"]
 
 #: the harness's package: its modules are watched whole
 PACKAGE = "pytest_gemm"
 #: how the worker names the modules it imports kernel files as (``pytest_gemm_kernels_`` and a hash of the path)
 KERNEL_MODULES = "pytest_gemm_kernels_"
-#: the libraries the timer and the judge call, watched for a function or class replaced (where imported)
+#: the libraries the timer and the judge call, watched for a name rebound (where imported)
 LIBRARIES = (
     "numpy",
     "cupy",
@@ -46,10 +51,9 @@ LIBRARIES = (
     "time",
     "math",
 )
-#: the most elements of a constant table whose contents are compared (a larger one is a cache)
+#: the most elements of a public table whose contents are compared (a larger one is a cache)
 TABLE_MOST = 256
-#: what the harness never replaces once it holds it: code, types and modules
-_CODE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type, types.ModuleType)
+_CODE_OF, _DEFAULTS_OF = operator.attrgetter("__code__"), operator.attrgetter("__defaults__")
 _MISSING = object()
 
 
@@ -62,11 +66,32 @@ class HarnessChanged(Exception):
 
 
 class ThreadLeft(Exception):
-    """Code of the kernel's file left a thread running: ``details`` names each."""
+    """Code of the kernel's file left work to another thread: ``details`` names each thread."""
 
     def __init__(self, details: list[str]) -> None:
         super().__init__(", ".join(details))
         self.details = tuple(details)
+
+
+def _is_code(value: Any) -> bool:
+    return callable(value) or isinstance(value, (staticmethod, classmethod, property, types.ModuleType))
+
+
+def _constant(name: str) -> bool:
+    """A public constant's name (``FP8_MAX``): never rebound, its table never changed, by the harness."""
+    return name.isupper() and not name.startswith("_")
+
+
+def _kernels(value: Any) -> bool:
+    """Whether ``value`` is code of a kernel file (a function, a class or a thread's target defined there)."""
+    return str(getattr(value, "__module__", "") or "").startswith(KERNEL_MODULES)
+
+
+def _contents(value: Any) -> Any:
+    """A table's contents: its keys and elements (an element equal to itself is never asked)."""
+    if isinstance(value, dict):
+        return tuple(value), tuple(value.values())
+    return tuple(value) if isinstance(value, (list, set)) else None
 
 
 @dataclass
@@ -75,82 +100,63 @@ class _Namespace:
 
     shown: str  # "pytest_gemm.judge.accuracy" or "pytest_gemm.judge.accuracy.Truth"
     space: Any  # the live mapping
-    ours: bool  # pytest-gemm's own: every change counts; a library's: code replaced only
-    values: dict[str, Any] = field(init=False)  # what it held (the objects themselves: an id could be reused)
-    tables: dict[str, Any] = field(init=False)  # its public constant tables' contents
+    ours: bool  # pytest-gemm's own: code, internals and constants count; a library's: any name rebound
+    values: dict[str, Any] = field(init=False)
+    tables: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
         self.values = dict(self.space)
         self._keys, self._objects = tuple(self.values), tuple(self.values.values())
-        self.tables = {k: _contents(v) for k, v in self.values.items() if self.ours and _is_table(k, v)}
+        self._functions = tuple(v for v in self._objects if isinstance(v, types.FunctionType)) if self.ours else ()
+        self._codes, self._defaults = tuple(map(_CODE_OF, self._functions)), tuple(map(_DEFAULTS_OF, self._functions))
+        tables = ((k, v) for k, v in self.values.items() if self.ours and _constant(k))
+        self.tables = {k: _contents(v) for k, v in tables if isinstance(v, (dict, list, set)) and len(v) <= TABLE_MOST}
 
     def same(self) -> bool:
-        """Whether nothing changed since, compared at C's speed: the names, then their objects (an object is equal
-        to itself without its ``__eq__`` being called; one that differs is looked at one by one, in :meth:`changes`)."""
+        """Whether nothing changed since, compared at C's speed (an unchanged object is equal to itself without its
+        ``__eq__`` being called; an exception from one that changed is a change)."""
         space = self.space
         try:
             return (
                 tuple(space) == self._keys
                 and tuple(space.values()) == self._objects
+                and tuple(map(_CODE_OF, self._functions)) == self._codes
+                and tuple(map(_DEFAULTS_OF, self._functions)) == self._defaults
                 and all(_contents(space.get(k)) == was for k, was in self.tables.items())
             )
-        except Exception:  # an object whose comparison raises (an array): a change, looked at one by one
+        except Exception:
             return False
 
-    def changes(self) -> tuple[list[str], bool]:
-        """What changed since: code replaced or added (always counted), and whether its data changed too."""
-        code, data, space = [], False, self.space
+    def changes(self) -> tuple[list[str], list[str]]:
+        """What changed since: what the harness never does (always counted), and its private data (counted only when
+        it changed in a kernel file's call)."""
+        code, data, space, at = [], [], self.space, self.shown
         for name, value in self.values.items():
             now = space.get(name, _MISSING)
             if now is not value:
-                if isinstance(value, _CODE) or isinstance(now, _CODE):
-                    code.append(f"{self.shown}.{name} {'deleted' if now is _MISSING else 'replaced'}")
-                data = data or self.ours
-        if len(space) != len(self.values):
-            for name in [n for n in list(space) if n not in self.values]:
-                if self.ours and isinstance(space[name], _CODE) and not _submodule(self.shown, name, space[name]):
-                    code.append(f"{self.shown}.{name} added")
-                data = data or self.ours
-        for name, was in self.tables.items():
-            if _contents(space.get(name)) != was:
-                data = True
+                said = f"{at}.{name} {'deleted' if now is _MISSING else 'replaced' if _is_code(value) else 'rebound'}"
+                dunder = name.startswith("__") and name.endswith("__")
+                if not self.ours or _is_code(value) or _is_code(now) or _constant(name):
+                    code.append(said)
+                elif not dunder:
+                    data.append(said)
+        for name in [n for n in list(space) if n not in self.values]:
+            if not self.ours or _submodule(at, name, space[name]):  # a library's, or a submodule's import
+                continue
+            if _is_code(space[name]):
+                code.append(f"{at}.{name} added")
+            elif not (name.startswith("__") and name.endswith("__")):
+                data.append(f"{at}.{name} added")
+        for function, was, defaults in zip(self._functions, self._codes, self._defaults, strict=True):
+            if function.__code__ is not was or function.__defaults__ is not defaults:
+                code.append(f"{at}.{function.__name__}'s code or defaults replaced")
+        code += [f"{at}.{n}'s contents changed" for n, was in self.tables.items() if _contents(space.get(n)) != was]
         return code, data
-
-    def data_changes(self) -> list[str]:
-        """Its data that changed since, by name (a kernel's call must change none)."""
-        if not self.ours:
-            return []
-        space = self.space
-        found = [
-            f"{self.shown}.{n} {'deleted' if n not in space else 'rebound'}"
-            for n, v in self.values.items()
-            if space.get(n, _MISSING) is not v and not isinstance(v, _CODE)
-        ]
-        found += [
-            f"{self.shown}.{n} added"
-            for n in list(space)
-            if n not in self.values and not _submodule(self.shown, n, space[n])
-        ]
-        found += [
-            f"{self.shown}.{n}'s contents changed" for n, was in self.tables.items() if _contents(space.get(n)) != was
-        ]
-        return found
 
 
 def _submodule(shown: str, name: str, value: Any) -> bool:
     """Whether ``value`` is the package ``shown``'s submodule ``name``, bound by its import."""
     return isinstance(value, types.ModuleType) and value.__name__ == f"{shown}.{name}"
-
-
-def _contents(value: Any) -> Any:
-    """A constant table's contents: its keys and elements (compared as :meth:`_Namespace.same` compares)."""
-    if isinstance(value, dict):
-        return tuple(value), tuple(value.values())
-    return tuple(value) if isinstance(value, (list, set)) else None
-
-
-def _is_table(name: str, value: Any) -> bool:
-    return name.isupper() and isinstance(value, (dict, list, set)) and len(value) <= TABLE_MOST
 
 
 def _watched(name: str, module: Any) -> list[_Namespace]:
@@ -165,17 +171,39 @@ def _watched(name: str, module: Any) -> list[_Namespace]:
     return found
 
 
-def running_kernel_code(me: int) -> list[str]:
-    """The threads besides ``me`` (the calling thread's id) that are running a kernel file's code now: each named,
-    with the function of that file it is in."""
+def _kernel_frame(frame: Any) -> Any:
+    """The innermost frame of a kernel file's code in ``frame``'s stack, or None."""
+    while frame is not None and not str(frame.f_globals.get("__name__", "")).startswith(KERNEL_MODULES):
+        frame = frame.f_back
+    return frame
+
+
+def left_to_threads(me: int, before: set[threading.Thread]) -> list[str]:
+    """The threads besides ``me`` (the calling thread's id) that run a kernel file's code now (each with the function
+    it is in), or that started since ``before`` to run it later (a target or a timer's function defined there)."""
     frames, found = sys._current_frames(), []
     for thread in threading.enumerate():
-        frame = frames.get(thread.ident) if thread.ident != me else None
-        while frame is not None and not str(frame.f_globals.get("__name__", "")).startswith(KERNEL_MODULES):
-            frame = frame.f_back
+        frame = _kernel_frame(frames.get(thread.ident)) if thread.ident != me else None
+        target = getattr(thread, "_target", None) or getattr(thread, "function", None)
         if frame is not None:
             found.append(f"{thread.name} (in {frame.f_code.co_name}, line {frame.f_lineno})")
+        elif thread not in before and (_kernels(target) or _kernels(type(thread))):
+            found.append(f"{thread.name} (to run {getattr(target, '__name__', type(thread).__name__)})")
     return sorted(found)
+
+
+def _hooks() -> tuple[Any, ...]:
+    """The interpreter's hooks, and the garbage collector's callbacks of a kernel file (a library's may be its own)."""
+    return (
+        sys.gettrace(),
+        sys.getprofile(),
+        threading.gettrace(),
+        threading.getprofile(),
+        tuple(c for c in gc.callbacks if _kernels(c) or _kernels(getattr(c, "__self__", None))),
+    )
+
+
+_HOOKS = ("sys.settrace", "sys.setprofile", "threading.settrace", "threading.setprofile", "gc.callbacks")
 
 
 class HarnessWatch:
@@ -186,59 +214,67 @@ class HarnessWatch:
         self._seen: set[str] = set()  # the modules looked at (watched or not)
         self._depth = 0  # inside a watched call (a timed batch): the calls it makes are watched as one
 
+    def _forget(self) -> None:
+        """Start again from what is there now (the worker that found a change is replaced; until then)."""
+        self._spaces, self._seen = {}, set()
+
     def check(self) -> None:
-        """Raise :class:`HarnessChanged` for code replaced since the last look (the harness's own data changes are
-        taken as they now are); modules imported since are taken as they are."""
-        code = []
+        """Raise :class:`HarnessChanged` for what the harness never changes, changed since the last look (its private
+        data is taken as it now is); modules imported since are taken as they are, unless they hold a kernel file's
+        code."""
+        code: list[str] = []
         for spaces in self._spaces.values():
             for i, ns in enumerate(spaces):
-                if ns.same():
-                    continue
-                replaced, data = ns.changes()
-                code += replaced
-                if data and not replaced:
+                if not ns.same():
+                    replaced, _ = ns.changes()
+                    code += replaced
                     spaces[i] = _Namespace(ns.shown, ns.space, ns.ours)
-        if len(sys.modules) != len(self._seen):
-            for name, module in list(sys.modules.items()):
-                if name not in self._seen:
-                    self._seen.add(name)
-                    spaces = _watched(name, module)
-                    if spaces:
-                        self._spaces[name] = spaces
+        for name in sys.modules.keys() - self._seen:
+            self._seen.add(name)
+            spaces = _watched(name, sys.modules.get(name))
+            if spaces:
+                self._spaces[name] = spaces
+                code += [
+                    f"{ns.shown}.{k} is the kernel file's" for ns in spaces for k, v in ns.values.items() if _kernels(v)
+                ]
         if code:
-            self._spaces, self._seen = {}, set()  # the worker is replaced; until then, compared from here
+            self._forget()
             raise HarnessChanged(code)
 
     @contextmanager
     def watching(self) -> Iterator[None]:
         """Around one call of a kernel file's code (or a timed batch of them): :meth:`check` before it; after it (also
-        when it raised), raise :class:`HarnessChanged` for anything it changed, or :class:`ThreadLeft` for another
-        thread still running its file's code. Inside another, nothing of its own."""
+        when it raised), raise :class:`HarnessChanged` for what it changed, or :class:`ThreadLeft` for work it left
+        to another thread. Inside another, nothing of its own."""
         if self._depth:
             yield
             return
         self.check()
-        self._depth += 1
+        threads, hooks, spaces, count = set(threading.enumerate()), _hooks(), self._spaces, len(self._spaces)
+        self._depth = 1
         try:
             yield
         finally:
-            self._depth -= 1
-            changed = []
-            for spaces in self._spaces.values():
-                for ns in spaces:
-                    if ns.same():
-                        continue
-                    code, data = ns.changes()
-                    changed += code + (ns.data_changes() if data else [])
+            depth, self._depth = self._depth, 0
+            changed = [f"{name} changed" for name, was, now in zip(_HOOKS, hooks, _hooks(), strict=True) if was != now]
+            if depth != 1 or self._spaces is not spaces or len(spaces) != count:
+                changed.append("pytest_gemm.worker.integrity.HARNESS's own state changed")
+            for namespaces in spaces.values():
+                for ns in namespaces:
+                    if not ns.same():
+                        code, data = ns.changes()
+                        changed += code + data
             if changed:
-                self._spaces, self._seen = {}, set()
+                self._forget()
                 raise HarnessChanged(changed)
-            left = running_kernel_code(threading.get_ident())
+            left = left_to_threads(threading.get_ident(), threads)
             if left:
                 raise ThreadLeft(left)
 
     def call(self, fn: Callable[[], Any]) -> Any:
-        """``fn()``, watched (:meth:`watching`)."""
+        """``fn()``, watched (:meth:`watching`); inside a watched batch, called as it is."""
+        if self._depth:
+            return fn()
         with self.watching():
             return fn()
 

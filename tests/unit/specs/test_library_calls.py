@@ -69,6 +69,25 @@ def test_one_in_a_function_of_the_file_it_calls_is_found_at_any_depth():
     assert _library_gemms(body) == {"k": "@"}
 
 
+@pytest.mark.parametrize(
+    ("defined", "used", "said"),
+    [
+        ("mm = torch.matmul", "C.copy_(mm(A, B))", "torch.matmul"),
+        (
+            "def _impl(A, B):\n    return torch.mm(A, B)\n_fast = torch.compile(_impl)",
+            "C.copy_(_fast(A, B))",
+            "torch.mm",
+        ),
+        ("", "C.copy_(torch.ops.aten.mm.default(A, B))", "torch.ops.aten.mm.default"),
+        ("class Op:\n    @staticmethod\n    def apply(A, B):\n        return A @ B", "C.copy_(Op.apply(A, B))", "@"),
+    ],
+    ids=["an alias", "torch.compile of a function", "an aten op", "a class's method"],
+)
+def test_one_reached_through_what_the_file_defines_is_found(defined, used, said):
+    body = f"import torch\n{defined}\n@gemm_kernel(dtypes=['fp32'], arrays='torch')\ndef k(A, B, C, alpha, beta):\n"
+    assert _library_gemms(body + f"    {used}\n") == {"k": said}
+
+
 def test_the_kernels_own_code_is_no_library_gemm():
     """Triton's tl.dot, a launch through a grid, a loop of the file's own, element-wise CuPy: nothing named."""
     body = """

@@ -3,6 +3,7 @@ rebinds or leaves running is named; what the harness itself changes between call
 
 from __future__ import annotations
 
+import sys
 import threading
 import types
 
@@ -76,8 +77,7 @@ def test_code_replaced_between_calls_is_found_before_the_next(watch, monkeypatch
 def test_the_harness_own_data_changed_between_calls_is_no_change(watch, monkeypatch):
     with watch.watching():
         pass
-    monkeypatch.setattr(gate, "DEFAULT_THRESHOLD", 0.07)  # as a lazily made table would be: the harness's own
-    monkeypatch.setattr(gate, "_made_once", {"a": 1}, raising=False)
+    monkeypatch.setattr(gate, "_made_once", {"a": 1}, raising=False)  # as a lazily made cache would be
     with watch.watching():
         pass
     watch.check()
@@ -85,10 +85,56 @@ def test_the_harness_own_data_changed_between_calls_is_no_change(watch, monkeypa
 
 def test_a_submodule_imported_in_a_call_is_no_change(watch, monkeypatch):
     import pytest_gemm.report as report
+    import pytest_gemm.report.faults as faults
 
-    monkeypatch.delattr(report, "faults", raising=False)
+    monkeypatch.delattr(report, "faults")
+    monkeypatch.delitem(sys.modules, "pytest_gemm.report.faults")
     with watch.watching():
-        import pytest_gemm.report.faults  # noqa: F401  (binds report.faults again)
+        import pytest_gemm.report.faults as again  # binds report.faults again: a new module object
+    assert again is not faults and report.faults is again
+    monkeypatch.setitem(sys.modules, "pytest_gemm.report.faults", faults)  # the one the rest of the run imported
+    monkeypatch.setattr(report, "faults", faults)
+
+
+def test_a_warning_the_call_made_is_no_change(watch):
+    """A warning shown on a harness frame leaves ``__warningregistry__`` in that module: Python's, not a change."""
+    import pytest_gemm.worker.integrity as integrity
+
+    with watch.watching():
+        integrity.__dict__.setdefault("__warningregistry__", {})  # as warnings.warn does, on its module's frame
+
+
+def test_a_library_function_replaced_by_another_callable_is_named(watch, monkeypatch):
+    """np.median is no Python function: replaced by np.amin (no function either), it is still named."""
+    details = _changes(watch, lambda: monkeypatch.setattr(np, "median", np.amin))
+    assert details == ("numpy.median replaced",)
+
+
+def test_a_functions_code_swapped_is_named(watch, monkeypatch):
+    details = _changes(watch, lambda: monkeypatch.setattr(accuracy.error_stats, "__code__", (lambda *a: None).__code__))
+    assert "pytest_gemm.judge.accuracy.error_stats's code or defaults replaced" in details
+
+
+def test_a_public_constant_rebound_between_calls_is_named(watch, monkeypatch):
+    with watch.watching():
+        pass
+    monkeypatch.setattr(gate, "DEFAULT_THRESHOLD", 1e9)
+    with pytest.raises(HarnessChanged, match="DEFAULT_THRESHOLD rebound"):
+        watch.check()
+
+
+def test_a_tracer_set_in_a_call_is_named(watch):
+    previous = sys.getprofile()
+    try:
+        with pytest.raises(HarnessChanged, match=r"sys\.setprofile changed"), watch.watching():
+            sys.setprofile(lambda *args: None)
+    finally:
+        sys.setprofile(previous)
+
+
+def test_the_watchs_own_state_changed_is_named(watch):
+    with pytest.raises(HarnessChanged, match="HARNESS's own state changed"), watch.watching():
+        watch._spaces.clear()
 
 
 def _kernel_file(source: str) -> types.ModuleType:
@@ -112,18 +158,34 @@ def test_a_thread_still_running_the_kernel_files_code_is_named_and_a_librarys_is
         "    t = threading.Thread(target=lambda: None)\n"
         "    t.start()\n"
         "    t.join()\n"
+        "def timer():\n"
+        "    t = threading.Timer(30.0, later)\n"
+        "    t.name = 'timer-gemm'\n"
+        "    t.daemon = True\n"
+        "    t.start()\n"
+        "    return t\n"
     )
     library = threading.Event()
     threading.Thread(target=library.wait, name="library-pool", daemon=True).start()
+    later = []
     try:
         with watch.watching():
             kernel.finished()
         with pytest.raises(ThreadLeft) as raised, watch.watching():
             kernel.call()
         assert raised.value.details == ("deferred-gemm (in later, line 4)",)
+        kernel.release.set()
+        for thread in threading.enumerate():
+            if thread.name == "deferred-gemm":
+                thread.join()
+        with pytest.raises(ThreadLeft) as raised, watch.watching():
+            later.append(kernel.timer())
+        assert raised.value.details == ("timer-gemm (to run later)",)
     finally:
         kernel.release.set()
         library.set()
+        for timer in later:
+            timer.cancel()
 
 
 def test_a_timed_batch_is_watched_as_one(watch, monkeypatch):
