@@ -31,6 +31,7 @@ import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 __all__ = ["HARNESS", "KERNEL_MODULES", "HarnessChanged", "HarnessWatch", "ThreadLeft", "left_to_threads"]
@@ -54,6 +55,7 @@ LIBRARIES = (
 #: the most elements of a public table whose contents are compared (a larger one is a cache)
 TABLE_MOST = 256
 _CODE_OF, _DEFAULTS_OF = operator.attrgetter("__code__"), operator.attrgetter("__defaults__")
+_VALUES = operator.methodcaller("values")
 _MISSING = object()
 
 
@@ -213,23 +215,61 @@ class HarnessWatch:
         self._spaces: dict[str, list[_Namespace]] = {}  # by module name
         self._seen: set[str] = set()  # the modules looked at (watched or not)
         self._depth = 0  # inside a watched call (a timed batch): the calls it makes are watched as one
+        self._state: tuple[Any, ...] = ()  # every watched namespace at once, as it was (:meth:`_unchanged`)
+        self._lists: tuple[list[Any], ...] = ([], [], [], [])  # what :meth:`_now` reads
 
     def _forget(self) -> None:
         """Start again from what is there now (the worker that found a change is replaced; until then)."""
-        self._spaces, self._seen = {}, set()
+        self._spaces, self._seen, self._state = {}, set(), ()
+
+    def _now(self) -> tuple[Any, ...]:
+        """Every watched namespace at once, in a few tuples made at C's speed: their names, their objects, their
+        functions' code and defaults, their tables' contents (the namespaces, functions and tables listed once, as
+        :meth:`_take` found them)."""
+        maps, functions, dicts, others = self._lists
+        return (
+            tuple(chain.from_iterable(maps)),
+            tuple(chain.from_iterable(map(_VALUES, maps))),
+            tuple(map(_CODE_OF, functions)),
+            tuple(map(_DEFAULTS_OF, functions)),
+            tuple(chain.from_iterable(map(dict.items, dicts))),
+            tuple(chain.from_iterable(others)),
+        )
+
+    def _take(self) -> None:
+        """List the watched namespaces, their functions and tables once, and take them as they are now."""
+        spaces = [ns for namespaces in self._spaces.values() for ns in namespaces]
+        tables = [ns.space.get(k) for ns in spaces for k in ns.tables]
+        self._lists = (
+            [ns.space for ns in spaces],
+            [f for ns in spaces for f in ns._functions],
+            [t for t in tables if isinstance(t, dict)],
+            [t for t in tables if isinstance(t, (list, set))],
+        )
+        self._state = self._now()
+
+    def _unchanged(self) -> bool:
+        """Whether no watched namespace changed since :attr:`_state` was taken (one comparison of them all; an object
+        equal to itself is never asked, and an exception from one that changed is a change)."""
+        try:
+            return bool(self._state) and self._now() == self._state
+        except Exception:
+            return False
 
     def check(self) -> None:
         """Raise :class:`HarnessChanged` for what the harness never changes, changed since the last look (its private
         data is taken as it now is); modules imported since are taken as they are, unless they hold a kernel file's
         code."""
         code: list[str] = []
-        for spaces in self._spaces.values():
+        unchanged = self._unchanged()
+        for spaces in () if unchanged else self._spaces.values():
             for i, ns in enumerate(spaces):
                 if not ns.same():
                     replaced, _ = ns.changes()
                     code += replaced
                     spaces[i] = _Namespace(ns.shown, ns.space, ns.ours)
-        for name in sys.modules.keys() - self._seen:
+        new = sys.modules.keys() - self._seen
+        for name in new:
             self._seen.add(name)
             spaces = _watched(name, sys.modules.get(name))
             if spaces:
@@ -240,6 +280,8 @@ class HarnessWatch:
         if code:
             self._forget()
             raise HarnessChanged(code)
+        if new or not unchanged:
+            self._take()
 
     @contextmanager
     def watching(self) -> Iterator[None]:
@@ -259,7 +301,7 @@ class HarnessWatch:
             changed = [f"{name} changed" for name, was, now in zip(_HOOKS, hooks, _hooks(), strict=True) if was != now]
             if depth != 1 or self._spaces is not spaces or len(spaces) != count:
                 changed.append("pytest_gemm.worker.integrity.HARNESS's own state changed")
-            for namespaces in spaces.values():
+            for namespaces in () if self._unchanged() else spaces.values():
                 for ns in namespaces:
                     if not ns.same():
                         code, data = ns.changes()
