@@ -27,36 +27,16 @@ import gc
 import operator
 import sys
 import threading
-import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
-__all__ = ["HARNESS", "KERNEL_MODULES", "HarnessChanged", "HarnessWatch", "ThreadLeft", "left_to_threads"]
+from .namespaces import CODE_OF, DEFAULTS_OF, KERNEL_MODULES, Namespace, of_kernel_file, watched_namespaces
 
-#: the harness's package: its modules are watched whole
-PACKAGE = "pytest_gemm"
-#: how the worker names the modules it imports kernel files as (``pytest_gemm_kernels_`` and a hash of the path)
-KERNEL_MODULES = "pytest_gemm_kernels_"
-#: the libraries the timer and the judge call, watched for a name rebound (where imported)
-LIBRARIES = (
-    "numpy",
-    "cupy",
-    "cupy.cuda",
-    "cupy.cuda.runtime",
-    "cupy.cuda.driver",
-    "cupti",
-    "cupti.cupti",
-    "time",
-    "math",
-)
-#: the most elements of a public table whose contents are compared (a larger one is a cache)
-TABLE_MOST = 256
-_CODE_OF, _DEFAULTS_OF = operator.attrgetter("__code__"), operator.attrgetter("__defaults__")
+__all__ = ["HARNESS", "HarnessChanged", "HarnessWatch", "ThreadLeft", "left_to_threads"]
+
 _VALUES = operator.methodcaller("values")
-_MISSING = object()
 
 
 class HarnessChanged(Exception):
@@ -75,104 +55,6 @@ class ThreadLeft(Exception):
         self.details = tuple(details)
 
 
-def _is_code(value: Any) -> bool:
-    return callable(value) or isinstance(value, (staticmethod, classmethod, property, types.ModuleType))
-
-
-def _constant(name: str) -> bool:
-    """A public constant's name (``FP8_MAX``): never rebound, its table never changed, by the harness."""
-    return name.isupper() and not name.startswith("_")
-
-
-def _kernels(value: Any) -> bool:
-    """Whether ``value`` is code of a kernel file (a function, a class or a thread's target defined there)."""
-    return str(getattr(value, "__module__", "") or "").startswith(KERNEL_MODULES)
-
-
-def _contents(value: Any) -> Any:
-    """A table's contents: its keys and elements (an element equal to itself is never asked)."""
-    if isinstance(value, dict):
-        return tuple(value), tuple(value.values())
-    return tuple(value) if isinstance(value, (list, set)) else None
-
-
-@dataclass
-class _Namespace:
-    """One watched namespace (a module's or a class's attributes) as it was."""
-
-    shown: str  # "pytest_gemm.judge.accuracy" or "pytest_gemm.judge.accuracy.Truth"
-    space: Any  # the live mapping
-    ours: bool  # pytest-gemm's own: code, internals and constants count; a library's: any name rebound
-    values: dict[str, Any] = field(init=False)
-    tables: dict[str, Any] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.values = dict(self.space)
-        self._keys, self._objects = tuple(self.values), tuple(self.values.values())
-        self._functions = tuple(v for v in self._objects if isinstance(v, types.FunctionType)) if self.ours else ()
-        self._codes, self._defaults = tuple(map(_CODE_OF, self._functions)), tuple(map(_DEFAULTS_OF, self._functions))
-        tables = ((k, v) for k, v in self.values.items() if self.ours and _constant(k))
-        self.tables = {k: _contents(v) for k, v in tables if isinstance(v, (dict, list, set)) and len(v) <= TABLE_MOST}
-
-    def same(self) -> bool:
-        """Whether nothing changed since, compared at C's speed (an unchanged object is equal to itself without its
-        ``__eq__`` being called; an exception from one that changed is a change)."""
-        space = self.space
-        try:
-            return (
-                tuple(space) == self._keys
-                and tuple(space.values()) == self._objects
-                and tuple(map(_CODE_OF, self._functions)) == self._codes
-                and tuple(map(_DEFAULTS_OF, self._functions)) == self._defaults
-                and all(_contents(space.get(k)) == was for k, was in self.tables.items())
-            )
-        except Exception:
-            return False
-
-    def changes(self) -> tuple[list[str], list[str]]:
-        """What changed since: what the harness never does (always counted), and its private data (counted only when
-        it changed in a kernel file's call)."""
-        code, data, space, at = [], [], self.space, self.shown
-        for name, value in self.values.items():
-            now = space.get(name, _MISSING)
-            if now is not value:
-                said = f"{at}.{name} {'deleted' if now is _MISSING else 'replaced' if _is_code(value) else 'rebound'}"
-                dunder = name.startswith("__") and name.endswith("__")
-                if not self.ours or _is_code(value) or _is_code(now) or _constant(name):
-                    code.append(said)
-                elif not dunder:
-                    data.append(said)
-        for name in [n for n in list(space) if n not in self.values]:
-            if not self.ours or _submodule(at, name, space[name]):  # a library's, or a submodule's import
-                continue
-            if _is_code(space[name]):
-                code.append(f"{at}.{name} added")
-            elif not (name.startswith("__") and name.endswith("__")):
-                data.append(f"{at}.{name} added")
-        for function, was, defaults in zip(self._functions, self._codes, self._defaults, strict=True):
-            if function.__code__ is not was or function.__defaults__ is not defaults:
-                code.append(f"{at}.{function.__name__}'s code or defaults replaced")
-        code += [f"{at}.{n}'s contents changed" for n, was in self.tables.items() if _contents(space.get(n)) != was]
-        return code, data
-
-
-def _submodule(shown: str, name: str, value: Any) -> bool:
-    """Whether ``value`` is the package ``shown``'s submodule ``name``, bound by its import."""
-    return isinstance(value, types.ModuleType) and value.__name__ == f"{shown}.{name}"
-
-
-def _watched(name: str, module: Any) -> list[_Namespace]:
-    """Module ``name``'s namespaces to watch: its own and (pytest-gemm's) its classes'; none where it is not watched."""
-    ours = name == PACKAGE or name.startswith(PACKAGE + ".")
-    if not (ours or name in LIBRARIES) or not isinstance(module, types.ModuleType):
-        return []
-    found = [_Namespace(name, module.__dict__, ours)]
-    if ours:
-        classes = [v for v in list(module.__dict__.values()) if isinstance(v, type) and v.__module__ == name]
-        found += [_Namespace(f"{name}.{c.__qualname__}", c.__dict__, True) for c in classes]
-    return found
-
-
 def _kernel_frame(frame: Any) -> Any:
     """The innermost frame of a kernel file's code in ``frame``'s stack, or None."""
     while frame is not None and not str(frame.f_globals.get("__name__", "")).startswith(KERNEL_MODULES):
@@ -189,7 +71,7 @@ def left_to_threads(me: int, before: set[threading.Thread]) -> list[str]:
         target = getattr(thread, "_target", None) or getattr(thread, "function", None)
         if frame is not None:
             found.append(f"{thread.name} (in {frame.f_code.co_name}, line {frame.f_lineno})")
-        elif thread not in before and (_kernels(target) or _kernels(type(thread))):
+        elif thread not in before and (of_kernel_file(target) or of_kernel_file(type(thread))):
             found.append(f"{thread.name} (to run {getattr(target, '__name__', type(thread).__name__)})")
     return sorted(found)
 
@@ -201,7 +83,7 @@ def _hooks() -> tuple[Any, ...]:
         sys.getprofile(),
         threading.gettrace(),
         threading.getprofile(),
-        tuple(c for c in gc.callbacks if _kernels(c) or _kernels(getattr(c, "__self__", None))),
+        tuple(c for c in gc.callbacks if of_kernel_file(c) or of_kernel_file(getattr(c, "__self__", None))),
     )
 
 
@@ -212,7 +94,7 @@ class HarnessWatch:
     """The watched namespaces as the harness left them, compared before and after each call of a kernel file's code."""
 
     def __init__(self) -> None:
-        self._spaces: dict[str, list[_Namespace]] = {}  # by module name
+        self._spaces: dict[str, list[Namespace]] = {}  # by module name
         self._seen: set[str] = set()  # the modules looked at (watched or not)
         self._depth = 0  # inside a watched call (a timed batch): the calls it makes are watched as one
         self._state: tuple[Any, ...] = ()  # every watched namespace at once, as it was (:meth:`_unchanged`)
@@ -230,8 +112,8 @@ class HarnessWatch:
         return (
             tuple(chain.from_iterable(maps)),
             tuple(chain.from_iterable(map(_VALUES, maps))),
-            tuple(map(_CODE_OF, functions)),
-            tuple(map(_DEFAULTS_OF, functions)),
+            tuple(map(CODE_OF, functions)),
+            tuple(map(DEFAULTS_OF, functions)),
             tuple(chain.from_iterable(map(dict.items, dicts))),
             tuple(chain.from_iterable(others)),
         )
@@ -267,16 +149,15 @@ class HarnessWatch:
                 if not ns.same():
                     replaced, _ = ns.changes()
                     code += replaced
-                    spaces[i] = _Namespace(ns.shown, ns.space, ns.ours)
+                    spaces[i] = Namespace(ns.shown, ns.space, ns.ours)
         new = sys.modules.keys() - self._seen
         for name in new:
             self._seen.add(name)
-            spaces = _watched(name, sys.modules.get(name))
+            spaces = watched_namespaces(name, sys.modules.get(name))
             if spaces:
                 self._spaces[name] = spaces
-                code += [
-                    f"{ns.shown}.{k} is the kernel file's" for ns in spaces for k, v in ns.values.items() if _kernels(v)
-                ]
+                held = [(ns.shown, k) for ns in spaces for k, v in ns.values.items() if of_kernel_file(v)]
+                code += [f"{at}.{k} is the kernel file's" for at, k in held]
         if code:
             self._forget()
             raise HarnessChanged(code)

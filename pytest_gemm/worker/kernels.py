@@ -19,7 +19,8 @@ from ..specs.cases import Case
 from ..specs.files import case_from_request, load_specs
 from ..specs.pyfile import SPEC_ATTR
 from ..specs.spec import KernelFileError, KernelSpec
-from .integrity import HARNESS, KERNEL_MODULES
+from .integrity import HARNESS
+from .namespaces import KERNEL_MODULES
 
 __all__ = ["KernelFiles"]
 

@@ -18,7 +18,8 @@ from pytest_gemm.records.shapes import Shape
 from pytest_gemm.specs.cases import AB_CASES, Case
 from pytest_gemm.specs.header import spec_from_mapping
 from pytest_gemm.specs.spec import Variant
-from pytest_gemm.worker.integrity import KERNEL_MODULES, HarnessChanged, HarnessWatch, ThreadLeft
+from pytest_gemm.worker.integrity import HarnessChanged, HarnessWatch, ThreadLeft
+from pytest_gemm.worker.namespaces import KERNEL_MODULES
 from pytest_gemm.worker.verify import verify
 
 from support.host_device import FunctionKernel, HostCupy, HostDevice, host_case
