@@ -57,6 +57,15 @@ def _verify(case, fn):
     return verify(host_case(FunctionKernel(HostDevice(HostCupy()), case, fn)))
 
 
+def _named(case, fn, kind: Misreading) -> str:
+    """The failure text of ``fn`` on ``case``, which must fail named as the misreading ``kind``."""
+    result = _verify(case, fn)
+    assert not result.passed
+    assert result.misread is not None and result.misread.kind == kind, result.misread
+    diagnosis = wrong_output(result, "fp8_e4m3", case.declarations)
+    return failure_text(result.case_id, CaseResult("failed", diagnosis=diagnosis), "replay")
+
+
 @pytest.mark.parametrize(
     ("shape", "scales"),
     [
@@ -103,11 +112,7 @@ def _group_kernel(scales: dict = BLOCKS, **kw):
 def test_another_groups_scales_are_named_group_by_group(tmp_path, scales):
     """Even one UE8M0 scale an expert differs from its neighbours' (each expert's weights a size of their own)."""
     case = _case(tmp_path, CONTIGUOUS, Shape(300, 256, 256, groups=4), scales)
-    result = _verify(case, _group_kernel(scales, other_scales=True))
-    assert not result.passed
-    assert result.misread is not None and result.misread.kind == Misreading.OTHER_GROUP_SCALES
-    diagnosis = wrong_output(result, "fp8_e4m3", case.declarations)
-    text = failure_text(result.case_id, CaseResult("failed", diagnosis=diagnosis), "replay")
+    text = _named(case, _group_kernel(scales, other_scales=True), Misreading.OTHER_GROUP_SCALES)
     assert "another group's scales applied" in text and "B scaled by group" in text
 
 
@@ -142,12 +147,7 @@ def test_one_gemms_scale_slip_is_named_in_every_group(tmp_path):
             a = _values(A[r0:r1], scale_a[r0:r1], block_a)
             C[r0:r1] = a @ np.asarray(B[g]).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
 
-    case = _case(tmp_path, CONTIGUOUS, Shape(300, 256, 256, groups=4))
-    result = _verify(case, fn)
-    assert not result.passed
-    assert result.misread is not None and result.misread.kind == Misreading.B_SCALES_IGNORED
-    diagnosis = wrong_output(result, "fp8_e4m3", case.declarations)
-    text = failure_text(result.case_id, CaseResult("failed", diagnosis=diagnosis), "replay")
+    text = _named(_case(tmp_path, CONTIGUOUS, Shape(300, 256, 256, groups=4)), fn, Misreading.B_SCALES_IGNORED)
     assert "B's scales ignored (A's applied) in groups 0, 1, 3 (3 of 4)" in text, text  # group 2 is empty
 
 
@@ -162,10 +162,5 @@ def test_another_slots_scales_of_a_are_named(tmp_path):
             a = _values(A[g, :m], scale_a[(g + 1) % count, :m], block_a)
             C[g, :m] = a @ _values(B[g], scale_b[g], block_b)
 
-    case = _case(tmp_path, MASKED, Shape(300, 128, 256, groups=4))
-    result = _verify(case, fn)
-    assert not result.passed
-    assert result.misread is not None and result.misread.kind == Misreading.OTHER_GROUP_A_SCALES
-    diagnosis = wrong_output(result, "fp8_e4m3", case.declarations)
-    text = failure_text(result.case_id, CaseResult("failed", diagnosis=diagnosis), "replay")
+    text = _named(_case(tmp_path, MASKED, Shape(300, 128, 256, groups=4)), fn, Misreading.OTHER_GROUP_A_SCALES)
     assert "another slot's scales of A applied (group 0's A scaled by slot 1's scales" in text, text
