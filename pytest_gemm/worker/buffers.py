@@ -155,14 +155,10 @@ class GuardedMatrix:
         return faults
 
 
-def transposed_each(x: Any, batch: int, device: Any = None) -> Any:
+def transposed_each(x: Any, batch: int) -> Any:
     """Each of a batch's stacked matrices (``x``: batch x rows x cols, stacked) transposed, stacked again in a
-    contiguous array of the same module (NumPy or CuPy): a matrix stored in its other order. ``device`` (CuPy):
-    a host array is transposed there and brought back, its bits as they were (NumPy's strided copy takes 6 ns an
-    element: seconds for a MoE layer's weights; docs/measurements.md#drawing-the-inputs)."""
+    contiguous array of the same module (NumPy or CuPy): a matrix stored in its other order."""
     rows = x.shape[0] // batch
-    if device is not None and isinstance(x, np.ndarray):
-        return to_host(transposed_each(upload_bits(device, x), batch)).view(x.dtype)
     return x.reshape(batch, rows, -1).swapaxes(1, 2).copy().reshape(-1, rows)
 
 

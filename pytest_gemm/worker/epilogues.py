@@ -155,7 +155,7 @@ class FusedEpilogue(NoEpilogue):
             if host is None:  # C, an input only, poisoned (beta = 0): it must keep the poison
                 start = cp.full(now.shape, self.out.poison_bits, dtype=bits)
             else:
-                start = upload_bits(cp, host if name == "bias" else data.stored(host, "C", cp))
+                start = upload_bits(cp, host) if name == "bias" else data.stored_bits(cp, host, "C")
             changed = count_changed(cp, start, now)
             if changed:
                 found.append(Fault(Check.INPUT_MODIFIED, f"{name} (inputs must be read-only)", changed))

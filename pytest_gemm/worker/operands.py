@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from ..judge.accuracy import to_host
 from ..records.storage import Storage
-from .buffers import GuardedMatrix, transposed_each
+from .buffers import GuardedMatrix, transposed_each, upload_bits
 
 __all__ = ["CaseInputs", "Operands"]
 
@@ -76,8 +77,19 @@ class CaseInputs:
 
     def stored(self, x: np.ndarray, operand: str, device: Any = None) -> np.ndarray:
         """``x``, logical operand ``operand`` (stacked), in the kernel's storage order (an operand stored transposed
-        is stored as the transpose, each matrix of a batch its own), stacked; ``device`` (CuPy): transposed there."""
-        return transposed_each(x, self.batch_of(operand), device) if self.storage.transposed(operand) else x
+        is stored as the transpose, each matrix of a batch its own), stacked; ``device`` (CuPy): transposed there and
+        brought back, bit for bit (NumPy's strided copy takes 6 ns an element: seconds for a MoE layer's weights;
+        docs/measurements.md#drawing-the-inputs)."""
+        if not self.storage.transposed(operand):
+            return x
+        if device is None:
+            return transposed_each(x, self.batch_of(operand))
+        return to_host(self.stored_bits(device, x, operand)).view(x.dtype)
+
+    def stored_bits(self, cp: Any, x: np.ndarray, operand: str) -> Any:
+        """:meth:`stored`'s bits on the device (``x`` uploaded, then transposed there)."""
+        bits = upload_bits(cp, x)
+        return transposed_each(bits, self.batch_of(operand)) if self.storage.transposed(operand) else bits
 
     def logical(self, x: Any, operand: str) -> Any:
         """A stored array of operand ``operand`` seen in logical order: a view for one matrix; a batch (stacked, or

@@ -149,7 +149,7 @@ class PreparedCase:
         rows, cols = data.storage.stored_shape("C", operand_shape(self.case.spec, "C", self.case.shape))
         bits = cp.empty((rows, cols), dtype=uint_type(cp, self.out.itemsize))
         if fill is not None:
-            bits[...] = upload_bits(cp, data.stored(fill, "C", cp))
+            bits[...] = data.stored_bits(cp, fill, "C")
         return _plain(bits, self.out, 1)
 
     # -- launches -----------------------------------------------------------------------------------------------

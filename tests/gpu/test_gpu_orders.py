@@ -77,13 +77,16 @@ def test_an_operand_stored_transposed_keeps_its_bits_when_transposed_on_the_devi
     import ml_dtypes
     import numpy as np
 
-    from pytest_gemm.worker.buffers import transposed_each
+    from pytest_gemm.records.storage import Storage
+    from pytest_gemm.worker.operands import CaseInputs
     from pytest_gemm.worker.runner import open_device
 
     cp, rng = open_device(0).cp, np.random.default_rng(0)
     for dtype, batch in ((ml_dtypes.float8_e4m3fn, 3), (ml_dtypes.bfloat16, 1), (np.float32, 2)):
         width = np.dtype(dtype).itemsize
         x = rng.integers(0, 2 ** (8 * width), (batch * 129, 70), dtype=f"u{width}").view(dtype)
-        on_device = transposed_each(x, batch, cp)
+        data = CaseInputs(x, x, None, Storage(B="NxK"), batch)
+        on_device = data.stored(x, "B", cp)
         assert isinstance(on_device, np.ndarray) and on_device.dtype == x.dtype and on_device.shape == (batch * 70, 129)
-        assert np.array_equal(on_device.view(f"u{width}"), transposed_each(x, batch).view(f"u{width}"))
+        assert np.array_equal(on_device.view(f"u{width}"), data.stored(x, "B").view(f"u{width}"))
+        assert np.array_equal(cp.asnumpy(data.stored_bits(cp, x, "B")), on_device.view(f"u{width}"))
