@@ -246,8 +246,8 @@ OPTIONS = (
     Option(
         "threshold",
         str(DEFAULT_THRESHOLD),
-        "gate: a case regressed when slower than its baseline by more than this fraction "
-        "(and significantly); a kernel header's regression_threshold overrides it",
+        "gate: a case regressed when slower than its baseline by more than this fraction, by more than same-code "
+        "runs differ, and again when timed in a fresh worker; a kernel header's regression_threshold overrides it",
         _number(float, *THRESHOLD_RANGE),
         command=True,
     ),

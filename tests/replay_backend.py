@@ -10,7 +10,8 @@ Environment:
   REPLAY_SCALE         multiply the kernel's device times by this (a slower or faster kernel)
   REPLAY_GPU           report this GPU name instead of the recorded one
   REPLAY_THROTTLE      set NVML's power-cap reason in the samples taken after timing
-  REPLAY_ACT           file::case=act,... where act is hang, exit:N, signal:N, sysexit:N, print:TEXT (then the
+  REPLAY_ACT           file::case=act,... where act is slow-once:S (its first timing in the run S times slower),
+                       hang, exit:N, signal:N, sysexit:N, print:TEXT (then the
                        outcome), die-later:N (exit N just after answering), slow-timing:S (S seconds of timing),
                        lose-gpu (the GPU stops working: the worker dies, and REPLAY_LOST_FILE is created) or
                        slow-cupy-compile:S (S seconds inside a stand-in for CuPy's compiler, while verifying)
@@ -28,6 +29,7 @@ Environment:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import sys
@@ -135,6 +137,7 @@ class ReplayBackend:
         key = recording_key(request.shown, case.name)
         notify("verify")
         act = self.acts.get(key, "")
+        once_scale = 1.0
         if act == "hang":
             time.sleep(3600)
         elif act.startswith("exit:"):
@@ -153,6 +156,11 @@ class ReplayBackend:
             os._exit(1)
         elif act.startswith("slow-cupy-compile:"):
             _fake_cupy_compiler().compile(float(act[len("slow-cupy-compile:") :]))
+        elif act.startswith("slow-once:"):  # its first timing in the run slower; later ones (a re-timing) not
+            once = Path(f".replay-once-{hashlib.sha256(key.encode()).hexdigest()[:12]}")
+            scale = 1.0 if once.exists() else float(act[len("slow-once:") :])
+            once.touch()
+            once_scale = scale
         elif act.startswith("slow-timing:"):
             for _ in range(int(float(act[12:]) / 0.25)):
                 notify("time")  # the timing loop reports progress after every batch
@@ -164,7 +172,7 @@ class ReplayBackend:
             outcome = dataclasses.replace(outcome, timing=None, nvml_before=None, nvml_after=None)
         if outcome.timing is not None:
             notify("time")
-            kernel_s = tuple(t * self.scale for t in outcome.timing.kernel_s)
+            kernel_s = tuple(t * self.scale * once_scale for t in outcome.timing.kernel_s)
             outcome = dataclasses.replace(outcome, timing=dataclasses.replace(outcome.timing, kernel_s=kernel_s))
             if os.environ.get("REPLAY_THROTTLE"):
                 after = dict(outcome.nvml_after or {}, clock_event_reasons=0x4)

@@ -146,10 +146,12 @@ def cmd_plot(args: argparse.Namespace) -> int:
         baseline = load(path, gpu=data.gpu_name)
         if baseline is not None:
             policy = GatePolicy.of_saved(data.settings)
-            metric, threshold = args.gate_metric, args.threshold
+            metric, threshold, cases = args.gate_metric, args.threshold, len(data.records)
             data.with_timing(
                 [
-                    r.with_gate(judge(r, baseline.get(r.test), metric=metric, threshold=threshold, policy=policy))
+                    r.with_gate(
+                        judge(r, baseline.get(r.test), metric=metric, threshold=threshold, policy=policy, cases=cases)
+                    )
                     for r in data.records
                 ]
             )

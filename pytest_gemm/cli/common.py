@@ -145,7 +145,7 @@ def gate_table(
         entry = baseline.get(row.test) if baseline is not None else None
         result = judge(
             row, entry, metric=metric, threshold=threshold, policy=policy, baseline_file=str(path),
-            file_missing=baseline is None,
+            file_missing=baseline is None, cases=len(records),
         )  # fmt: skip
         results[row.test] = result
         counts[result.verdict] += 1

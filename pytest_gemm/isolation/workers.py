@@ -281,8 +281,8 @@ class WorkerPool:
             return Outcome(skip="GPU workers need Linux (pipes passed to a child, process groups)")
         if self.unavailable is not None:
             return Outcome(skip=f"no CUDA device: {self.unavailable}")
-        if self._process is not None and self._process.popen.poll() is not None:
-            self._discard()  # it died between cases (killed from outside, a kernel's thread): not this case's fault
+        if self._process is not None and (request.fresh_worker or self._process.popen.poll() is not None):
+            self._discard()  # asked for, or it died between cases (killed from outside, a kernel's thread)
         variant = (request.path, request.kernel, request.params, request.dtype)
         if variant in self._no_compile:  # a compile past the limit costs the limit once a variant, not once a case
             return Outcome(failure=_not_compiled_again(request))

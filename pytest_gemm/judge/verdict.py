@@ -14,9 +14,10 @@ from dataclasses import replace
 
 from ..records.case_record import CaseRecord, GateResult
 from ..records.result import CaseResult
-from ..records.verdicts import Sanity
+from ..records.verdicts import GateVerdict, Sanity
+from .gate import confirm
 
-__all__ = ["Judged", "claims_speed", "final", "unchecked", "ungated"]
+__all__ = ["Judged", "claims_speed", "confirmed", "final", "needs_confirming", "unchecked", "ungated"]
 
 #: the gate's judgement of one record: its verdict, or why none could be reached (a baseline file that cannot be
 #: read), which fails the case with those words
@@ -61,3 +62,20 @@ def final(result: CaseResult, gate: Callable[[CaseRecord], Judged] | None) -> Ca
     if isinstance(verdict, str):
         return replace(result, outcome="failed", message=verdict)
     return replace(result, outcome="failed" if verdict.fails else "passed", timing=result.timing.with_gate(verdict))
+
+
+def needs_confirming(result: CaseResult) -> bool:
+    """Whether the gate flagged ``result`` as regressed and it has not been timed again yet (:func:`confirmed`)."""
+    gate = result.timing.gate if result.timing is not None else None
+    return gate is not None and gate.verdict == GateVerdict.REGRESSED and gate.confirmed_change is None
+
+
+def confirmed(result: CaseResult, again: Judged | None) -> CaseResult:
+    """A flagged case (:func:`needs_confirming`) after its re-timing in a fresh worker, ``again`` the gate's judgement
+    of that timing (None, or why none: it gave no times): it fails when the re-timing confirms the regression
+    (:func:`.gate.confirm`), and passes, noted as not confirmed, when it does not."""
+    if not needs_confirming(result):
+        return result
+    assert result.timing is not None and result.timing.gate is not None
+    gate = confirm(result.timing.gate, again if not isinstance(again, str) else None)
+    return replace(result, outcome="failed" if gate.fails else "passed", timing=result.timing.with_gate(gate))

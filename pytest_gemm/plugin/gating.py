@@ -53,6 +53,7 @@ class Gate:
         self.policy = GatePolicy(settings.fail_new, settings.fail_unstable)
         self._files: dict[Path, BaselineFile] = {}  # the baseline files read at the start
         self._baselines: dict[str, BaselineFile | None] = {}
+        self.cases = 1  # the run's GPU cases, once collected: a false regression's chance is split among them
 
     def check_files(self) -> None:
         """Read every baseline file now; an unreadable one stops a normal run with a usage error naming it."""
@@ -84,7 +85,7 @@ class Gate:
         entry = baseline.get(rec.test) if baseline else None
         return judge(
             rec, entry, metric=s.metric, threshold=s.threshold, policy=self.policy,
-            baseline_file=message_path(path, self.rootpath), file_missing=baseline is None,
+            baseline_file=message_path(path, self.rootpath), file_missing=baseline is None, cases=self.cases,
         )  # fmt: skip
 
 

@@ -13,7 +13,8 @@ import pytest
 
 from ..isolation.dispatch import Done, GpuWorkers
 from ..judge.case import judge_outcome
-from ..judge.verdict import final
+from ..judge.verdict import Judged, claims_speed, confirmed, final, needs_confirming
+from ..records.request import Request
 from ..records.result import CaseResult, ItemResult, WorkerNote
 from ..report.failure import failure_text
 from ..report.regression import replay_command
@@ -75,6 +76,8 @@ class CaseRunner:
             item.case, item.nodeid, outcome, gpu, source_sha256=item.source_sha256, save_raw=self.facts.save_raw
         )
         result = final(judged, None if self.settings.gate.update else self.gate.judge)
+        if needs_confirming(result):  # timed again in a fresh worker on the same GPU before it fails
+            result = confirmed(result, self._again(item, request, done))
         heatmap = ""
         if result.failed and result.diagnosis is not None:
             heatmap = self.pictures.heatmap(item.nodeid, result.diagnosis, str(gpu.get("name", ""))) or ""
@@ -84,6 +87,17 @@ class CaseRunner:
         if result.timing is not None and outcome.timing is not None and judged.outcome == "passed":
             record_device_times(benchmark, item.gemm_clock, list(outcome.timing.kernel_s), result.timing.to_dict())
         self._end(item, result)
+
+    def _again(self, item: GemmCaseItem, request: Request, done: Done) -> Judged | None:
+        """The gate's judgement of a flagged case timed again in a fresh worker (docs/baselines.md#the-runs-false-
+        alarms), on the GPU that timed it first; None where the re-timing gave no times to judge."""
+        allowed = None if done.gpu is None else [done.gpu.index]
+        again = self.workers.submit(dataclasses.replace(request, fresh_worker=True), allowed).result()
+        gpu = again.facts or done.facts or {}
+        judged = judge_outcome(item.case, item.nodeid, again.outcome, gpu, source_sha256=item.source_sha256)
+        if not claims_speed(judged) or judged.timing is None:
+            return None
+        return self.gate.judge(judged.timing)
 
     def _travels(self, result: CaseResult) -> CaseResult:
         """The result as it crosses to the reporting process: its error map pooled, or left out where nothing will

@@ -236,6 +236,11 @@ class GateResult:
     compared_with: str = ""  # which recorded GPUs the case was compared with: a key of COMPARED_WITH ('' for new)
     fails: bool = False  # whether this verdict fails the test (judge.gate.GatePolicy, with the run's settings)
     baseline: dict[str, Any] | None = None  # a regression's baseline entry, with the numbers it was compared with
+    p_value: float | None = None  # the chance that noise alone makes a same-code run this much slower (an improvement:
+    # faster) (docs/baselines.md#the-runs-false-alarms)
+    cases: int = 1  # the run's gated cases, among which the chance of a false regression was split
+    confirmed_change: float | None = None  # a flagged case's change when timed again in a fresh worker
+    confirmed_p: float | None = None  # and its chance by noise alone
 
 
 @dataclass(frozen=True)

@@ -72,3 +72,4 @@ class Request:
     seed: int
     timing: TimingSettings | None = None
     compile_timeout: float = COMPILE_TIMEOUT  # seconds the worker may spend compiling the kernel (its phase's limit)
+    fresh_worker: bool = False  # run in a worker started for it (a flagged regression timed again: nothing it shares)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 
 __all__ = [
+    "NOT_CONFIRMED",
     "OTHER_GPUS",
     "REFERENCE_MOVED",
     "SOURCE_CHANGED",
@@ -25,6 +26,7 @@ SOURCE_CHANGED = "kernel source changed since the baseline"
 REFERENCE_MOVED = "reference moved"
 TIMER_CHANGED = "timer changed"
 OTHER_GPUS = "other GPUs"
+NOT_CONFIRMED = "not confirmed"  # a flagged case as fast as its baseline when timed again in a fresh worker
 
 
 class _Word(str, enum.Enum):

@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..judge.gate import DEFAULT_BASELINES, FAILS_WITH
+from ..judge.gate import CONFIRM_ALPHA, DEFAULT_BASELINES, FAILS_WITH, RUN_ALPHA
 from ..options import label
 from ..records.case_record import METRICS, CaseRecord, GateResult
 from ..records.shapes import Shape
@@ -18,6 +18,7 @@ __all__ = [
     "accept_command",
     "aligned",
     "case_command",
+    "certainty",
     "gate_failure",
     "gate_failure_text",
     "gate_line",
@@ -65,7 +66,8 @@ def regression_text(record: CaseRecord, entry: Mapping[str, Any], result: GateRe
     gated_label = METRICS[result.metric][2]
     lines = [
         f"performance regression: {record.name}: {gated_label} is {100 * (result.change or 0):+.1f}% against its "
-        f"baseline (threshold {100 * result.threshold:g}%, 95% intervals apart)",
+        f"baseline (threshold {100 * result.threshold:g}%)",
+        *certainty(result),
     ]
     table = [("", "baseline", "now", "change")]
     for kind, (value, interval, name) in METRICS.items():
@@ -90,6 +92,28 @@ def regression_text(record: CaseRecord, entry: Mapping[str, Any], result: GateRe
     lines += [f"  note: {note}" for note in result.notes]
     lines.append(f"  to accept the new number: {accept}")
     return "\n".join(lines)
+
+
+def certainty(result: GateResult) -> list[str]:
+    """How sure a regression (or a flagged case not confirmed) is: the chance that noise alone made a same-code run
+    this slow, against the run's share of false alarms, and its re-timing in a fresh worker
+    (docs/baselines.md#the-runs-false-alarms)."""
+    if result.p_value is None:
+        return []
+    share = RUN_ALPHA / max(1, result.cases)
+    lines = [
+        f"  how sure: noise alone makes a same-code run this slow with a chance of {result.p_value:.2g} (a regression "
+        f"needs under {share:.2g}: {100 * RUN_ALPHA:g}% for any of the run's {result.cases} gated case(s))"
+    ]
+    if result.confirmed_change is not None and result.confirmed_p is not None:
+        verdict = "confirmed" if result.verdict == GateVerdict.REGRESSED else "not confirmed"
+        lines.append(
+            f"  timed again in a fresh worker: {100 * result.confirmed_change:+.1f}% (chance {result.confirmed_p:.2g};"
+            f" needs over the threshold and under {CONFIRM_ALPHA:g}): {verdict}"
+        )
+    elif result.verdict == GateVerdict.REGRESSED:
+        lines.append("  not timed again here: a run's gate times a flagged case again in a fresh worker")
+    return lines
 
 
 def gate_failure_text(

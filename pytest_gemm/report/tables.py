@@ -8,7 +8,7 @@ from typing import Any
 
 from ..records.case_record import CaseRecord, CompileRecord, max_sm_clock, nvml_values
 from ..records.request import TIMERS
-from ..records.verdicts import REFERENCE_MOVED, SOURCE_CHANGED, GateVerdict, Stop
+from ..records.verdicts import NOT_CONFIRMED, REFERENCE_MOVED, SOURCE_CHANGED, GateVerdict, Stop
 from .names import kernel_key, kernel_labels
 from .style import kernel_base
 
@@ -88,6 +88,9 @@ def row_flags(record: CaseRecord) -> str:
             flags.append("source changed")
         if any(note.startswith(REFERENCE_MOVED) for note in gate.notes):
             flags.append("cuBLAS moved")
+        if NOT_CONFIRMED in gate.notes:
+            again = 100 * (gate.confirmed_change or 0)
+            flags.append(f"{NOT_CONFIRMED} {100 * (gate.change or 0):+.1f}% then {again:+.1f}%")
     if record.unchecked_streams:
         flags.append("not gated")
     if launch_bound(record):

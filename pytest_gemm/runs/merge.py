@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..judge.verdict import final, ungated
+from ..judge.verdict import confirmed, final, needs_confirming, ungated
 from ..records.case_record import CaseRecord, GateResult
 from .data import KernelFileRun, RunData, Shards, stored
 
@@ -271,6 +271,9 @@ def regate(
             continue
         before = ungated(result)
         now = final(before, gate)
+        saved = result.timing.gate
+        if saved is not None and saved.confirmed_change is not None and needs_confirming(now):  # its re-timing's
+            now = confirmed(now, dataclasses.replace(saved, change=saved.confirmed_change, p_value=saved.confirmed_p))
         if now.failed and not before.failed and now.timing is not None and now.timing.gate is not None:
             message = result.message if result.failed else describe(now.timing, now.timing.gate)
             now = dataclasses.replace(now, message=message)

@@ -126,7 +126,7 @@ def test_gpu_cases_skip_with_one_reason_without_a_device(project):
 def test_timing_settings_from_options_and_ini(project, options, ini, line):
     project.makeini("[pytest]\ngemm_shapes = 64\n" + ini)
     result = project.runpytest("--gemm-kernels", "kernels", "--collect-only", *options)
-    result.stdout.fnmatch_lines([f"pytest-gemm: *; {line}*; gate: ratio, threshold 5%, baselines in baselines/"])
+    result.stdout.fnmatch_lines([f"pytest-gemm: *; {line}*; gate: ratio, threshold 3%, baselines in baselines/"])
 
 
 def test_malformed_header_is_a_collection_error_and_other_files_still_run(project):

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pytest_gemm.judge.gate import GatePolicy, judge
-from pytest_gemm.judge.verdict import final
+from pytest_gemm.judge.verdict import confirmed, final, needs_confirming
 from pytest_gemm.records.result import CaseResult
 from pytest_gemm.runs.data import KernelFileRun, RunData, Shards
 from pytest_gemm.runs.merge import merge_runs, prunable_files, regate
@@ -108,3 +108,26 @@ def test_recording_sets_the_gate_aside_and_a_failure_of_its_own_stays():
     regate(data, None, _said)
     assert data.tests[record.test] == CaseResult("passed", kind="case", timing=record)
     assert (data.tests[other.test].outcome, data.tests[other.test].message) == ("failed", "teardown")
+
+
+@pytest.mark.parametrize(("again", "outcome"), [(1.004, "passed"), (1.07, "failed")])
+def test_a_flagged_cases_re_timing_is_kept_when_a_run_is_gated_again(again, outcome):
+    """docs/baselines.md#the-runs-false-alarms: a case pytest's gate flagged, then timed again in a fresh worker, is
+    gated again by merge with that re-timing: not confirmed, it passes; confirmed, it fails, in merge as in pytest."""
+    from support.baselines import baseline_entry, timed_record
+
+    record = timed_record(1.06)
+
+    def gate(r):
+        return judge(r, baseline_entry())
+
+    flagged = final(CaseResult("passed", kind="case", timing=record), gate)
+    assert needs_confirming(flagged) and flagged.failed
+    in_pytest = confirmed(flagged, gate(timed_record(again)))
+    assert in_pytest.outcome == outcome and not needs_confirming(in_pytest)
+    data = RunData.of_timed({}, [in_pytest.timing])
+    data.tests[record.test] = in_pytest
+    regate(data, gate, _said)
+    merged = data.tests[record.test]
+    assert (merged.outcome, merged.timing.gate.verdict) == (outcome, in_pytest.timing.gate.verdict)
+    assert merged.timing.gate.confirmed_change == pytest.approx(again - 1)
