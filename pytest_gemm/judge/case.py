@@ -194,6 +194,11 @@ def judge_outcome(
     if outcome.timing is None:  # not timed; where timing was asked for, why (its message)
         return CaseResult("passed", outcome.untimed, kind="case", margin=margin)
     run = outcome.timing
+    if run.wrong_round is not None:  # a checked timed output failed: timing stopped there, no speed to claim
+        wrong = run.wrong_round
+        diagnosis = Diagnosis(Verdict.TIMING, **_scalars(case), problems=(TimingProblem.WRONG_WHEN_TIMED,),
+                              kernel=wrong.stats, timed=wrong)  # fmt: skip
+        return CaseResult("failed", kind="case", diagnosis=diagnosis, margin=margin)
     record = _record(case, test, outcome, gpu, source_sha256, save_raw)
     problems, kernel, peer = [], None, None
     if run.reference_output is not None and not run.reference_output.passed:
@@ -248,5 +253,8 @@ def _record(case: Case, test: str, outcome: Outcome, gpu: dict[str, Any], source
         raw={"kernel_s": list(run.kernel_s), "cublas_s": list(run.reference_s)} if save_raw else None,
         autotuned=outcome.autotuned,
         unchecked_streams=outcome.verification.unchecked_streams if outcome.verification else "",
+        fresh_inputs=run.fresh,
+        checked_outputs=run.checked,
+        persisting_l2=run.persisting_l2,
         **metrics,
     )

@@ -293,6 +293,9 @@ class CaseRecord:
     cublas_host_s: float | None = None
     autotuned: tuple[str, ...] = ()  # the autotuned Triton kernels a Python kernel called, each with its choice
     unchecked_streams: str = ""  # why a Python kernel's streams were not checked: then the gate leaves it alone
+    fresh_inputs: bool = False  # each timed launch had inputs of its own (docs/verification.md, "Fresh inputs")
+    checked_outputs: int = 0  # timed outputs checked against the truth, besides the last
+    persisting_l2: int = 0  # bytes of persisting L2 its host code set, reset after each call (docs/verification.md)
     # judgement
     throttle: tuple[str, ...] = ()
     suspicious: tuple[TimingProblem, ...] = ()  # what makes its speed hard to believe (the figures are above)

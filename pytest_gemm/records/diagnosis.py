@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .declarations import Declarations
-from .outcome import ErrorMap, ErrorStats, Failure
+from .outcome import ErrorMap, ErrorStats, Failure, TimedCheck
 from .shapes import Shape
 from .verdicts import Check, ErrorCause, Misreading, TimingProblem, Verdict
 
@@ -49,8 +49,8 @@ class Diagnosis:
     * ``FAULT``: ``failure`` (what the worker, CUDA or the compiler said) and ``output`` (what it printed);
     * ``WRONG_OUTPUT``: ``findings`` (most telling first), ``kernel`` (the output against the truth), ``peer``
       (cuBLAS in the same dtype, the yardstick), ``error_map`` (where over C), ``seed`` (the case's data);
-    * ``TIMING``: ``problems``, with ``kernel`` the last timed launch's output when it was wrong and ``peer``
-      cuBLAS's timed output when that was (the speed figures are in the case's timing record);
+    * ``TIMING``: ``problems``, with ``kernel`` the wrong timed output (a checked round's, ``timed``, or the last's)
+      and ``peer`` cuBLAS's timed output when that was (the speed figures are in the case's timing record);
     * ``CALIBRATION``: ``peer`` (cuBLAS's statistics, which fail the bound, in verification or its timed launches),
       ``kernel`` (the kernel's, by the same bound), ``findings`` (what the peer's failure does not explain: faults,
       unwritten, guard reads, non-finite elements, a misreading, errors past the peer's own; none when it was
@@ -71,6 +71,7 @@ class Diagnosis:
     failure: Failure | None = None
     problems: tuple[TimingProblem, ...] = ()
     streams: tuple[int, ...] = ()  # OTHER_STREAM: CUPTI's ids of the other streams the kernel launched on
+    timed: TimedCheck | None = None  # WRONG_WHEN_TIMED: the checked timed launch that was wrong, when one was
     output: str = ""
     declared: Declarations = field(default_factory=Declarations)  # the header's declarations that change the checks
     said: tuple[str, ...] = ()  # a saved run's sentences from before diagnoses were data (no findings then)

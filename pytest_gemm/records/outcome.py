@@ -141,6 +141,23 @@ class Verification:
 STREAMS_KEPT = 8
 
 
+#: what a wrong timed output was found to be (docs/verification.md#fresh-inputs-for-timed-launches): the result of
+#: the kernel launch before it, of the launch before on the same buffers, or for the inputs as verified; or C left
+#: unwritten
+RETURNED = ("previous round", "same buffers", "as verified", "unwritten")
+
+
+@dataclass(frozen=True)
+class TimedCheck:
+    """A timed launch's output, checked (its inputs fresh), that failed its bound."""
+
+    round: int  # which kernel launch of the timing, from 1 (warm-up included)
+    rounds: int  # kernel launches made by then
+    stats: ErrorStats
+    returned: str = ""  # what it matches: one of RETURNED ('' none of them)
+    checked: int = 0  # timed outputs checked by then
+
+
 @dataclass(frozen=True)
 class TimingRun:
     """What one case's timing produced: raw device times in seconds, paired launch by launch."""
@@ -160,6 +177,10 @@ class TimingRun:
     other_streams: tuple[int, ...] = ()  # CUPTI's ids of streams besides the harness's that the kernel launched on
     host_median_s: tuple[float, float] | None = None  # a Python kernel's host time to make one launch call, cuBLAS's
     peer: str = "cuBLAS"  # the library GEMM reference_s timed: cuBLAS (cuBLASLt's FP8 too), or a grouped case's
+    fresh: bool = False  # each timed launch had inputs of its own (not for a fused epilogue)
+    checked: int = 0  # timed outputs checked against the truth, besides the last
+    wrong_round: TimedCheck | None = None  # a checked timed output that failed: timing stopped there
+    persisting_l2: int = 0  # bytes of persisting L2 the kernel's host code set (reset after each call; 0: none)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from ..records.case_record import CaseRecord
 from ..records.diagnosis import Diagnosis, Finding
-from ..records.outcome import STREAMS_KEPT, ErrorStats
+from ..records.outcome import STREAMS_KEPT, ErrorStats, TimedCheck
 from ..records.result import CaseResult
 from ..records.shapes import Shape
 from ..records.storage import ORDER_FLAGS, ORDERS, Storage
@@ -294,9 +294,29 @@ def _tiles(k: ErrorStats, shape: Shape) -> list[str]:
     return [f"  errors in {k.n_bad_tiles} of {k.n_tiles} {t}x{t} tiles of C: {listed}{more}"]
 
 
+#: what a wrong timed output matched (records.outcome.RETURNED), as its sentence says it
+_RETURNED = {
+    "previous round": "returned the previous round's result",
+    "same buffers": "returned its buffers' previous result (a cache keyed by their addresses?)",
+    "as verified": "returned the result for the inputs as verified (a result kept from verification?)",
+    "unwritten": "left C unwritten, as if it remembered an earlier launch",
+}
+
+
+def timed_round(check: TimedCheck) -> str:
+    """A checked timed launch that was wrong (docs/verification.md#fresh-inputs-for-timed-launches), in words."""
+    what = _RETURNED.get(check.returned, "was wrong")
+    return (
+        f"correct when verified, wrong when timed: round {check.round} of {check.rounds} {what} "
+        f"(each timed launch had inputs of its own; {check.checked} timed output(s) checked)"
+    )
+
+
 def _problem(problem: TimingProblem, d: Diagnosis, record: CaseRecord | None) -> str:
     if problem == TimingProblem.WRONG_WHEN_TIMED:
         stats = stats_line(d.kernel) if d.kernel else "no statistics"
+        if d.timed is not None:
+            return f"{timed_round(d.timed)}: {stats}"
         return (
             "the output of the last timed launch is wrong (the first launch was right: does the kernel "
             f"keep state between launches?): {stats}"

@@ -93,6 +93,8 @@ def row_flags(record: CaseRecord) -> str:
             flags.append(f"{NOT_CONFIRMED} {100 * (gate.change or 0):+.1f}% then {again:+.1f}%")
     if record.unchecked_streams:
         flags.append("not gated")
+    if record.persisting_l2:
+        flags.append("persisting L2 reset")
     if launch_bound(record):
         flags.append("launch-bound")
     if record.throttle:
@@ -234,6 +236,13 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120,
     total = sum(row.timing_s for row in rows)
     lines.append("")
     lines.append(f"{len(rows)} case(s) timed in {total:.1f} s (warm-up, timing and re-verification).")
+    fresh = [row for row in rows if row.fresh_inputs]
+    if fresh:
+        checked = sum(row.checked_outputs for row in fresh)
+        lines.append(
+            f"{len(fresh)} of them with inputs of its own for each timed launch; {checked} timed output(s) checked "
+            "besides each case's last"
+        )
     notes = Counter(row.timer_note for row in rows if row.timer_note)
     for note, count in notes.items():
         lines.append(f"{count} case(s) timed with {TIMERS['events']}, not {TIMERS['cupti']}: {note}")

@@ -6,6 +6,7 @@ it, CUPTI's records; batches repeat until the stopping rule holds. Part of the w
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +27,7 @@ from .rounds import (
     MAX_SPIN_S,
     Batch,
     Measured,
+    disagree,
     read_spans,
 )
 
@@ -40,6 +42,46 @@ class Batches:
         self.cp, self.stream, self._mark, self._spin = cp, stream, mark, spin
         self._events = [cp.cuda.Event() for _ in range(4 * MAX_CUPTI_BATCH)]
 
+    def timed(
+        self,
+        run: tuple[Any, ...],
+        clock: tuple[CuptiClock | None, str],
+        settings: TimingSettings,
+        progress: tuple[Callable[[], None], Callable[[], None]],
+        start: float,
+        *,
+        watched: bool,
+        after: Callable[[Any], None] | None,
+    ) -> tuple[Measured, int, str, str]:
+        """A case's warm-up, then its timed batches by CUPTI's ``clock`` (or the events, where there is none, with
+        why, or CUPTI's times disagree with them): what was measured, the rounds timed, why CUPTI's times were not
+        used, and the timer whose times they are. ``progress``: called after each timed batch, and after each
+        warm-up batch (its second)."""
+        # Warm-up, not part of the results: two rounds absorb first-call costs (cuBLAS's heuristics and
+        # workspace), then more rounds up to ``warmup_s`` of device time measure the device and host
+        # cost of a round, which size the batches and the spin (by the events: a round's whole cost).
+        after_batch, after_warm_up = progress
+        warm = self.batch(2, 0.0, *run, 0, None, watched=watched, after=after)
+        after_warm_up()
+        per_round = (sum(warm.events_k) + sum(warm.events_r)) / 2
+        extra = max(1, min(MAX_BATCH, math.ceil(settings.warmup_s / max(per_round, 1e-9))) - 2)
+        warm = self.batch(extra, 0.0, *run, 0, None, watched=watched, after=after)
+        after_warm_up()
+        per_round = (sum(warm.events_k) + sum(warm.events_r)) / extra
+        cost = (per_round, warm.host_s / extra)
+        cupti, note = clock
+        measured = None
+        if cupti is not None:
+            measured = self.measure(cupti, run, cost, settings, after_batch, start, 0, watched=watched, after=after)
+            note = measured.problem or disagree(measured.kernel_s, measured.events_k)
+            note = note or disagree(measured.reference_s, measured.events_r)
+        rounds = measured.rounds if measured is not None else 0
+        other = measured.other_streams if measured is not None else ()  # the case fails for it (judge.case)
+        if (measured is None or note) and not other:  # the events alone, timed again as they are without CUPTI
+            measured = self.measure(None, run, cost, settings, after_batch, start, rounds, watched=watched, after=after)
+            rounds += measured.rounds
+        return measured, rounds, note, "events" if cupti is None or note else "cupti"
+
     def measure(
         self,
         clock: CuptiClock | None,
@@ -51,6 +93,7 @@ class Batches:
         first: int,
         *,
         watched: bool = False,
+        after: Callable[[Any], None] | None = None,
     ) -> Measured:
         """Timed batches until the stopping rule holds, by CUPTI's clock when ``clock`` is given (stopping at the
         first batch it cannot time, with why) or by the events (behind the spin where queuing is slow)."""
@@ -70,7 +113,7 @@ class Batches:
         # that converges in 40 should not pay for 256.
         size = min(batch, FIRST_CUPTI_BATCH) if clock is not None else batch
         while not out.reason:
-            done = self.batch(size, spin, *run, first + out.rounds, clock, watched=watched)
+            done = self.batch(size, spin, *run, first + out.rounds, clock, watched=watched, after=after)
             progress()
             out.rounds += size
             size = min(batch, 2 * size)
@@ -104,10 +147,12 @@ class Batches:
         clock: CuptiClock | None,
         *,
         watched: bool = False,
+        after: Callable[[Any], None] | None = None,
     ) -> Batch:
         """Queue ``rounds`` timed pairs (behind a spin of ``spin_s``), wait, and read the events (and CUPTI's
         records of each launch, when ``clock`` is given); ``watched``: the batch's launches run a kernel file's code,
-        watched as one before anything is read (:mod:`.integrity`)."""
+        watched as one before anything is read (:mod:`.integrity`); ``after``: called with each kernel launch's set
+        once its closing event is queued (harness work that is not timed: a copy of its output to check)."""
         cp, stream, ev = self.cp, self.stream, self._events
         if rounds > MAX_CUPTI_BATCH:  # the events are allocated for this many
             raise ValueError(f"a batch of {rounds} rounds is over the {MAX_CUPTI_BATCH} the timer has events for")
@@ -129,6 +174,8 @@ class Batches:
                         if i < HOST_TIMED_ROUNDS:  # later, a launch call may wait for room in the launch queue
                             host[slot].append(time.perf_counter() - called)
                         ev[4 * i + 2 * slot + 1].record(stream)
+                        if after is not None and slot == 0:
+                            after(ops)
                 if clock is not None:
                     self._mark((1,), (1,), ())  # closes the last launch's span
                 host_s = time.perf_counter() - host0

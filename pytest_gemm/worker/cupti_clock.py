@@ -25,6 +25,7 @@ from .cupti_buffers import activity_buffers
 from .cupti_records import CONCURRENT_KERNEL, MEMCPY, MEMSET, Row
 
 __all__ = [
+    "FRESH_KERNEL",
     "HARNESS_KERNELS",
     "MARK_KERNEL",
     "PREPARE_KERNEL",
@@ -40,7 +41,8 @@ _BUFFER_BYTES = 1 << 20  # CUPTI's activity buffers
 PREPARE_KERNEL = "pytest_gemm_prepare"  # opens a timed launch's span; the timer launches it
 MARK_KERNEL = "pytest_gemm_mark"  # closes a batch's last span
 SPIN_KERNEL = "pytest_gemm_spin"  # keeps the GPU busy ahead of an events-timed batch
-HARNESS_KERNELS = frozenset({PREPARE_KERNEL, MARK_KERNEL, SPIN_KERNEL})  # never a timed launch's work
+FRESH_KERNEL = "pytest_gemm_fresh"  # writes a timed launch's inputs afresh, and copies a checked output (worker.fresh)
+HARNESS_KERNELS = frozenset({PREPARE_KERNEL, MARK_KERNEL, SPIN_KERNEL, FRESH_KERNEL})  # never a timed launch's work
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ class NoEpilogue:
     #: its misreadings (:meth:`misreading`) are a wrong output's only ones: the common readings of A, B and C lack the
     #: epilogue, so none could match
     own_misreadings = False
+    #: negating rows of A and columns of B negates the same of the output (timed launches' fresh inputs, worker.fresh)
+    signs_commute = True
 
     def __init__(self, case: Case) -> None:
         self.case = case
@@ -75,6 +77,8 @@ class NoEpilogue:
 
 class FusedEpilogue(NoEpilogue):
     """A fused epilogue, or D written apart from C: the case's :class:`~pytest_gemm.records.epilogue.Epilogue`."""
+
+    signs_commute = False  # an activation, a bias or a residual does not change sign with the product
 
     def __init__(self, case: Case) -> None:
         super().__init__(case)

@@ -38,18 +38,18 @@ from ..specs.footprint import (
 )  # how many input sets a case rotates through (research uses it from here)
 from .batches import Batches
 from .buffers import uint_type, upload_bits
-from .cupti_clock import MARK_KERNEL, PREPARE_KERNEL, SPIN_KERNEL, CuptiClock, CuptiUnavailable
+from .cupti_clock import FRESH_KERNEL, MARK_KERNEL, PREPARE_KERNEL, SPIN_KERNEL, CuptiClock, CuptiUnavailable
+from .fresh import FRESH_SOURCE, FreshInputs, TimedOutputWrong
+from .l2_window import PersistingL2
 from .operands import Operands
 from .prepared import PreparedCase
 from .rounds import (
     MARK_SOURCE,
-    MAX_BATCH,
     PREPARE_SOURCE,
     PREPARE_THREADS,
     SM_EPOCH_SLOTS,
     SPIN_SOURCE,
     Measured,
-    disagree,
 )
 from .runner import GpuRunner
 
@@ -83,6 +83,8 @@ class Timer:
         self._epoch = 0
         self._mark = self.cp.RawKernel(MARK_SOURCE, MARK_KERNEL)
         self._spin = self.cp.RawKernel(SPIN_SOURCE, SPIN_KERNEL)
+        self._fresh = self.cp.RawKernel(FRESH_SOURCE, FRESH_KERNEL)
+        self._nothing = self.cp.empty(0, dtype=self.cp.uint8)
         self.batches = Batches(self.cp, runner.stream, self._mark, self._spin)
         # NVRTC compiles the timer's own kernels (most of it the prepare kernel's code sweep) in a thread, while the
         # worker's warm-up verifies: CuPy lets go of the GIL while NVRTC runs. The backend waits for them after its
@@ -94,7 +96,7 @@ class Timer:
 
     def _compile(self) -> None:
         with self.cp.cuda.Device(self.runner.index):
-            for kernel in (self._prepare, self._mark, self._spin):
+            for kernel in (self._prepare, self._mark, self._spin, self._fresh):
                 kernel.compile()
 
     @property
@@ -144,51 +146,70 @@ class Timer:
         first_call = kernel_sets[0].call
         first = self.streams_of(first_call) if watched else first_call()
         runner.stream.synchronize()
+        l2 = PersistingL2(runner.stream.ptr) if prepared.kernel.file_code else None  # host code may set one
+        if l2 is not None:
+            l2.after_call()
         if isinstance(first, tuple) and first:  # its work went elsewhere: no clock can time it (judge.case fails it)
             return TimingRun((), (), 0.0, "", settings.cold_cache, copies, 0, timer=settings.timer, other_streams=first)
 
+        # each timed launch's inputs written afresh (worker.fresh), where negating them commutes with the output
+        fresh = None
+        if prepared.epilogue.signs_commute:
+            fresh = FreshInputs(prepared, self._fresh, (*uploaded, c_init), kernel_sets + cublas_sets)
+        bits = prepared.uploaded()
+        truth, prior = prepared.truth(bits), prepared.prior_bits(bits)
+        kernel_ids = {id(timed) for timed in kernel_sets}
+
         def prepare(timed: _TimedSet) -> None:
-            self.prepare(c_init, timed.ops.c.flat, settings.cold_cache)
+            if fresh is None:
+                self.prepare(c_init, timed.ops.c.flat, settings.cold_cache)
+            else:  # A, B and C's start written afresh, then the flush
+                fresh.write(timed, id(timed) in kernel_ids)
+                self.prepare(self._nothing, self._nothing, settings.cold_cache)
 
         def kernel(timed: _TimedSet) -> None:
             timed.call()
 
+        def after(timed: _TimedSet) -> None:
+            if l2 is not None:  # a persisting L2 window the call set: reset before the next launch, and said
+                l2.after_call()
+            if fresh is not None:
+                fresh.launched(timed, fresh.chosen())
+
+        def checked() -> None:  # after each batch: the copies of its checked outputs judged
+            if fresh is not None:
+                fresh.check(truth, prior)
+
+        def progressed() -> None:
+            progress()
+            checked()
+
         start = time.perf_counter()
-        # Warm-up, not part of the results: two rounds absorb first-call costs (cuBLAS's heuristics and
-        # workspace), then more rounds up to ``warmup_s`` of device time measure the device and host
-        # cost of a round, which size the batches and the spin (by the events: a round's whole cost).
         run = (kernel_sets, cublas_sets, prepare, kernel, reference)
         watched = prepared.kernel.file_code  # its file's code runs in each launch: watched a batch at a time
-        warm = self.batches.batch(2, 0.0, *run, 0, None, watched=watched)
-        per_round = (sum(warm.events_k) + sum(warm.events_r)) / 2
-        extra = max(1, min(MAX_BATCH, math.ceil(settings.warmup_s / max(per_round, 1e-9))) - 2)
-        warm = self.batches.batch(extra, 0.0, *run, 0, None, watched=watched)
-        per_round = (sum(warm.events_k) + sum(warm.events_r)) / extra
-        cost = (per_round, warm.host_s / extra)
-
-        clock, note = self._clock(settings.timer)
-        measured = None
-        if clock is not None:
-            measured = self.batches.measure(clock, run, cost, settings, progress, start, 0, watched=watched)
-            note = measured.problem or disagree(measured.kernel_s, measured.events_k)
-            note = note or disagree(measured.reference_s, measured.events_r)
-        rounds = measured.rounds if measured is not None else 0
-        other = measured.other_streams if measured is not None else ()  # the case fails for it (judge.case)
-        if (measured is None or note) and not other:  # the events alone, timed again as they are without CUPTI
-            measured = self.batches.measure(None, run, cost, settings, progress, start, rounds, watched=watched)
-            rounds += measured.rounds
-        timer = "events" if clock is None or note else "cupti"
+        try:
+            clock = self._clock(settings.timer)
+            measured, rounds, note, timer = self.batches.timed(run, clock, settings, (progressed, checked), start,
+                                                               watched=watched, after=after)  # fmt: skip
+        except TimedOutputWrong as wrong:  # no speed to claim: the case fails, naming the round (judge.case)
+            return TimingRun((), (), time.perf_counter() - start, "", settings.cold_cache, copies, 0,
+                             timer=settings.timer, peer=prepared.peer.name, fresh=True, checked=wrong.check.checked,
+                             wrong_round=wrong.check)  # fmt: skip
+        other = measured.other_streams
         kernel_s, reference_s, reason = measured.kernel_s, measured.reference_s, measured.reason
         events_k, events_r = measured.events_k, measured.events_r
 
         if other:  # let the work on its own streams finish before anything else reads or frees the buffers
             cp.cuda.runtime.deviceSynchronize()
-        last = kernel_sets[(rounds - 1) % copies].ops.c
-        bits = prepared.uploaded()
-        truth = prepared.truth(bits)
-        last_output = prepared.judge_output(last, prepared.prior_bits(bits), truth)
-        reference = cublas_sets[(rounds - 1) % copies].ops.c
-        reference_output = prepared.judge_output(reference, prepared.prior_bits(bits), truth)
+        last_set, peer_set = kernel_sets[(rounds - 1) % copies], cublas_sets[(rounds - 1) % copies]
+        wrong = fresh.last(truth, prior) if fresh is not None and not other else None
+        if wrong is not None:  # named as a checked timed output is (no speed to claim)
+            return TimingRun((), (), time.perf_counter() - start, "", settings.cold_cache, copies, 0,
+                             timer=timer, peer=prepared.peer.name, fresh=True, checked=fresh.checked,
+                             wrong_round=wrong)  # fmt: skip
+        last_c, reference_c = (t.ops.c if fresh is None else fresh.undone(t) for t in (last_set, peer_set))
+        last_output = prepared.judge_output(last_c, prior, truth)
+        reference_output = prepared.judge_output(reference_c, prior, truth)
         runner.stream.synchronize()
         return TimingRun(
             kernel_s=tuple(kernel_s),
@@ -206,6 +227,9 @@ class Timer:
             other_streams=other,
             host_median_s=self._host_median(prepared, measured),
             peer=prepared.peer.name,
+            fresh=fresh is not None,
+            checked=fresh.checked if fresh is not None else 0,
+            persisting_l2=l2.found if l2 is not None else 0,
         )
 
     @staticmethod

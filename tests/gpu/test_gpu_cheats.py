@@ -1,5 +1,7 @@
 """On the GPU: Python kernels that cheat from inside the worker (docs/verification.md#the-harness-unchanged) fail,
-each named for what it did, timed or not, and the run goes on; the honest control passes. Needs a CUDA device."""
+each named for what it did, timed or not, and the run goes on; the honest control passes. Kernels that replay
+results when timed (docs/verification.md#fresh-inputs-for-timed-launches) fail, named by the round of their first
+wrong timed output. Needs a CUDA device."""
 
 from __future__ import annotations
 
@@ -43,3 +45,47 @@ def test_each_cheat_fails_named_for_what_it_did(cheats_run, cheat):
     for name in _names(cheat):
         text = failure_section(cheats_run, name)
         assert all(said in text for said in CHEATS[cheat]) and "the worker was replaced" in text, text
+
+
+#: each replaying kernel, and what its first wrong timed output may be found to have returned
+REPLAYS = {
+    "by_address": ("its buffers' previous result", "the result for the inputs as verified"),
+    "by_shape": ("the result for the inputs as verified",),
+    "previous_after_three": ("the previous round's result", "the result for the inputs as verified"),
+}
+
+
+@pytest.fixture(scope="module")
+def replay_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("replay")
+    return run_kernel_files(work, TESTS / "kernels_cheats", ("replay.py",), "--gemm-shapes", SHAPES)
+
+
+@pytest.mark.parametrize("cheat", sorted(REPLAYS))
+def test_each_replay_fails_named_by_its_round(replay_run, cheat):
+    outcomes = outcomes_in(replay_run)
+    assert {name: outcomes.get(name) for name in _names(cheat)} == dict.fromkeys(_names(cheat), "FAILED"), replay_run[
+        -4000:
+    ]
+    for name in _names(cheat):
+        text = failure_section(replay_run, name)
+        head = "correct when verified, wrong when timed: round "
+        assert head in text and any(
+            f" {said} (each timed launch had inputs of its own" in text for said in REPLAYS[cheat]
+        ), text
+
+
+def test_a_cache_keyed_by_the_inputs_values_never_hits_and_passes(replay_run):
+    """Fresh inputs never repeat: a cache keyed on them gains nothing, and the kernel is as right as it computes."""
+    outcomes = outcomes_in(replay_run)
+    assert {name: outcomes.get(name) for name in _names("by_content")} == dict.fromkeys(_names("by_content"), "PASSED")
+
+
+def test_a_persisting_l2_window_is_reset_after_each_call_and_flagged(tmp_path):
+    """docs/verification.md#persisting-l2: the kernel is right, so it passes; its rows say the window was reset."""
+    pytest.importorskip("cuda.bindings", reason="the kernel sets its window through cuda-bindings")
+    out = run_kernel_files(tmp_path, TESTS / "kernels_cheats", ("l2_window.py",), "--gemm-shapes", SHAPES, "-vv")
+    names = _names("persisting_window")
+    outcomes = outcomes_in(out)
+    assert {name: outcomes.get(name) for name in names} == dict.fromkeys(names, "PASSED"), out[-4000:]
+    assert out.count("persisting L2 reset") >= len(names), out[-4000:]

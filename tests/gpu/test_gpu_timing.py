@@ -117,7 +117,8 @@ def test_a_kernel_that_skips_work_on_its_second_launch_fails_the_determinism_che
 
 
 def test_a_kernel_that_skips_work_after_verification_is_caught_by_timing(pytester):
-    """It passes verification (its first three launches are right) but not timing: too fast, and wrong when repeated."""
+    """It passes verification (its first three launches are right) but not timing: a checked timed launch (or the last)
+    left C unwritten, named by its round (docs/verification.md#fresh-inputs-for-timed-launches); no speed is kept."""
     shutil.copy(BROKEN / "timing_cheat_late.cu", pytester.path / "timing_cheat_late.cu")
     result = pytester.runpytest_subprocess(
         "--gemm-kernels",
@@ -133,10 +134,8 @@ def test_a_kernel_that_skips_work_after_verification_is_caught_by_timing(pyteste
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*the output of the last timed launch is wrong*",
-            "*suspicious timing: *x faster than cuBLAS*",
-            "*expect_fast*",
-            "*WRONG OUTPUT, SUSPICIOUS*",
+            "*correct when verified, wrong when timed: round * of * left C unwritten, as if it remembered an earlier "
+            "launch (each timed launch had inputs of its own; * timed output(s) checked)*",
         ]
     )
     # Nothing untrustworthy is saved: pytest-benchmark had no benchmark to write (the file it

@@ -80,6 +80,27 @@ def test_a_kernel_that_keeps_state_between_launches_is_wrong_and_suspicious():
     assert 'expect_fast = "..."' in text
 
 
+def test_a_wrong_checked_timed_output_fails_the_case_named_by_its_round():
+    """docs/verification.md#fresh-inputs-for-timed-launches: the memo kernel's outcome as the fresh-input check would
+    stop it (its third timed launch returned the second's result): no speed, the round named, the run's data kept."""
+    import dataclasses
+
+    from pytest_gemm.records.outcome import TimedCheck
+
+    outcome = recorded_outcome("timing_cheat_late.cu::memo_late[fp32-4096x4096x4096]")
+    wrong = TimedCheck(3, 3, outcome.timing.last_output, "previous round", checked=1)
+    stopped = dataclasses.replace(outcome.timing, kernel_s=(), reference_s=(), fresh=True, checked=1, wrong_round=wrong)
+    result, text = _judge("memo_late[fp32-4096x4096x4096]", dataclasses.replace(outcome, timing=stopped), (4096,) * 3)
+    assert result.failed and result.timing is None and result.diagnosis.kind == Verdict.TIMING
+    assert result.diagnosis.problems == (TimingProblem.WRONG_WHEN_TIMED,) and result.diagnosis.timed == wrong
+    assert (
+        "correct when verified, wrong when timed: round 3 of 3 returned the previous round's result (each timed "
+        "launch had inputs of its own; 1 timed output(s) checked)"
+    ) in text
+    plain = json.dumps(to_plain(result.diagnosis))  # it crosses as JSON and comes back with the round (NaNs: as text)
+    assert json.dumps(to_plain(from_plain(type(result.diagnosis), json.loads(plain)))) == plain
+
+
 def test_failed_verification_is_a_failure_text_with_the_fault():
     name = "unwritten_tile[fp32-256x256x256]"
     result, text = _judge(name, recorded_outcome(f"faults.cu::{name}"))

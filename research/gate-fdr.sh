@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The gate across a whole run's cases (docs/baselines.md#the-runs-false-alarms), on the GPU, in a scratch copy of
+# the project: baselines recorded once for the selection, then RUNS runs with the naive kernel WASTE% slower (5, then
+# 8: tests/kernels_slow/naive_slower.cu), every other case unchanged. Each run's saved JSON says, per case, the gate's
+# verdict; research/gate_fdr.py counts the unchanged cases that failed (false regressions), the slowed cases caught,
+# and the flagged cases a re-timing cleared.
+# Usage: research/gate-fdr.sh OUTDIR [pytest selection, default: kernels/ on the quick shapes]
+#   RUNS   runs for each planted slowdown (default 10)
+#   WASTES the planted slowdowns, in percent of K (default "5 8")
+set -uo pipefail
+out="$1"
+shift
+repo=$(pwd)
+mkdir -p "$out/fdr"
+work=$(mktemp -d)
+cp -r kernels pyproject.toml "$work"/
+cd "$work"
+sel=("$@")
+[ ${#sel[@]} -eq 0 ] && sel=(--gemm-kernels kernels/ --gemm-shapes quick)
+sel+=(-m gpu -p no:cacheprovider -q)
+python3 -m pytest "${sel[@]}" --gemm-update-baselines >"$out/fdr/record.log" 2>&1
+echo "== baselines: $(grep -E 'json:' "$out/fdr/record.log")"
+cp kernels/01_naive.cu "$work/naive.orig"
+for waste in ${WASTES:-5 8}; do
+    sed "s/^#define WASTE_PERCENT .*/#define WASTE_PERCENT $waste/" "$repo/tests/kernels_slow/naive_slower.cu" \
+        >kernels/01_naive.cu
+    for i in $(seq 1 "${RUNS:-10}"); do
+        log="$out/fdr/waste$waste-$i.log"
+        python3 -m pytest "${sel[@]}" --benchmark-json "$out/fdr/waste$waste-$i.json" >"$log" 2>&1
+        echo "waste $waste% run $i (exit $?): $(grep -E '^kernel/cuBLAS time ratio' "$log")"
+    done
+done
+cp "$work/naive.orig" kernels/01_naive.cu
+cd "$repo"
+rm -rf "$work"
+python3 research/gate_fdr.py "$out"/fdr/waste*.json | tee "$out/fdr/summary.txt"
