@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import __version__
 from ..baselines.store import BaselineAccessError, BaselineError, baseline_path, baseline_paths, load
 from ..baselines.update import KernelCases, remove, root_problem
-from ..judge.gate import GatePolicy, judge
+from ..judge.gate import GatePolicy, gated_cases, judge
 from ..records.verdicts import GateVerdict
 from ..report.outputs import claim_report_folder
 from ..report.regression import aligned, interval_cell
@@ -146,7 +146,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         baseline = load(path, gpu=data.gpu_name)
         if baseline is not None:
             policy = GatePolicy.of_saved(data.settings)
-            metric, threshold, cases = args.gate_metric, args.threshold, len(data.records)
+            metric, threshold, cases = args.gate_metric, args.threshold, gated_cases(data.records)
             data.with_timing(
                 [
                     r.with_gate(

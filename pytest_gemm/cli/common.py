@@ -25,7 +25,7 @@ from ..baselines.store import (
 )
 from ..baselines.update import record
 from ..fileio import os_reason
-from ..judge.gate import GatePolicy, compared_record, judge
+from ..judge.gate import GatePolicy, compared_record, gated_cases, judge
 from ..judge.verdict import claims_speed, ungated
 from ..options import BY_NAME, Option, OptionError
 from ..records.case_record import METRICS, CaseRecord, GateResult
@@ -145,7 +145,7 @@ def gate_table(
         entry = baseline.get(row.test) if baseline is not None else None
         result = judge(
             row, entry, metric=metric, threshold=threshold, policy=policy, baseline_file=str(path),
-            file_missing=baseline is None, cases=len(records),
+            file_missing=baseline is None, cases=gated_cases(records),
         )  # fmt: skip
         results[row.test] = result
         counts[result.verdict] += 1

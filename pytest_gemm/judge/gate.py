@@ -26,7 +26,7 @@ an improvement better than the fastest, and the spread it is held against is the
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,6 +49,7 @@ __all__ = [
     "GatePolicy",
     "compared_record",
     "confirm",
+    "gated_cases",
     "judge",
     "references",
 ]
@@ -137,14 +138,23 @@ def judge(
     )
 
 
+def gated_cases(records: Sequence[CaseRecord]) -> int:
+    """How many cases a saved run's records are gated among again (``pytest-gemm compare``, ``merge``, ``plot``):
+    as many as the run that saved them was, where their verdicts say (the most of them: shards merged), else how
+    many they are."""
+    saved = [r.gate.cases for r in records if r.gate is not None]
+    return max(saved) if saved else max(1, len(records))
+
+
 def confirm(first: GateResult, again: GateResult | None) -> GateResult:
-    """A regression (``first``) after its re-timing in a fresh worker, judged as a case alone (``again``; None: the
+    """A regression (``first``) after its re-timing in a fresh worker, judged by the gate (``again``; None: the
     re-timing gave no times): it stays a regression when the re-timing is slower by more than the threshold too,
-    with a chance under :data:`CONFIRM_ALPHA`; else it is the same, noted as not confirmed. With no re-timing it
-    stands."""
+    with a chance under :data:`CONFIRM_ALPHA`, neither throttled nor explained by cuBLAS moving; else it is the same,
+    noted as not confirmed. With no re-timing it stands."""
     if first.verdict != GateVerdict.REGRESSED or again is None or again.change is None or again.p_value is None:
         return first
-    confirmed = again.change > first.threshold and again.p_value < CONFIRM_ALPHA
+    moved = again.verdict == GateVerdict.UNSTABLE or any(n.startswith(REFERENCE_MOVED) for n in again.notes)
+    confirmed = not moved and again.change > first.threshold and again.p_value < CONFIRM_ALPHA
     facts = replace(first, confirmed_change=again.change, confirmed_p=again.p_value)
     if confirmed:
         return facts

@@ -91,8 +91,11 @@ class CaseRunner:
     def _again(self, item: GemmCaseItem, request: Request, done: Done) -> Judged | None:
         """The gate's judgement of a flagged case timed again in a fresh worker (docs/baselines.md#the-runs-false-
         alarms), on the GPU that timed it first; None where the re-timing gave no times to judge."""
-        allowed = None if done.gpu is None else [done.gpu.index]
-        again = self.workers.submit(dataclasses.replace(request, fresh_worker=True), allowed).result()
+        workers = self.workers
+        allowed = None if done.gpu is None else [i for i, gpu in enumerate(workers.gpus) if gpu == done.gpu]
+        future = workers.submit(dataclasses.replace(request, fresh_worker=True), allowed)
+        workers.hurry(future)  # ahead of the cases sent ahead
+        again = future.result()
         gpu = again.facts or done.facts or {}
         judged = judge_outcome(item.case, item.nodeid, again.outcome, gpu, source_sha256=item.source_sha256)
         if not claims_speed(judged) or judged.timing is None:

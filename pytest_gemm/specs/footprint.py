@@ -213,7 +213,8 @@ def case_memory(
       the truth, H, their product and it scaled, 16 (a + b) + 3 c (+ c). Judging C: the truth, G, H, C in fp64, the
       bound, the quotient and the ratios, and two masks, 58 c.
     * timing: the sets of A, B and C rotated through (:func:`input_copies`), for the kernel and as many for
-      cuBLAS; A, B and C's start uploaded once; the flush buffer; and the last launches' check, as above.
+      cuBLAS; A, B and C's start uploaded once; the flush buffer; a checked timed output's copies (fresh inputs,
+      docs/verification.md#fresh-inputs-for-timed-launches); and the last launches' check, as above.
     """
     dt, out = get_dtype(dtype), get_dtype(spec.output_dtype(dtype))
     a, b, c = (math.prod(storage_dims(spec, op, shape)) for op in "ABC")
@@ -246,6 +247,8 @@ def case_memory(
     ]
     if cold_cache and flush_bytes:
         timing_parts.append(("the L2 flush buffer", flush_bytes))
+    if epi is None:  # fresh inputs for timed launches: a checked output's copy, and it undone twice when wrong
+        timing_parts.append(("a checked timed output's copies", 3 * c * out.itemsize))
     timing = MemoryNeed("timing", (*timing_parts, *check))
     return timing if timing.total > verifying.total else verifying
 

@@ -47,7 +47,7 @@ class Batches:
         run: tuple[Any, ...],
         clock: tuple[CuptiClock | None, str],
         settings: TimingSettings,
-        progress: tuple[Callable[[], None], Callable[[], None]],
+        progress: Callable[[], None],
         start: float,
         *,
         watched: bool,
@@ -55,30 +55,27 @@ class Batches:
     ) -> tuple[Measured, int, str, str]:
         """A case's warm-up, then its timed batches by CUPTI's ``clock`` (or the events, where there is none, with
         why, or CUPTI's times disagree with them): what was measured, the rounds timed, why CUPTI's times were not
-        used, and the timer whose times they are. ``progress``: called after each timed batch, and after each
-        warm-up batch (its second)."""
+        used, and the timer whose times they are. ``progress``: called after each timed batch whose work stayed on
+        the harness's stream (a warm-up's outputs wait for the first timed batch's check)."""
         # Warm-up, not part of the results: two rounds absorb first-call costs (cuBLAS's heuristics and
         # workspace), then more rounds up to ``warmup_s`` of device time measure the device and host
         # cost of a round, which size the batches and the spin (by the events: a round's whole cost).
-        after_batch, after_warm_up = progress
         warm = self.batch(2, 0.0, *run, 0, None, watched=watched, after=after)
-        after_warm_up()
         per_round = (sum(warm.events_k) + sum(warm.events_r)) / 2
         extra = max(1, min(MAX_BATCH, math.ceil(settings.warmup_s / max(per_round, 1e-9))) - 2)
         warm = self.batch(extra, 0.0, *run, 0, None, watched=watched, after=after)
-        after_warm_up()
         per_round = (sum(warm.events_k) + sum(warm.events_r)) / extra
         cost = (per_round, warm.host_s / extra)
         cupti, note = clock
         measured = None
         if cupti is not None:
-            measured = self.measure(cupti, run, cost, settings, after_batch, start, 0, watched=watched, after=after)
+            measured = self.measure(cupti, run, cost, settings, progress, start, 0, watched=watched, after=after)
             note = measured.problem or disagree(measured.kernel_s, measured.events_k)
             note = note or disagree(measured.reference_s, measured.events_r)
         rounds = measured.rounds if measured is not None else 0
         other = measured.other_streams if measured is not None else ()  # the case fails for it (judge.case)
         if (measured is None or note) and not other:  # the events alone, timed again as they are without CUPTI
-            measured = self.measure(None, run, cost, settings, after_batch, start, rounds, watched=watched, after=after)
+            measured = self.measure(None, run, cost, settings, progress, start, rounds, watched=watched, after=after)
             rounds += measured.rounds
         return measured, rounds, note, "events" if cupti is None or note else "cupti"
 
@@ -114,7 +111,8 @@ class Batches:
         size = min(batch, FIRST_CUPTI_BATCH) if clock is not None else batch
         while not out.reason:
             done = self.batch(size, spin, *run, first + out.rounds, clock, watched=watched, after=after)
-            progress()
+            if not done.problem:  # its outputs checked (its work all on the harness's stream), its time limit renewed
+                progress()
             out.rounds += size
             size = min(batch, 2 * size)
             out.events_k += done.events_k

@@ -2,7 +2,7 @@
 
 Before each timed launch, the harness's fresh kernel writes the launch's A, B and C afresh from the case's inputs,
 each row of A (and of C) and each column of B (and of C) negated or not by a key drawn then from the operating
-system's generator (:mod:`secrets`), so that no two launches see the same values and no kernel can predict them.
+system's generator (``os.urandom``), so that no two launches see the same values and no kernel can predict them.
 Negating rows of A and columns of B negates the same rows and columns of ``alpha A B + beta C``, exactly: every
 product and sum only changes sign, and rounding to nearest is symmetric. So a timed output, its signs undone by the
 same key, must pass the case's own bound, as its verified output did.
@@ -18,7 +18,7 @@ inputs, as before.
 
 from __future__ import annotations
 
-import secrets
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,18 @@ __all__ = ["FRESH_SOURCE", "FreshInputs", "TimedOutputWrong", "negated"]
 FRESH_THREADS = 256
 #: at most this many timed outputs checked each batch (each costs a copy of C and a judgement of it)
 CHECKS_PER_BATCH = 1
+#: a timed launch's output is copied to be checked with a chance of one in this many (a power of 2, at most 256)
+CHECK_ONE_IN = 8
+#: the operating system's generator, bound when the worker starts: a kernel file's code that replaces ``os.urandom``,
+#: ``random`` or ``secrets`` later does not reach it, and one that rebinds this name changes the harness
+#: (docs/verification.md#the-harness-unchanged)
+_URANDOM = os.urandom
+
+
+def _key() -> int:
+    """A key of signs, never 0 (0 changes no sign)."""
+    return int.from_bytes(_URANDOM(4), "little") | 1
+
 
 FRESH_SOURCE = (
     r"""
@@ -64,13 +76,13 @@ extern "C" __global__ void """
             const unsigned int neg = (by_row ? negated(row_key, r) : 0u) ^ (by_col ? negated(col_key, c) : 0u);
             if (size == 1) {
                 unsigned char v = src[t];
-                dst[t] = neg ? (integer ? (unsigned char)(-(signed char)v) : (unsigned char)(v ^ 0x80u)) : v;
+                dst[t] = neg ? (integer ? (unsigned char)(0u - v) : (unsigned char)(v ^ 0x80u)) : v;
             } else if (size == 2) {
                 unsigned short v = ((const unsigned short*)src)[t];
                 ((unsigned short*)dst)[t] = neg ? (unsigned short)(v ^ 0x8000u) : v;
             } else if (size == 4) {
                 unsigned int v = ((const unsigned int*)src)[t];
-                ((unsigned int*)dst)[t] = neg ? (integer ? (unsigned int)(-(int)v) : v ^ 0x80000000u) : v;
+                ((unsigned int*)dst)[t] = neg ? (integer ? 0u - v : v ^ 0x80000000u) : v;
             } else {
                 u64 v = ((const u64*)src)[t];
                 ((u64*)dst)[t] = neg ? v ^ 0x8000000000000000ull : v;
@@ -156,8 +168,10 @@ class FreshInputs:
         return cp.asarray(np.array(words, dtype=np.uint64))
 
     def write(self, timed: Any, kernel_set: bool) -> None:
-        """Queue the writing of a set's A, B and C's start afresh under new keys (before its prepare kernel)."""
-        keys = (secrets.randbits(32) | 1, secrets.randbits(32) | 1)
+        """Queue the writing of a set's A, B and C's start afresh (before its prepare kernel): a kernel's set under new
+        keys; the peer's with none (the same writes, no sign changed: a peer may copy an operand once, when its call
+        is first bound, cuBLASLt's FP8 B and the grouped peers' among them)."""
+        keys = (_key(), _key()) if kernel_set else (0, 0)
         uses = self.keys[id(timed)]
         uses.append(keys)
         if kernel_set:
@@ -189,7 +203,7 @@ class FreshInputs:
     @staticmethod
     def chosen() -> bool:
         """Whether a launch's output is copied to be checked: drawn after its launch call returned."""
-        return secrets.randbelow(8) == 0
+        return _URANDOM(1)[0] < 256 // CHECK_ONE_IN
 
     def check(self, truth: Any, prior: Any) -> None:
         """Judge the batch's copied outputs against the truth (the stream synchronized); raise

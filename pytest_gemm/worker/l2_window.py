@@ -53,8 +53,10 @@ class PersistingL2:
         return max(limit, covered)
 
     def reset(self) -> None:
-        """The set-aside to 0, every persisting line made normal, the stream's window cleared."""
+        """Once the stream's work is done (the launch that used them): the set-aside to 0, every persisting line made
+        normal, the stream's window cleared."""
         rt = self.rt
+        self._ok(rt.cudaStreamSynchronize(self._stream()))
         self._ok(rt.cudaDeviceSetLimit(rt.cudaLimit.cudaLimitPersistingL2CacheSize, 0))
         self._ok(rt.cudaCtxResetPersistingL2Cache())
         value = rt.cudaStreamAttrValue()

@@ -34,7 +34,6 @@ LIBRARIES = (
     "cupti.cupti",
     "time",
     "math",
-    "secrets",  # the fresh inputs' keys, and which timed outputs are checked (worker.fresh)
 )
 #: the most elements of a public table whose contents are compared (a larger one is a cache)
 TABLE_MOST = 256

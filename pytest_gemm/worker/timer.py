@@ -189,7 +189,7 @@ class Timer:
         watched = prepared.kernel.file_code  # its file's code runs in each launch: watched a batch at a time
         try:
             clock = self._clock(settings.timer)
-            measured, rounds, note, timer = self.batches.timed(run, clock, settings, (progressed, checked), start,
+            measured, rounds, note, timer = self.batches.timed(run, clock, settings, progressed, start,
                                                                watched=watched, after=after)  # fmt: skip
         except TimedOutputWrong as wrong:  # no speed to claim: the case fails, naming the round (judge.case)
             return TimingRun((), (), time.perf_counter() - start, "", settings.cold_cache, copies, 0,

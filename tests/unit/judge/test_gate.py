@@ -157,3 +157,23 @@ def test_a_re_timing_past_the_threshold_but_within_noise_does_not_confirm():
     wide = judge(timed_record(1.05, ratio_ci=(8.0, 11.0)), baseline_entry())  # +5%, but its interval is wide
     assert wide.p_value > CONFIRM_ALPHA
     assert confirm(first, wide).verdict == "same"
+
+
+def test_a_re_timing_explained_by_cublas_moving_or_throttled_does_not_confirm():
+    first = judge(timed_record(1.06), baseline_entry())
+    base = timed_record(1.0)
+    moved = dataclasses.replace(base, ratio=base.ratio * 1.06, ratio_ci=scaled(base.ratio_ci, 1.06))  # cuBLAS faster
+    again = judge(moved, baseline_entry())
+    assert again.verdict == "same" and again.change > first.threshold  # the ratio moved, the kernel's time did not
+    assert confirm(first, again).verdict == "same"
+    throttled = judge(timed_record(1.06, throttle=("power cap",)), baseline_entry())
+    assert throttled.verdict == "unstable" and confirm(first, throttled).verdict == "same"
+
+
+def test_a_saved_run_is_gated_again_among_as_many_cases_as_it_was():
+    from pytest_gemm.judge.gate import gated_cases
+
+    records = [timed_record(1.0), timed_record(1.01)]
+    assert gated_cases(records) == 2  # never gated: as many as there are
+    gated = [r.with_gate(judge(r, baseline_entry(), cases=573)) for r in records]
+    assert gated_cases(gated) == 573
