@@ -19,7 +19,7 @@ inputs, as before.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -147,7 +147,7 @@ class FreshInputs:
         self.checked = 0
         self._writes = {id(timed): self.descriptors(timed.ops.c, timed.ops) for timed in sets}
         c = sets[0].ops.c
-        self.copy = type(c)(prepared.cp.empty_like(c.flat), c.start, c.rows, c.cols, c.ld, c.guard_bits, c.batch)
+        self.copy = replace(c, flat=prepared.cp.empty_like(c.flat))
         self._copies = {id(timed): self.descriptors(timed.ops.c, None, self.copy) for timed in sets}
 
     def descriptors(self, c_source: Any, ops: Any | None, into: Any = None) -> Any:
@@ -183,10 +183,10 @@ class FreshInputs:
         row_key, col_key = (np.uint32(k) for k in keys)
         self.kernel((blocks,), (FRESH_THREADS,), (descriptors, np.int32(count), row_key, col_key))
 
-    def launched(self, timed: Any, chosen: bool) -> None:
-        """After a kernel launch call has returned and its closing event is queued: where ``chosen`` (drawn after
-        the call), queue a copy of its output with its signs undone, at most :data:`CHECKS_PER_BATCH` a batch."""
-        if not chosen or len(self.copies) >= CHECKS_PER_BATCH:
+    def launched(self, timed: Any) -> None:
+        """After a kernel launch call has returned and its closing event is queued: where chosen (drawn now), queue a
+        copy of its output with its signs undone, at most :data:`CHECKS_PER_BATCH` a batch."""
+        if len(self.copies) >= CHECKS_PER_BATCH or not self.chosen():
             return
         keys = self.rounds[-1][2]
         self._launch(self._copies[id(timed)], 1, keys)
@@ -195,8 +195,7 @@ class FreshInputs:
     def _undone(self, c: Any, keys: tuple[int, int]) -> Any:
         """A new packed matrix holding ``c`` (a set's C, or a copy) with the signs of ``keys`` undone (the fresh
         kernel is its own inverse); outside timed batches."""
-        cp = self.prepared.cp
-        out = type(c)(cp.empty_like(c.flat), c.start, c.rows, c.cols, c.ld, c.guard_bits, c.batch)
+        out = replace(c, flat=self.prepared.cp.empty_like(c.flat))
         self._launch(self.descriptors(c, None, out), 1, keys)
         return out
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..records.outcome import TimingRun
+from ..records.outcome import TimedCheck, TimingRun
 from ..records.request import TimingSettings
 from ..specs.footprint import (
     input_copies,
@@ -174,15 +174,16 @@ class Timer:
             if l2 is not None:  # a persisting L2 window the call set: reset before the next launch, and said
                 l2.after_call()
             if fresh is not None:
-                fresh.launched(timed, fresh.chosen())
+                fresh.launched(timed)
 
-        def checked() -> None:  # after each batch: the copies of its checked outputs judged
+        def progressed() -> None:  # after each batch: its time limit renewed, the copies of its checked outputs judged
+            progress()
             if fresh is not None:
                 fresh.check(truth, prior)
 
-        def progressed() -> None:
-            progress()
-            checked()
+        def stopped(wrong: TimedCheck, timer: str) -> TimingRun:  # a wrong timed output: no speed to claim (judge.case)
+            return TimingRun((), (), time.perf_counter() - start, "", settings.cold_cache, copies, 0, timer=timer,
+                             peer=prepared.peer.name, fresh=True, checked=wrong.checked, wrong_round=wrong)  # fmt: skip
 
         start = time.perf_counter()
         run = (kernel_sets, cublas_sets, prepare, kernel, reference)
@@ -191,10 +192,8 @@ class Timer:
             clock = self._clock(settings.timer)
             measured, rounds, note, timer = self.batches.timed(run, clock, settings, progressed, start,
                                                                watched=watched, after=after)  # fmt: skip
-        except TimedOutputWrong as wrong:  # no speed to claim: the case fails, naming the round (judge.case)
-            return TimingRun((), (), time.perf_counter() - start, "", settings.cold_cache, copies, 0,
-                             timer=settings.timer, peer=prepared.peer.name, fresh=True, checked=wrong.check.checked,
-                             wrong_round=wrong.check)  # fmt: skip
+        except TimedOutputWrong as wrong:
+            return stopped(wrong.check, settings.timer)
         other = measured.other_streams
         kernel_s, reference_s, reason = measured.kernel_s, measured.reference_s, measured.reason
         events_k, events_r = measured.events_k, measured.events_r
@@ -203,10 +202,8 @@ class Timer:
             cp.cuda.runtime.deviceSynchronize()
         last_set, peer_set = kernel_sets[(rounds - 1) % copies], cublas_sets[(rounds - 1) % copies]
         wrong = fresh.last(truth, prior) if fresh is not None and not other else None
-        if wrong is not None:  # named as a checked timed output is (no speed to claim)
-            return TimingRun((), (), time.perf_counter() - start, "", settings.cold_cache, copies, 0,
-                             timer=timer, peer=prepared.peer.name, fresh=True, checked=fresh.checked,
-                             wrong_round=wrong)  # fmt: skip
+        if wrong is not None:  # named as a checked timed output is
+            return stopped(wrong, timer)
         last_c, reference_c = (t.ops.c if fresh is None else fresh.undone(t) for t in (last_set, peer_set))
         last_output = prepared.judge_output(last_c, prior, truth)
         reference_output = prepared.judge_output(reference_c, prior, truth)

@@ -31,6 +31,13 @@ def _names(kernel: str) -> set[str]:
     return {f"{kernel}[fp32-{shape}]" for shape in SHAPES.split(",")}
 
 
+def _failures(run: str, kernel: str) -> list[str]:
+    """Each case of ``kernel`` failed in ``run``: their failure sections."""
+    outcomes, names = outcomes_in(run), _names(kernel)
+    assert {name: outcomes.get(name) for name in names} == dict.fromkeys(names, "FAILED"), run[-4000:]
+    return [failure_section(run, name) for name in names]
+
+
 def test_the_honest_control_passes_and_is_timed(cheats_run):
     outcomes = outcomes_in(cheats_run)
     assert {name: outcomes.get(name) for name in _names("honest")} == dict.fromkeys(_names("honest"), "PASSED")
@@ -38,12 +45,7 @@ def test_the_honest_control_passes_and_is_timed(cheats_run):
 
 @pytest.mark.parametrize("cheat", sorted(CHEATS))
 def test_each_cheat_fails_named_for_what_it_did(cheats_run, cheat):
-    outcomes = outcomes_in(cheats_run)
-    assert {name: outcomes.get(name) for name in _names(cheat)} == dict.fromkeys(_names(cheat), "FAILED"), cheats_run[
-        -4000:
-    ]
-    for name in _names(cheat):
-        text = failure_section(cheats_run, name)
+    for text in _failures(cheats_run, cheat):
         assert all(said in text for said in CHEATS[cheat]) and "the worker was replaced" in text, text
 
 
@@ -63,16 +65,9 @@ def replay_run(tmp_path_factory):
 
 @pytest.mark.parametrize("cheat", sorted(REPLAYS))
 def test_each_replay_fails_named_by_its_round(replay_run, cheat):
-    outcomes = outcomes_in(replay_run)
-    assert {name: outcomes.get(name) for name in _names(cheat)} == dict.fromkeys(_names(cheat), "FAILED"), replay_run[
-        -4000:
-    ]
-    for name in _names(cheat):
-        text = failure_section(replay_run, name)
-        head = "correct when verified, wrong when timed: round "
-        assert head in text and any(
-            f" {said} (each timed launch had inputs of its own" in text for said in REPLAYS[cheat]
-        ), text
+    said = [f" {what} (each timed launch had inputs of its own" for what in REPLAYS[cheat]]
+    for text in _failures(replay_run, cheat):
+        assert "correct when verified, wrong when timed: round " in text and any(s in text for s in said), text
 
 
 def test_a_cache_keyed_by_the_inputs_values_never_hits_and_passes(replay_run):

@@ -11,7 +11,6 @@ GEMM_SWEEP_SETS which shape sets (or shapes: M-grouped) run (default all five).
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 import pytest
@@ -23,7 +22,7 @@ from pytest_gemm.specs.footprint import storage_dims
 from pytest_gemm.specs.header import spec_from_mapping
 from pytest_gemm.specs.spec import Variant
 
-from support import requires_gpu, seeds_said, sweep_seeds
+from support import release_pools, requires_gpu, seeds_said, sweep_seeds
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
@@ -110,16 +109,6 @@ def _cupy_groups(cp, case: Case, bits):
     return out.astype(cp.float64)
 
 
-def _release(cp, large: bool) -> None:
-    """A large shape's case frees its blocks in CuPy's and torch's pools: sweeps that run side by side on one GPU
-    then need a case's memory each, not what their pools keep."""
-    if large:
-        cp.get_default_memory_pool().free_all_blocks()
-        torch = sys.modules.get("torch")
-        if torch is not None:
-            torch.cuda.empty_cache()
-
-
 def test_correct_grouped_gemms_never_fail_the_bound(runner):
     """0 failures of torch's grouped GEMM and a CuPy matmul a group over the grouped shape sets, layouts, dtypes and
     seeds."""
@@ -158,7 +147,7 @@ def test_correct_grouped_gemms_never_fail_the_bound(runner):
                 else:
                     results["torch"] = prepared.peer_stats(truth, bits)
                 runner.stream.synchronize()
-            _release(cp, large)
+            release_pools(cp, large)
             for who, stats in results.items():
                 judged += 1
                 key = (who, layout, dtype)

@@ -10,7 +10,6 @@ whose B passes 10^8 elements (default 2); GEMM_SWEEP_SETS its shape sets or shap
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 import pytest
@@ -21,7 +20,16 @@ from pytest_gemm.specs.cases import AB_CASES, Case, precision
 from pytest_gemm.specs.header import spec_from_mapping
 from pytest_gemm.specs.spec import Variant
 
-from support import TESTS, failure_section, outcomes_in, requires_gpu, run_kernel_files, seeds_said, sweep_seeds
+from support import (
+    TESTS,
+    failure_section,
+    outcomes_in,
+    release_pools,
+    requires_gpu,
+    run_kernel_files,
+    seeds_said,
+    sweep_seeds,
+)
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 
@@ -45,16 +53,6 @@ def fp8_run(tmp_path_factory):
 
 def _names(kernel: str, shapes) -> set[str]:
     return {f"{kernel}[fp8_e4m3-{s.id}]" for s in shapes}
-
-
-def _release(cp, large: bool) -> None:
-    """A large shape's case frees its blocks in CuPy's and torch's pools: sweeps that run side by side on one GPU
-    then need a case's memory each, not what their pools keep."""
-    if large:
-        cp.get_default_memory_pool().free_all_blocks()
-        torch = sys.modules.get("torch")
-        if torch is not None:
-            torch.cuda.empty_cache()
 
 
 @pytest.mark.parametrize("kernel", ["fp8_grouped_contiguous", "fp8_grouped_masked"])
@@ -171,7 +169,7 @@ def test_the_grouped_fp8_peer_never_fails_the_bound(runner):
                 bits = prepared.uploaded()
                 stats = prepared.peer_stats(prepared.truth(bits), bits)
                 runner.stream.synchronize()
-            _release(cp, large)
+            release_pools(cp, large)
             judged += 1
             key = (layout, mode)
             worst[key] = max(worst.get(key, 0.0), 1 / stats.margin)

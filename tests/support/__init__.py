@@ -6,6 +6,7 @@ in tests/conftest.py."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,16 @@ def sweep_seeds(name: str, default: str) -> range:
     text = os.environ.get(name, default)
     first, _, last = text.partition("-")
     return range(int(first), int(last) + 1) if last else range(int(first))
+
+
+def release_pools(cp, large: bool) -> None:
+    """A false-alarm sweep's large case frees its blocks in CuPy's and torch's pools: sweeps that run side by side on
+    one GPU then need a case's memory each, not what their pools keep."""
+    if large:
+        cp.get_default_memory_pool().free_all_blocks()
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.cuda.empty_cache()
 
 
 def seeds_said(seeds: range) -> str:
