@@ -297,7 +297,7 @@ def _tiles(k: ErrorStats, shape: Shape) -> list[str]:
 #: what a wrong timed output matched (records.outcome.RETURNED), as its sentence says it
 _RETURNED = {
     "previous round": "returned the previous round's result",
-    "same buffers": "returned its buffers' previous result (a cache keyed by their addresses?)",
+    "same buffers": "returned an earlier result of the same buffers (a cache keyed by their addresses?)",
     "as verified": "returned the result for the inputs as verified (a result kept from verification?)",
     "unwritten": "left C unwritten, as if it remembered an earlier launch",
 }

@@ -240,7 +240,7 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120,
     if fresh:
         checked = sum(row.checked_outputs for row in fresh)
         lines.append(
-            f"{len(fresh)} of them with inputs of its own for each timed launch; {checked} timed output(s) checked "
+            f"{len(fresh)} of them with inputs of their own for each timed launch; {checked} timed output(s) checked "
             "besides each case's last"
         )
     notes = Counter(row.timer_note for row in rows if row.timer_note)

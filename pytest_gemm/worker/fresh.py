@@ -9,7 +9,7 @@ same key, must pass the case's own bound, as its verified output did.
 
 After some launches, chosen after the launch call has returned, the output is copied with its signs undone into a
 buffer of the harness's; after each batch those copies are judged against the truth. A wrong one stops the timing,
-named by its round, and tried as the output of the round before, of the same buffers' previous use and of the
+named by its round, and tried as the output of the round before, of the same buffers' previous and first use and of the
 inputs as verified: ``round 3 of 12 returned the previous round's result``.
 
 Not for a fused epilogue (an activation does not commute with a sign), where the timed sets keep the verified
@@ -32,6 +32,7 @@ from .cupti_clock import FRESH_KERNEL
 __all__ = ["FRESH_SOURCE", "FreshInputs", "TimedOutputWrong", "negated"]
 
 FRESH_THREADS = 256
+_WORDS = 6  # the fresh kernel's words an operand
 #: at most this many timed outputs checked each batch (each costs a copy of C and a judgement of it)
 CHECKS_PER_BATCH = 1
 #: a timed launch's output is copied to be checked with a chance of one in this many (a power of 2, at most 256)
@@ -145,16 +146,20 @@ class FreshInputs:
         self.rounds: list[tuple[int, int, tuple[int, int]]] = []  # each kernel launch: its set, which use, its keys
         self.copies: list[_Copy] = []
         self.checked = 0
-        self._writes = {id(timed): self.descriptors(timed.ops.c, timed.ops) for timed in sets}
         c = sets[0].ops.c
         self.copy = replace(c, flat=prepared.cp.empty_like(c.flat))
-        self._copies = {id(timed): self.descriptors(timed.ops.c, None, self.copy) for timed in sets}
+        # every set's descriptors in one upload: its writes (A, B and C), then the copy of its C
+        words = [self.words(timed.ops.c, timed.ops) + self.words(timed.ops.c, None, self.copy) for timed in sets]
+        self._descriptors = prepared.cp.asarray(np.array(words, dtype=np.uint64).reshape(-1))
+        base, size = self._descriptors.data.ptr, 8 * len(words[0])
+        self._writes = {id(t): np.uint64(base + i * size) for i, t in enumerate(sets)}
+        self._copies = {id(t): np.uint64(base + i * size + 8 * _WORDS * 3) for i, t in enumerate(sets)}
 
-    def descriptors(self, c_source: Any, ops: Any | None, into: Any = None) -> Any:
-        """The fresh kernel's descriptors: with ``ops``, of a set's A, B and C from the case's inputs (C from its
+    def words(self, c_source: Any, ops: Any | None, into: Any = None) -> list[int]:
+        """The fresh kernel's descriptor words: with ``ops``, of a set's A, B and C from the case's inputs (C from its
         start); without, of ``c_source`` (a set's C) into ``into``."""
         prepared = self.prepared
-        case, data, cp = prepared.case, prepared.data, prepared.cp
+        case, data = prepared.case, prepared.data
         words = []
         for op in "ABC" if ops is not None else "C":
             target = into if ops is None else {"A": ops.a, "B": ops.b, "C": ops.c}[op]
@@ -165,17 +170,16 @@ class FreshInputs:
             flags |= int(op in "AC") << 10 | int(op in "BC") << 11
             count = data.batch_of(op) * rows * cols
             words += [source.data.ptr, target.flat.data.ptr, count, rows, cols, flags]
-        return cp.asarray(np.array(words, dtype=np.uint64))
+        return words
 
-    def write(self, timed: Any, kernel_set: bool) -> None:
-        """Queue the writing of a set's A, B and C's start afresh (before its prepare kernel): a kernel's set under new
-        keys; the peer's with none (the same writes, no sign changed: a peer may copy an operand once, when its call
-        is first bound, cuBLASLt's FP8 B and the grouped peers' among them)."""
-        keys = (_key(), _key()) if kernel_set else (0, 0)
+    def write(self, timed: Any) -> None:
+        """Queue the writing of a kernel's set's A, B and C's start afresh under new keys (before its prepare kernel).
+        The peer's sets are not written: a peer may copy an operand once, when its call is first bound (cuBLASLt's
+        FP8 B and the grouped peers' among them), so its inputs stay the verified ones, its C restored as before."""
+        keys = (_key(), _key())
         uses = self.keys[id(timed)]
         uses.append(keys)
-        if kernel_set:
-            self.rounds.append((id(timed), len(uses) - 1, keys))
+        self.rounds.append((id(timed), len(uses) - 1, keys))
         self._launch(self._writes[id(timed)], 3, keys)
 
     def _launch(self, descriptors: Any, count: int, keys: tuple[int, int]) -> None:
@@ -196,7 +200,8 @@ class FreshInputs:
         """A new packed matrix holding ``c`` (a set's C, or a copy) with the signs of ``keys`` undone (the fresh
         kernel is its own inverse); outside timed batches."""
         out = replace(c, flat=self.prepared.cp.empty_like(c.flat))
-        self._launch(self.descriptors(c, None, out), 1, keys)
+        descriptors = self.prepared.cp.asarray(np.array(self.words(c, None, out), dtype=np.uint64))
+        self._launch(descriptors, 1, keys)
         return out
 
     @staticmethod
@@ -215,7 +220,7 @@ class FreshInputs:
                 raise TimedOutputWrong(self._named(copy, stats, truth, prior))
 
     def _named(self, copy: _Copy, stats: ErrorStats, truth: Any, prior: Any) -> TimedCheck:
-        """What a wrong timed output matches: the previous round's result, its buffers' previous use's, or the
+        """What a wrong timed output matches: the previous round's result, its buffers' previous or first use's, or the
         result for the inputs as verified (no sign changed). The copy's signs are redone (the launch's raw output),
         then undone by the other launch's keys."""
         index = copy.round - 1
@@ -223,8 +228,8 @@ class FreshInputs:
         if index >= 1:
             tries.append(("previous round", self.rounds[index - 1][2]))
         set_id, use, _ = self.rounds[index]
-        if use >= 1:
-            tries.append(("same buffers", self.keys[set_id][use - 1]))
+        for earlier in sorted({use - 1, 0} if use >= 1 else set(), reverse=True):  # its last use, and its first
+            tries.append(("same buffers", self.keys[set_id][earlier]))
         tries.append(("as verified", (0, 0)))
         raw = self._undone(self.copy, copy.keys)  # its signs redone: the launch's output as it wrote it
         for name, keys in tries:

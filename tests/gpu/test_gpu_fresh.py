@@ -63,6 +63,6 @@ def test_right_kernels_pass_with_fresh_inputs_and_say_how_many_outputs_were_chec
     )
     outcomes = outcomes_in(out)
     assert outcomes and set(outcomes.values()) == {"PASSED"}, out[-4000:]
-    footer = r"(\d+) of them with inputs of its own for each timed launch; (\d+) timed output\(s\) checked"
+    footer = r"(\d+) of them with inputs of their own for each timed launch; (\d+) timed output\(s\) checked"
     said = re.search(footer, out)
     assert said is not None and int(said.group(1)) == len(outcomes) and int(said.group(2)) > 0, out[-4000:]

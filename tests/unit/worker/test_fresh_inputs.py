@@ -83,7 +83,7 @@ def test_the_kernel_source_names_what_the_element_loop_reads():
     ("returned", "said"),
     [
         ("previous round", "round 3 of 12 returned the previous round's result"),
-        ("same buffers", "round 3 of 12 returned its buffers' previous result (a cache keyed by their addresses?)"),
+        ("same buffers", "round 3 of 12 returned an earlier result of the same buffers"),
         ("as verified", "round 3 of 12 returned the result for the inputs as verified"),
         ("", "round 3 of 12 was wrong"),
     ],
