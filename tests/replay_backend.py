@@ -13,8 +13,9 @@ Environment:
   REPLAY_ACT           file::case=act,... where act is slow-once:S (its first timing in the run S times slower),
                        hang, exit:N, signal:N, sysexit:N, print:TEXT (then the
                        outcome), die-later:N (exit N just after answering), slow-timing:S (S seconds of timing),
-                       lose-gpu (the GPU stops working: the worker dies, and REPLAY_LOST_FILE is created) or
-                       slow-cupy-compile:S (S seconds inside a stand-in for CuPy's compiler, while verifying)
+                       lose-gpu (the GPU stops working: the worker dies, and REPLAY_LOST_FILE is created),
+                       slow-cupy-compile:S (S seconds inside a stand-in for CuPy's compiler, while verifying) or
+                       rows-vary:N (N rows of C differed at M = 1, as the worker's batch invariance check says)
   REPLAY_LOST_FILE     while this file exists, a new worker finds no device (a GPU lost during the run)
   REPLAY_BROKEN        the backend fails to start with this message
   REPLAY_DEVICES       the GPUs of a recorded host, by physical index: names separated by ';', each with
@@ -37,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-from pytest_gemm.records.outcome import Outcome
+from pytest_gemm.records.outcome import BatchRows, Outcome
 from pytest_gemm.records.plain import from_plain
 from pytest_gemm.specs.files import case_from_request, load_specs
 
@@ -168,6 +169,11 @@ class ReplayBackend:
         if key not in self.outcomes:
             return Outcome(skip=f"not in the recording: {key}")
         outcome = from_plain(Outcome, self.outcomes[key])
+        if act.startswith("rows-vary:") and outcome.verification is not None:
+            rows = BatchRows(at=(1, case.shape.M // 2), differing=int(act[len("rows-vary:") :]), where=1)
+            outcome = dataclasses.replace(
+                outcome, verification=dataclasses.replace(outcome.verification, batch_rows=rows)
+            )
         if outcome.timing is not None and request.timing is None:
             outcome = dataclasses.replace(outcome, timing=None, nvml_before=None, nvml_after=None)
         if outcome.timing is not None:

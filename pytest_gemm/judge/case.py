@@ -218,6 +218,12 @@ def judge_outcome(
     return CaseResult("failed", kind="case", diagnosis=diagnosis, margin=margin, timing=record)
 
 
+def _measured_rows(outcome: Outcome) -> bool | None:
+    """Whether the case's rows of C came out the same at a smaller M (None: not checked)."""
+    rows = outcome.verification.batch_rows if outcome.verification is not None else None
+    return rows.invariant if rows is not None else None
+
+
 def _record(case: Case, test: str, outcome: Outcome, gpu: dict[str, Any], source: str, save_raw: bool) -> CaseRecord:
     run = outcome.timing
     assert run is not None
@@ -256,5 +262,6 @@ def _record(case: Case, test: str, outcome: Outcome, gpu: dict[str, Any], source
         fresh_inputs=run.fresh,
         checked_outputs=run.checked,
         persisting_l2=run.persisting_l2,
+        batch_invariant=_measured_rows(outcome),
         **metrics,
     )

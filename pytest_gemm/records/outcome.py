@@ -15,6 +15,7 @@ __all__ = [
     "CAUSE_LETTERS",
     "PHASES",
     "STREAMS_KEPT",
+    "BatchRows",
     "ErrorMap",
     "ErrorSource",
     "ErrorStats",
@@ -99,6 +100,23 @@ class Fault:
 
 
 @dataclass(frozen=True)
+class BatchRows:
+    """Whether the kernel's rows of C depend on M (docs/verification.md#batch-invariance): the case's first ``rows``
+    rows of A launched again as GEMMs of ``at`` rows each, and the rows of C that differed, bit for bit, at the first
+    M where some did (``where``; 0: none did); or why it was not checked (``reason``)."""
+
+    at: tuple[int, ...] = ()
+    differing: int = 0
+    where: int = 0
+    reason: str = ""
+
+    @property
+    def invariant(self) -> bool | None:
+        """True: every row agreed at every M; False: some differed; None: not checked."""
+        return None if self.reason or not self.at else self.differing == 0
+
+
+@dataclass(frozen=True)
 class Misread:
     """The misreading a wrong output matches: ``matched`` of its elements lie within that reading's
     bound (``judge.misread``). For a batch's mix-up, ``batches`` pairs each batch that matched with the
@@ -130,6 +148,7 @@ class Verification:
     # (CUPTI's ids: the first STREAMS_KEPT and one more), or why that could not be checked
     other_streams: tuple[int, ...] = ()
     unchecked_streams: str = ""
+    batch_rows: BatchRows | None = None  # its rows of C at smaller M (docs/verification.md#batch-invariance)
 
     @property
     def passed(self) -> bool:

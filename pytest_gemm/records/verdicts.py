@@ -111,6 +111,7 @@ class Check(_Word):
     OUT_OF_BOUNDS = "out-of-bounds write"  # a guard region around C changed
     INPUT_MODIFIED = "input modified"  # A or B changed
     NONDETERMINISTIC = "non-deterministic output"  # C differs bit for bit between launches on the same inputs
+    BATCH_VARIANT = "rows of C change with M"  # declared batch_invariant, a row differs bit for bit at a smaller M
     NONFINITE = "non-finite output"  # NaN or Inf whose source the worker did not trace
     LOW_PRECISION = "precision too low"  # only the normwise test failed by a little: a lower precision than promised
     NORMWISE = "normwise error"  # the normwise test failed: small errors in every element add up

@@ -146,6 +146,10 @@ def _bitwise(f: Finding, d: Diagnosis) -> str:
     return f"{f.kind}: {f.count} element(s) changed in {f.region}"
 
 
+def _batch_variant(f: Finding, d: Diagnosis) -> str:
+    return f"{f.kind}: {f.count} row(s) differ bit for bit between {f.region} (it declares batch_invariant = true)"
+
+
 #: each kind of finding in words (a new check adds its kind here and nothing else)
 FINDING_TEXT: dict[ErrorCause | Check | Misreading, Callable[[Finding, Diagnosis], str]] = {
     ErrorCause.GUARD_A: _read_past,
@@ -160,6 +164,7 @@ FINDING_TEXT: dict[ErrorCause | Check | Misreading, Callable[[Finding, Diagnosis
     Check.OUT_OF_BOUNDS: _bitwise,
     Check.INPUT_MODIFIED: _bitwise,
     Check.NONDETERMINISTIC: _bitwise,
+    Check.BATCH_VARIANT: _batch_variant,
     Check.NONFINITE: _nonfinite,
     Check.LOW_PRECISION: _normwise,
     Check.NORMWISE: _normwise,

@@ -13,6 +13,7 @@ from .names import kernel_key, kernel_labels
 from .style import kernel_base
 
 __all__ = [
+    "BATCH_VARIANT_FLAG",
     "COLUMNS",
     "CONDENSED",
     "NUMERIC",
@@ -38,6 +39,8 @@ UNCHECKED_STREAMS = (
     "timed case(s) of Python kernels whose launches CUPTI could not check for work on other streams, which CUDA "
     "events cannot see"
 )
+#: the flag of a timed case whose rows of C differed at a smaller M (docs/verification.md#batch-invariance)
+BATCH_VARIANT_FLAG = "rows vary with M"
 
 
 def format_time(seconds: float) -> str:
@@ -95,6 +98,8 @@ def row_flags(record: CaseRecord) -> str:
         flags.append("not gated")
     if record.persisting_l2:
         flags.append("persisting L2 reset")
+    if record.batch_invariant is False:
+        flags.append(BATCH_VARIANT_FLAG)
     if launch_bound(record):
         flags.append("launch-bound")
     if record.throttle:
@@ -242,6 +247,12 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120,
         lines.append(
             f"{len(fresh)} of them with inputs of their own for each timed launch; {checked} timed output(s) checked "
             "besides each case's last"
+        )
+    measured = [row.batch_invariant for row in rows if row.batch_invariant is not None]
+    if measured:
+        lines.append(
+            f"batch invariance: {measured.count(True)} case(s) gave the same rows of C at a smaller M, bit for bit; "
+            f"{measured.count(False)} did not ({BATCH_VARIANT_FLAG})"
         )
     notes = Counter(row.timer_note for row in rows if row.timer_note)
     for note, count in notes.items():

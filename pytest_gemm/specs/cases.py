@@ -34,6 +34,7 @@ __all__ = [
     "expand",
     "launch_geometry",
     "precision",
+    "refused",
     "sanitize_case",
     "scalar_pairs",
     "tensor_map_box",
@@ -192,6 +193,12 @@ def _names(spec: KernelSpec, shape: Shape, variant: Variant) -> dict[str, int]:
     flags and the variant's params. A grouped kernel's M is the rows of one A (with padding; a masked slot's), its
     K all of K (records.groups.GroupPlan.ints)."""
     return {**kernel_sizes(spec, shape), "batch": shape.batch, **spec.names_for(variant)}
+
+
+def refused(spec: KernelSpec, variant: Variant, shape: Shape) -> str | None:
+    """Why ``variant`` cannot run ``shape`` by the kernel's own rules: past its integer arguments, or a ``requires``
+    rule broken (None: it can)."""
+    return int_args_problem(spec, shape, spec.storage_for(variant)) or _broken_rule(spec, variant, shape)
 
 
 def _broken_rule(spec: KernelSpec, variant: Variant, shape: Shape) -> str | None:

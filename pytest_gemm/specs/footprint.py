@@ -226,6 +226,10 @@ def case_memory(
     prior = c if c_prior else 0
     scale = F64 * (2 * (a + b) + 3 * c + prior)
     work = max(scale, F64 * 7 * c + 2 * c)
+    if not c_prior and shape.batch == 1 and not shape.groups and spec.epilogue is None:
+        # batch invariance (worker.batch_rows): C and its ratios in fp64 kept, while a GEMM of at most half the rows
+        # runs on a guarded set of its own (docs/verification.md#batch-invariance)
+        work = max(work, F64 * 2 * c + c + guarded // 2 + b * dt.itemsize)
     check = (
         ("A and B" + (" and the prior C" if c_prior else "") + " again, for the fp64 truth", bits),
         ("fp64 work arrays (the truth, its error bound, C and each element's error)", work),

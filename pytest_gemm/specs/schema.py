@@ -12,8 +12,6 @@ check that they agree).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..records.dtypes import FP8, get_dtype
@@ -22,38 +20,13 @@ from . import key_readers as readers
 from .buffers import BUFFER_TYPES
 from .families import FLOAT, INTEGER, SCALED
 from .header_keys import ARG_NAMES, DEVICE_NAMES, FILE_FLAGS, STRIDE_ARGS
-from .key_readers import MISSING, Reading
-from .kinds import KernelKind
+from .key_readers import MISSING
 from .scaling import SCALE_ARGS
+from .schema_key import BOTH, CU, PY, Key
 from .size_types import DEFAULT_SIZE_TYPE, SIZE_TYPES
 from .tensor_maps import SWIZZLES
 
 __all__ = ["BOTH", "BY_NAME", "CU", "KEYS", "PY", "Key"]
-
-BOTH = (KernelKind.CU, KernelKind.PY)
-CU = (KernelKind.CU,)
-PY = (KernelKind.PY,)
-
-
-@dataclass(frozen=True)
-class Key:
-    """One header key: where it may be written, whether it must be, how it is read, and what it means.
-
-    ``read`` gets the value the header gives and gives the :class:`KernelSpec` field of the same name. A key the header
-    does not give (in every kind of file: a key a kind cannot declare still has its value there, such as a ``.cu``
-    kernel's ``batched``) takes that field's default; a ``derived`` one's value follows from the keys before it, so
-    its reader gets :data:`MISSING` instead. ``python`` is the decorator keyword's annotation (None: not a Python
-    kernel's key)."""
-
-    name: str
-    read: Callable[[Reading, Any], Any]
-    meaning: str
-    kinds: tuple[KernelKind, ...] = BOTH
-    required: tuple[KernelKind, ...] = ()
-    python: str | None = None
-    derived: bool = False
-    elsewhere: str = ""  # why the kinds outside ``kinds`` cannot declare it, where "it is a key of ..." is not enough
-    required_text: str = ""  # the docs' "required" column where it is not "yes" or "no"
 
 
 def _either(words: list[str]) -> str:
@@ -316,6 +289,15 @@ KEYS: tuple[Key, ...] = (
             "atomicAdd\"`); without it, each verified case's three launches must agree bit for bit"
         ),
         python="str | None",
+    ),
+    Key(
+        name="batch_invariant",
+        read=readers.flag("batch_invariant"),
+        meaning=(
+            "`true`: each row of C is the same, bit for bit, whatever M is (the same rows of A in GEMMs of fewer "
+            "rows); checked, and a row that differs fails. See [verification.md](verification.md#batch-invariance)"
+        ),
+        python="bool | None",
     ),
     Key(
         name="block",

@@ -95,6 +95,7 @@ class KernelSpec:
     buffers: tuple[Buffer, ...] = ()  # what a .cu kernel takes besides its operands (specs.buffers)
     always_reads_c: bool = False  # reads C whatever beta is: its beta = 0 cases get finite prior data in C
     nondeterministic: str = ""  # why its output may differ from launch to launch (empty: it must not)
+    batch_invariant: bool = False  # each row of C the same whatever M is (docs/verification.md#batch-invariance)
     attr: str = ""  # a Python kernel: the name of its function in the file
     library_gemm: str = ""  # a Python kernel's library GEMM, as written ("@", "torch.matmul"): specs.library_calls
     source: str = field(default="", repr=False, compare=False)

@@ -47,6 +47,8 @@ class NoEpilogue:
     own_misreadings = False
     #: negating rows of A and columns of B negates the same of the output (timed launches' fresh inputs, worker.fresh)
     signs_commute = True
+    #: its rows of C can be compared at a smaller M (worker.batch_rows): a row of D is not C's alone
+    rows_compared = True
 
     def __init__(self, case: Case) -> None:
         self.case = case
@@ -79,6 +81,7 @@ class FusedEpilogue(NoEpilogue):
     """A fused epilogue, or D written apart from C: the case's :class:`~pytest_gemm.records.epilogue.Epilogue`."""
 
     signs_commute = False  # an activation, a bias or a residual does not change sign with the product
+    rows_compared = False
 
     def __init__(self, case: Case) -> None:
         super().__init__(case)

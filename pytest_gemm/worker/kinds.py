@@ -12,6 +12,7 @@ Part of the worker package.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +54,14 @@ class KernelStrategy:
 
     def __init__(self, runner: GpuRunner, case: Case, inputs: InputStrategy) -> None:
         self.runner, self.case, self.inputs = runner, case, inputs
+
+    def for_case(self, case: Case, inputs: InputStrategy) -> KernelStrategy:
+        """The same kernel, as loaded, for another case of its variant and dtype (another shape)."""
+        other = copy.copy(self)
+        other.case, other.inputs = case, inputs
+        if isinstance(other, CudaKernel):
+            other._fills = None  # a buffer's contents are a case's
+        return other
 
     def check(self, signature: bool = True) -> None:
         """Refuse a launch that cannot happen on this device, before the first (the compile phase)."""

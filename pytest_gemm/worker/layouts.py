@@ -40,6 +40,8 @@ class Layout:
 
     #: it names its own misreadings (:meth:`misreading`), in place of the common ones
     own_misreadings = False
+    #: its rows of C can be compared at a smaller M (worker.batch_rows): one GEMM's, not a group's
+    rows_compared = True
 
     def __init__(self, case: Case) -> None:
         self.case = case
@@ -81,6 +83,7 @@ class GroupedLayout(Layout):
     """A grouped GEMM's groups: the case's :class:`~pytest_gemm.records.groups.GroupPlan`."""
 
     own_misreadings = True
+    rows_compared = False
 
     def __init__(self, case: Case) -> None:
         super().__init__(case)

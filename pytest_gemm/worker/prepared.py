@@ -38,7 +38,7 @@ class PreparedCase:
     """One case on one device: its kernel, input and peer strategies and its host inputs. ``device`` is the worker's
     GPU runner (the CPU tests give a stand-in with ``cp``, ``stream`` and what the strategies ask of it);
     ``guards``: operands sit in guarded buffers (not under compute-sanitizer); ``watch``: how a launch is watched
-    for work on other streams (None: it cannot be)."""
+    for work on other streams (None: it cannot be); ``data``: its host inputs, given (None: drawn from ``seed``)."""
 
     def __init__(
         self,
@@ -51,6 +51,7 @@ class PreparedCase:
         *,
         guards: bool = True,
         watch: Watch | None = None,
+        data: CaseInputs | None = None,
     ) -> None:
         self.device, self.case, self.seed = device, case, seed
         self.kernel, self.inputs, self.peer = kernel, inputs, peer
@@ -59,7 +60,7 @@ class PreparedCase:
         self.layout: Layout = layout_strategy(case)
         #: what the kernel writes, and from what (C in place, or a fused epilogue's D), chosen once
         self.epilogue: NoEpilogue = epilogue_strategy(case)
-        self.data: CaseInputs = self.epilogue.inputs(self.layout.inputs(inputs.draw(seed)), seed)
+        self.data: CaseInputs = data or self.epilogue.inputs(self.layout.inputs(inputs.draw(seed)), seed)
         data = self.data
         #: A, B and the output's start (C's prior data; None: the poison) in their storage order, laid out once for
         #: every phase

@@ -1,6 +1,7 @@
 """A prepared case's verification: the kernel on fresh guarded operands (three times: it must be deterministic),
-judged against the fp64 truth, each wrong element traced to its source, the misreading a wrong output matches, and
-the peer's own output judged by the same bound. Part of the worker package.
+its rows of C at smaller M (worker.batch_rows), judged against the fp64 truth, each wrong element traced to its
+source, the misreading a wrong output matches, and the peer's own output judged by the same bound. Part of the worker
+package.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from ..judge.accuracy import count_changed
 from ..judge.causes import outside_cells
 from ..records.outcome import Fault, Verification
 from ..records.verdicts import Check
+from .batch_rows import batch_rows, batch_rows_fault
 from .buffers import upload_bits, where_landed
 from .diagnose import determinism_fault, trace, which_misreading
 from .prepared import PreparedCase
@@ -52,6 +54,11 @@ def verify(prepared: PreparedCase) -> Verification:
             start = out.poison_bits if prepared.stored["C"] is None else upload_bits(cp, prepared.stored["C"])
             fault = determinism_fault(prepared, ops.c, start, lambda: prepared.launch(ops))
             faults += [fault] if fault else []
+        rows = None
+        if kernel_stats.passed and not faults:  # its rows of C at smaller M (docs/verification.md#batch-invariance)
+            rows = batch_rows(prepared, ops.c)
+            fault = batch_rows_fault(prepared, rows)
+            faults += [fault] if fault else []
         sources, error_map = (), None
         if not kernel_stats.passed or faults:
             sources, error_map = trace(prepared, ratio, unwritten)
@@ -77,4 +84,5 @@ def verify(prepared: PreparedCase) -> Verification:
         misread=misread,
         other_streams=streams if isinstance(streams, tuple) else (),
         unchecked_streams=streams if isinstance(streams, str) else "",
+        batch_rows=rows,
     )

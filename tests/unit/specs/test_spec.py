@@ -238,6 +238,7 @@ def test_a_tensor_map_box_that_is_not_an_integer_names_the_key():
     ("line", "message"),
     [
         ("always_reads_c = 1", "key 'always_reads_c': expected true or false, got 1"),
+        ('batch_invariant = "yes"', "key 'batch_invariant': expected true or false, got 'yes'"),
         ('nondeterministic = ""', "key 'nondeterministic': expected a non-empty string saying why"),
         ("nondeterministic = true", "key 'nondeterministic': expected a non-empty string saying why"),
     ],
@@ -249,19 +250,25 @@ def test_declarations_are_checked(line, message):
 
 def test_declarations_are_read_from_cu_headers_and_python_decorators():
     header = HEADER.replace(
-        'description = "a tiled kernel"', 'always_reads_c = true\nnondeterministic = "split-K with atomicAdd"'
+        'description = "a tiled kernel"',
+        'always_reads_c = true\nnondeterministic = "split-K with atomicAdd"\nbatch_invariant = true',
     )
     (cu,) = parse_cu_source("k.cu", header)
     source = (
         "from pytest_gemm import gemm_kernel\n\n"
-        '@gemm_kernel(dtypes=["fp32"], always_reads_c=True, nondeterministic="split-K with atomicAdd")\n'
+        '@gemm_kernel(dtypes=["fp32"], always_reads_c=True, nondeterministic="split-K with atomicAdd",\n'
+        "             batch_invariant=True)\n"
         "def k(A, B, C, alpha, beta):\n    pass\n"
     )
     (py,) = parse_py_source("k.py", source)
     for spec in (cu, py):
-        assert (spec.always_reads_c, spec.nondeterministic) == (True, "split-K with atomicAdd")
+        assert (spec.always_reads_c, spec.nondeterministic, spec.batch_invariant) == (
+            True,
+            "split-K with atomicAdd",
+            True,
+        )
     (plain,) = parse_cu_source("k.cu", HEADER)
-    assert (plain.always_reads_c, plain.nondeterministic) == (False, "")
+    assert (plain.always_reads_c, plain.nondeterministic, plain.batch_invariant) == (False, "", False)
 
 
 def test_an_unknown_architecture_in_a_header_names_the_file(naive_source):
