@@ -224,6 +224,12 @@ def _measured_rows(outcome: Outcome) -> bool | None:
     return rows.invariant if rows is not None else None
 
 
+def _graph_refused(outcome: Outcome) -> str | None:
+    """Why a CUDA graph could not capture the case's launch ('' where it did; None: not checked)."""
+    graph = outcome.verification.graph if outcome.verification is not None else None
+    return graph.refused if graph is not None else None
+
+
 def _record(case: Case, test: str, outcome: Outcome, gpu: dict[str, Any], source: str, save_raw: bool) -> CaseRecord:
     run = outcome.timing
     assert run is not None
@@ -263,5 +269,6 @@ def _record(case: Case, test: str, outcome: Outcome, gpu: dict[str, Any], source
         checked_outputs=run.checked,
         persisting_l2=run.persisting_l2,
         batch_invariant=_measured_rows(outcome),
+        graph_refused=_graph_refused(outcome),
         **metrics,
     )

@@ -297,6 +297,7 @@ class CaseRecord:
     checked_outputs: int = 0  # timed outputs checked against the truth, besides the last
     persisting_l2: int = 0  # bytes of persisting L2 its host code set, reset after each call (docs/verification.md)
     batch_invariant: bool | None = None  # its rows of C the same at a smaller M, as measured (None: not checked)
+    graph_refused: str | None = None  # why a CUDA graph could not capture a launch ('': it did; None: not checked)
     # judgement
     throttle: tuple[str, ...] = ()
     suspicious: tuple[TimingProblem, ...] = ()  # what makes its speed hard to believe (the figures are above)

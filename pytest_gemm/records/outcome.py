@@ -21,6 +21,7 @@ __all__ = [
     "ErrorStats",
     "Failure",
     "Fault",
+    "GraphReplay",
     "Misread",
     "Outcome",
     "TimingRun",
@@ -117,6 +118,16 @@ class BatchRows:
 
 
 @dataclass(frozen=True)
+class GraphReplay:
+    """One launch captured into a CUDA graph and replayed (docs/verification.md#cuda-graphs): the replays judged,
+    and the first whose output failed its bound; or why the launch could not be captured (``refused``)."""
+
+    replays: int = 0
+    wrong: ErrorStats | None = None
+    refused: str = ""
+
+
+@dataclass(frozen=True)
 class Misread:
     """The misreading a wrong output matches: ``matched`` of its elements lie within that reading's
     bound (``judge.misread``). For a batch's mix-up, ``batches`` pairs each batch that matched with the
@@ -149,6 +160,7 @@ class Verification:
     other_streams: tuple[int, ...] = ()
     unchecked_streams: str = ""
     batch_rows: BatchRows | None = None  # its rows of C at smaller M (docs/verification.md#batch-invariance)
+    graph: GraphReplay | None = None  # one launch captured into a CUDA graph and replayed (None: not checked)
 
     @property
     def passed(self) -> bool:

@@ -112,6 +112,7 @@ class Check(_Word):
     INPUT_MODIFIED = "input modified"  # A or B changed
     NONDETERMINISTIC = "non-deterministic output"  # C differs bit for bit between launches on the same inputs
     BATCH_VARIANT = "rows of C change with M"  # declared batch_invariant, a row differs bit for bit at a smaller M
+    GRAPH_REPLAY = "wrong when replayed from a CUDA graph"  # one launch captured, its replay's output over the bound
     NONFINITE = "non-finite output"  # NaN or Inf whose source the worker did not trace
     LOW_PRECISION = "precision too low"  # only the normwise test failed by a little: a lower precision than promised
     NORMWISE = "normwise error"  # the normwise test failed: small errors in every element add up

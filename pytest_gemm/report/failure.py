@@ -146,6 +146,11 @@ def _bitwise(f: Finding, d: Diagnosis) -> str:
     return f"{f.kind}: {f.count} element(s) changed in {f.region}"
 
 
+def _graph_replay(f: Finding, d: Diagnosis) -> str:
+    what = f"{f.count} element(s) over the bound" if f.count else "over the normwise bound"
+    return f"{f.kind}: {what} in {f.region} (its own launches are right)"
+
+
 def _batch_variant(f: Finding, d: Diagnosis) -> str:
     return f"{f.kind}: {f.count} row(s) differ bit for bit between {f.region} (it declares batch_invariant = true)"
 
@@ -165,6 +170,7 @@ FINDING_TEXT: dict[ErrorCause | Check | Misreading, Callable[[Finding, Diagnosis
     Check.INPUT_MODIFIED: _bitwise,
     Check.NONDETERMINISTIC: _bitwise,
     Check.BATCH_VARIANT: _batch_variant,
+    Check.GRAPH_REPLAY: _graph_replay,
     Check.NONFINITE: _nonfinite,
     Check.LOW_PRECISION: _normwise,
     Check.NORMWISE: _normwise,

@@ -16,6 +16,7 @@ __all__ = [
     "BATCH_VARIANT_FLAG",
     "COLUMNS",
     "CONDENSED",
+    "NO_GRAPH_FLAG",
     "NUMERIC",
     "UNCHECKED_STREAMS",
     "autotune_lines",
@@ -41,6 +42,8 @@ UNCHECKED_STREAMS = (
 )
 #: the flag of a timed case whose rows of C differed at a smaller M (docs/verification.md#batch-invariance)
 BATCH_VARIANT_FLAG = "rows vary with M"
+#: the flag of a timed case whose launch a CUDA graph could not capture (docs/verification.md#cuda-graphs)
+NO_GRAPH_FLAG = "no CUDA graph"
 
 
 def format_time(seconds: float) -> str:
@@ -100,6 +103,8 @@ def row_flags(record: CaseRecord) -> str:
         flags.append("persisting L2 reset")
     if record.batch_invariant is False:
         flags.append(BATCH_VARIANT_FLAG)
+    if record.graph_refused:
+        flags.append(NO_GRAPH_FLAG)
     if launch_bound(record):
         flags.append("launch-bound")
     if record.throttle:
@@ -253,6 +258,14 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120,
         lines.append(
             f"batch invariance: {measured.count(True)} case(s) gave the same rows of C at a smaller M, bit for bit; "
             f"{measured.count(False)} did not ({BATCH_VARIANT_FLAG})"
+        )
+    graphs = [row.graph_refused for row in rows if row.graph_refused is not None]
+    if graphs:
+        refused = Counter(why for why in graphs if why)
+        said = "; ".join(f"{count}: {why}" for why, count in refused.most_common(2))
+        lines.append(
+            f"CUDA graphs: {graphs.count('')} case(s) captured into one and replayed right; {sum(refused.values())} "
+            f"could not be captured ({NO_GRAPH_FLAG}{': ' + said if said else ''})"
         )
     notes = Counter(row.timer_note for row in rows if row.timer_note)
     for note, count in notes.items():

@@ -56,8 +56,14 @@ class AlphaBeta:
         return self.beta != 0
 
     @property
+    def plain(self) -> bool:
+        """alpha = 1, beta = 0: the scalars a kernel's launch is also checked at in a CUDA graph and at a smaller M
+        (docs/verification.md#cuda-graphs, #batch-invariance)."""
+        return (self.alpha, self.beta) == (1.0, 0.0)
+
+    @property
     def id(self) -> str:
-        return "" if (self.alpha, self.beta) == (1.0, 0.0) else f"a{self.alpha:g}b{self.beta:g}"
+        return "" if self.plain else f"a{self.alpha:g}b{self.beta:g}"
 
 
 #: alpha = 1, beta = 0 on a NaN-filled C; alpha != 1 with beta != 0 on prior data; alpha != 1 with beta = 0.

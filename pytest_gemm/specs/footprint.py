@@ -198,6 +198,7 @@ def case_memory(
     l2_bytes: int = 0,
     flush_bytes: int = 0,
     storage: Storage | None = None,
+    replayed: bool = False,
 ) -> MemoryNeed:
     """What the worker allocates for a case at the peak of its verification, or of its timing when ``timed``
     and that needs more (``flush_bytes``: the L2 flush buffer, when not allocated yet). A lower bound: the
@@ -211,7 +212,8 @@ def case_memory(
       (:func:`~pytest_gemm.judge.accuracy.rounding_scale`): A and B squared, their product and H, and with a prior
       C its square and absolute value, 16 (a + b) + 2 c (+ c); G = |alpha| |A| |B|: A and B, their absolute values,
       the truth, H, their product and it scaled, 16 (a + b) + 3 c (+ c). Judging C: the truth, G, H, C in fp64, the
-      bound, the quotient and the ratios, and two masks, 58 c.
+      bound, the quotient and the ratios, and two masks, 58 c. With ``replayed`` (alpha = 1, beta = 0), a CUDA
+      graph's replay is judged so too, with a guarded set of its own and C's start beside (worker.graphs).
     * timing: the sets of A, B and C rotated through (:func:`input_copies`), for the kernel and as many for
       cuBLAS; A, B and C's start uploaded once; the flush buffer; a checked timed output's copies (fresh inputs,
       docs/verification.md#fresh-inputs-for-timed-launches); and the last launches' check, as above.
@@ -226,20 +228,21 @@ def case_memory(
     prior = c if c_prior else 0
     scale = F64 * (2 * (a + b) + 3 * c + prior)
     work = max(scale, F64 * 7 * c + 2 * c)
-    if not c_prior and shape.batch == 1 and not shape.groups and spec.epilogue is None:
-        # batch invariance (worker.batch_rows): C and its ratios in fp64 kept, while a GEMM of at most half the rows
-        # runs on a guarded set of its own (docs/verification.md#batch-invariance)
-        work = max(work, F64 * 2 * c + c + guarded // 2 + b * dt.itemsize)
-    check = (
-        ("A and B" + (" and the prior C" if c_prior else "") + " again, for the fp64 truth", bits),
-        ("fp64 work arrays (the truth, its error bound, C and each element's error)", work),
-    )
+    truth = ("A and B" + (" and the prior C" if c_prior else "") + " again, for the fp64 truth", bits)
+    check = (truth, ("fp64 work arrays (the truth, its error bound, C and each element's error)", work))
+    if replayed:  # a CUDA graph's replay judged (worker.graphs), beside a set of its own; the rows at a smaller M less
+        graph = F64 * 7 * c + 2 * c + guarded + c * out.itemsize
+        said = "fp64 work arrays (the truth, its error bound, C and each element's error, or those of a CUDA graph's "
+        verified = (truth, (said + "replay beside its own A, B and C)", max(work, graph)))
+    else:
+        verified = check
+
     epi = spec.epilogue
     if epi is not None:  # its matrices laid out as C (residual, aux, an input C), the pre-activation truth's arrays
         matrices = int(epi.residual) + int(epi.aux) + int(epi.d)
         extra = matrices * c * out.itemsize + (F64 * 5 * c if epi.fused else 0)
         check += (("a fused epilogue's matrices and its truth's arrays", extra),)
-    verifying = MemoryNeed("verifying", (("A, B and C in their guarded buffers", guarded), *check))
+    verifying = MemoryNeed("verifying", (("A, B and C in their guarded buffers", guarded), *verified, *check[2:]))
     if not timed:
         return verifying
     one_set = (a + b) * dt.itemsize + c * out.itemsize

@@ -297,7 +297,8 @@ KEYS: tuple[Key, ...] = (
             "`true`: each row of C is the same, bit for bit, whatever M is (the same rows of A in GEMMs of fewer "
             "rows); checked, and a row that differs fails. See [verification.md](verification.md#batch-invariance)"
         ),
-        python="bool | None",
+        kinds=CU,
+        elsewhere="a Python kernel's calls at another M could compile or tune it again before it is timed",
     ),
     Key(
         name="block",

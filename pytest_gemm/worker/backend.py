@@ -209,6 +209,7 @@ class GpuBackend:
             l2_bytes=self.runner.l2_bytes,
             flush_bytes=self.timer.flush_to_allocate,
             storage=case.storage,
+            replayed=case.ab.plain,
         )
         free, total = self.cp.cuda.runtime.memGetInfo()
         free += self.cp.get_default_memory_pool().free_bytes()

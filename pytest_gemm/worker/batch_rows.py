@@ -21,14 +21,16 @@ __all__ = ["batch_rows", "batch_rows_fault", "smaller_ms"]
 
 #: the Ms tried below the case's, smallest first; the kernel's ``requires`` rules choose among them
 _CANDIDATES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+#: how much of an exception's text a launch that failed keeps
+_SAID = 200
 
 
 def smaller_ms(prepared: PreparedCase) -> tuple[int, ...]:
-    """The Ms the rows are compared at: the smallest the kernel's rules allow below the case's M, and the largest of
-    about half of it (at most two; none when no smaller M is allowed)."""
+    """The Ms the rows are compared at: the smallest the kernel's rules allow, and the largest up to half of the
+    case's M (at most two; none when the rules allow none)."""
     case = prepared.case
     m = case.shape.M
-    tried = sorted({x for x in (*_CANDIDATES, m // 2, m // 4) if 0 < x < m})
+    tried = sorted({x for x in (*_CANDIDATES, m // 2, m // 4) if 0 < x <= m // 2})
     allowed = [x for x in tried if refused(case.spec, case.variant, replace(case.shape, M=x)) is None]
     return tuple(sorted({allowed[0], allowed[-1]})) if allowed else ()
 
@@ -36,9 +38,9 @@ def smaller_ms(prepared: PreparedCase) -> tuple[int, ...]:
 def _not_checked(prepared: PreparedCase) -> str:
     """Why the case's rows are not compared ('' when they are)."""
     case, data = prepared.case, prepared.data
-    if case.ab.alpha != 1.0 or case.ab.beta != 0.0:
-        return "checked at alpha = 1, beta = 0"
-    plain = prepared.layout.rows_compared and prepared.epilogue.rows_compared
+    if not prepared.kernel.other_shapes:
+        return "a Python kernel: a call at another M could compile or tune it again before it is timed"
+    plain = prepared.layout.rows_follow_a and prepared.epilogue.rows_compared
     if case.shape.batch > 1 or not plain or data.scale_a is not None:  # a grid of scales is a block of rows's
         return "checked for one plain GEMM (no batch, groups, scales or epilogue)"
     if case.spec.nondeterministic:
@@ -59,11 +61,16 @@ def batch_rows(prepared: PreparedCase, verified: GuardedMatrix) -> BatchRows:
     for m in ms:
         fewer = replace(case, shape=replace(case.shape, M=m))
         inputs = input_strategy(fewer)
-        kernel = prepared.kernel.for_case(fewer, inputs)
         rows = replace(data, a=data.a[:m], c0=None if data.c0 is None else data.c0[:m])
-        again = PreparedCase(prepared.device, fewer, prepared.seed, kernel, inputs, prepared.peer, data=rows)
-        ops = again.operands()
-        again.launch(ops)
+        try:  # a launch its rules allow, but its grid, buffers or tensor maps refuse at this M: not checked, and why
+            kernel = prepared.kernel.for_case(fewer, inputs)
+            again = PreparedCase(prepared.device, fewer, prepared.seed, kernel, inputs, prepared.peer, data=rows)
+            ops = again.operands()
+            again.launch(ops)
+        except Exception as exc:
+            prepared.kernel.wait()  # a CUDA error that leaves the device unusable raises again: the worker's to handle
+            said = f"{type(exc).__name__}: {exc}".splitlines()[0][:_SAID]
+            return BatchRows(at=ms, reason=f"the launch at M = {m} failed ({said})")
         got = again.data.logical(ops.c.matrix(uint_type(cp, out.itemsize)), "C")
         differing = int(cp.count_nonzero((got != full[:m]).any(axis=1)))
         if differing:

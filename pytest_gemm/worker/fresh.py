@@ -172,14 +172,16 @@ class FreshInputs:
             words += [source.data.ptr, target.flat.data.ptr, count, rows, cols, flags]
         return words
 
-    def write(self, timed: Any) -> None:
-        """Queue the writing of a kernel's set's A, B and C's start afresh under new keys (before its prepare kernel).
-        The peer's sets are not written: a peer may copy an operand once, when its call is first bound (cuBLASLt's
-        FP8 B and the grouped peers' among them), so its inputs stay the verified ones, its C restored as before."""
-        keys = (_key(), _key())
+    def write(self, timed: Any, kernel_set: bool = True) -> None:
+        """Queue the writing of a set's A, B and C's start afresh (before its prepare kernel): a kernel's set under
+        new keys; a peer's with none, the same writes with no sign changed (a peer may copy an operand once, when its
+        call is first bound: cuBLASLt's FP8 B, the grouped peers'), only where L2 is not flushed after them, so that
+        both sides find what the writes left in L2."""
+        keys = (_key(), _key()) if kernel_set else (0, 0)
         uses = self.keys[id(timed)]
         uses.append(keys)
-        self.rounds.append((id(timed), len(uses) - 1, keys))
+        if kernel_set:
+            self.rounds.append((id(timed), len(uses) - 1, keys))
         self._launch(self._writes[id(timed)], 3, keys)
 
     def _launch(self, descriptors: Any, count: int, keys: tuple[int, int]) -> None:

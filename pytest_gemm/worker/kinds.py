@@ -51,6 +51,9 @@ class KernelStrategy:
     host_timed = False
     #: its launch runs its file's Python code in the worker, watched for what it changes there (worker.integrity)
     file_code = False
+    #: it may be launched at other shapes than its case's between verification and timing (worker.batch_rows): not a
+    #: Python kernel, which a call at another shape could compile or autotune again
+    other_shapes = True
 
     def __init__(self, runner: GpuRunner, case: Case, inputs: InputStrategy) -> None:
         self.runner, self.case, self.inputs = runner, case, inputs
@@ -74,6 +77,17 @@ class KernelStrategy:
     def wait(self) -> None:
         """Wait for what a launch queued (CUDA errors surface here)."""
         self.runner.stream.synchronize()
+
+    def captured(self, call: Callable[[], None]) -> Callable[[], None]:
+        """``call`` captured into a CUDA graph on the harness's stream: a function that replays it there, without
+        waiting (docs/verification.md#cuda-graphs). What capture refuses raises, the stream left out of capture."""
+        stream = self.runner.stream
+        stream.begin_capture()  # CuPy's default, relaxed: its memory pool may grow while capturing
+        try:
+            call()
+        finally:
+            graph = stream.end_capture()  # raises for a capture the call invalidated, which ends it too
+        return lambda: graph.launch(stream)
 
     def autotuned(self, call: Callable[[], object]) -> tuple[str, ...]:
         """Make the setup call ``call`` and say what each autotuner it ran chose: nothing to say."""
@@ -216,6 +230,7 @@ class PythonKernel(KernelStrategy):
     changed, in the load phase."""
 
     setup_call = watched = host_timed = file_code = True
+    other_shapes = False
 
     def __init__(self, runner: GpuRunner, case: Case, inputs: InputStrategy, path: str) -> None:
         super().__init__(runner, case, inputs)
@@ -245,6 +260,21 @@ class TorchKernel(PythonKernel):
 
     def _device(self) -> tuple[int, int] | None:
         return self.runner.stream.ptr, self.runner.index
+
+    def captured(self, call: Callable[[], None]) -> Callable[[], None]:
+        """By torch's own capture (its memory pool for the graph's allocations), on the harness's stream."""
+        import torch
+
+        stream = torch.cuda.ExternalStream(self.runner.stream.ptr, device=torch.device("cuda", self.runner.index))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+            call()
+
+        def replay() -> None:
+            with torch.cuda.stream(stream):
+                graph.replay()
+
+        return replay
 
 
 #: a Python kernel's strategy by what it is given (its header's ``arrays``)

@@ -40,8 +40,9 @@ class Layout:
 
     #: it names its own misreadings (:meth:`misreading`), in place of the common ones
     own_misreadings = False
-    #: its rows of C can be compared at a smaller M (worker.batch_rows): one GEMM's, not a group's
-    rows_compared = True
+    #: each row of C comes from the same row of A alone, across a batch too (worker.batch_rows, worker.graphs): not a
+    #: grouped GEMM's, whose rows of C are groups'
+    rows_follow_a = True
 
     def __init__(self, case: Case) -> None:
         self.case = case
@@ -83,7 +84,7 @@ class GroupedLayout(Layout):
     """A grouped GEMM's groups: the case's :class:`~pytest_gemm.records.groups.GroupPlan`."""
 
     own_misreadings = True
-    rows_compared = False
+    rows_follow_a = False
 
     def __init__(self, case: Case) -> None:
         super().__init__(case)

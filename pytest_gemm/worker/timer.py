@@ -155,16 +155,17 @@ class Timer:
         # each timed launch's inputs written afresh (worker.fresh), where negating them commutes with the output
         fresh = None
         if prepared.epilogue.signs_commute:
-            fresh = FreshInputs(prepared, self._fresh, (*uploaded, c_init), kernel_sets)
+            written = kernel_sets + ([] if settings.cold_cache else cublas_sets)  # the peer's too, where L2 is hot
+            fresh = FreshInputs(prepared, self._fresh, (*uploaded, c_init), written)
         bits = prepared.uploaded()
         truth, prior = prepared.truth(bits), prepared.prior_bits(bits)
         kernel_ids = {id(timed) for timed in kernel_sets}
 
         def prepare(timed: _TimedSet) -> None:
-            if fresh is None or id(timed) not in kernel_ids:  # C restored, then the flush
+            if fresh is None or (settings.cold_cache and id(timed) not in kernel_ids):  # C restored, then the flush
                 self.prepare(c_init, timed.ops.c.flat, settings.cold_cache)
-            else:  # a kernel's set: A, B and C's start written afresh, then the flush
-                fresh.write(timed)
+            else:  # A, B and C's start written afresh (a peer's set: as they were), then the flush
+                fresh.write(timed, id(timed) in kernel_ids)
                 self.prepare(self._nothing, self._nothing, settings.cold_cache)
 
         def kernel(timed: _TimedSet) -> None:

@@ -1,7 +1,7 @@
 """A prepared case's verification: the kernel on fresh guarded operands (three times: it must be deterministic),
-its rows of C at smaller M (worker.batch_rows), judged against the fp64 truth, each wrong element traced to its
-source, the misreading a wrong output matches, and the peer's own output judged by the same bound. Part of the worker
-package.
+judged against the fp64 truth, each wrong element traced to its source, the misreading a wrong output matches, its
+rows of C at smaller M (worker.batch_rows) and a CUDA graph of it replayed (worker.graphs), and the peer's own output
+judged by the same bound. Part of the worker package.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ..records.verdicts import Check
 from .batch_rows import batch_rows, batch_rows_fault
 from .buffers import upload_bits, where_landed
 from .diagnose import determinism_fault, trace, which_misreading
+from .graphs import graph_fault, graph_replay
 from .prepared import PreparedCase
 
 __all__ = ["verify"]
@@ -54,11 +55,6 @@ def verify(prepared: PreparedCase) -> Verification:
             start = out.poison_bits if prepared.stored["C"] is None else upload_bits(cp, prepared.stored["C"])
             fault = determinism_fault(prepared, ops.c, start, lambda: prepared.launch(ops))
             faults += [fault] if fault else []
-        rows = None
-        if kernel_stats.passed and not faults:  # its rows of C at smaller M (docs/verification.md#batch-invariance)
-            rows = batch_rows(prepared, ops.c)
-            fault = batch_rows_fault(prepared, rows)
-            faults += [fault] if fault else []
         sources, error_map = (), None
         if not kernel_stats.passed or faults:
             sources, error_map = trace(prepared, ratio, unwritten)
@@ -68,6 +64,11 @@ def verify(prepared: PreparedCase) -> Verification:
         del ratio, unwritten
         misread = which_misreading(prepared, got, kernel_stats, bits, truth)
         del got  # M x N arrays, not needed while the peer runs (specs.footprint counts on it)
+        rows, graph = None, None
+        if kernel_stats.passed and not faults and not (isinstance(streams, tuple) and streams) and case.ab.plain:
+            rows = batch_rows(prepared, ops.c)  # its rows of C at smaller M (docs/verification.md#batch-invariance)
+            graph = graph_replay(prepared, truth, prepared.prior_bits(bits))  # (docs/verification.md#cuda-graphs)
+            faults += [f for f in (batch_rows_fault(prepared, rows), graph_fault(graph)) if f is not None]
         peer = prepared.peer_stats(truth, bits)
         prepared.device.stream.synchronize()
     return Verification(
@@ -85,4 +86,5 @@ def verify(prepared: PreparedCase) -> Verification:
         other_streams=streams if isinstance(streams, tuple) else (),
         unchecked_streams=streams if isinstance(streams, str) else "",
         batch_rows=rows,
+        graph=graph,
     )

@@ -1,7 +1,9 @@
 """Python kernels that replay results instead of computing them (the cheat catalogue's rows 11 to 13 and 20): each is
-right when verified, and fast when timed only because it returns a result it kept. Each must fail, named by the round
-of its first wrong timed output (docs/verification.md#fresh-inputs-for-timed-launches). ``by_content`` keys its cache
-on the inputs' values: with fresh inputs it never hits, so it gains nothing and passes."""
+right when verified, and fast when timed only because it returns a result it kept. Each must fail: named by the round
+of its first wrong timed output (docs/verification.md#fresh-inputs-for-timed-launches), or, where it replays whatever
+the buffers hold, first when a CUDA graph of its launch is replayed on new values (docs/verification.md#cuda-graphs).
+``by_content`` keys its cache on the inputs' values: with fresh inputs it never hits, so it gains nothing and passes
+(it reads them on the host, which capture refuses: its answer is "no CUDA graph")."""
 
 import cupy
 

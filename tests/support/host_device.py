@@ -65,6 +65,10 @@ class HostKernel(KernelStrategy):
     def wait(self) -> None:
         pass
 
+    def captured(self, call: Callable[[], None]) -> Callable[[], None]:
+        """The host has no CUDA graphs: a replay is the call again."""
+        return call
+
     def tile(self) -> tuple[int, int] | None:
         """A .cu kernel's tile, from its header's grid, as the worker's strategy for it says."""
         return CudaKernel.tile(self) if self.case.spec.kind.compiled else None  # type: ignore[arg-type]
@@ -77,6 +81,10 @@ class FunctionKernel(PythonKernel):
     def __init__(self, device: Any, case: Case, fn: Callable[..., None]) -> None:
         KernelStrategy.__init__(self, device, case, input_strategy(case))
         self.fn, self.path = fn, "k.py"
+
+    def captured(self, call: Callable[[], None]) -> Callable[[], None]:
+        """The host has no CUDA graphs: a replay is the call again (on a GPU runner, CuPy's capture)."""
+        return call if isinstance(self.runner, HostDevice) else super().captured(call)
 
 
 class HostPeer(Peer):

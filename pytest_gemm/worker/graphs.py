@@ -1,0 +1,85 @@
+"""CUDA graphs (docs/verification.md#cuda-graphs): one launch of the kernel captured into a CUDA graph on the
+harness's stream and replayed there, C reset to its start before each replay: first on the verified inputs, then
+with new values in the same buffers (rows of A negated, by a key from the operating system's generator, where that
+negates the same rows of C), as a graph is replayed in use. Each replay's output is judged against the truth by the
+case's own bound (the second's rows negated back). A replay over the bound fails the case: a graph of the kernel
+computes something else than the kernel. A launch that capture refuses (a host synchronisation, a copy to the host)
+is the kernel's measured answer, not a failure. Part of the worker package.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..judge.accuracy import Truth
+from ..records.dtypes import get_dtype
+from ..records.outcome import Fault, GraphReplay
+from ..records.verdicts import Check
+from .buffers import GuardedMatrix, uint_type
+from .fresh import negated
+from .prepared import PreparedCase
+
+__all__ = ["graph_fault", "graph_replay", "negate_rows"]
+
+#: how much of an exception's text a refusal keeps
+_SAID = 200
+#: what each replay's inputs are, as its finding says
+_REPLAYS = ("", ", A's rows negated (new values in the same buffers)")
+
+
+def negate_rows(prepared: PreparedCase, g: GuardedMatrix, operand: str, rows: Any) -> None:
+    """Negate in place the logical rows of ``operand`` (A, or the output C) held in ``g`` where ``rows`` is set (one
+    flag a row, a batch's stacked): a float's sign bit, an integer's two's complement."""
+    cp, case = prepared.cp, prepared.case
+    dt = prepared.out if operand == "C" else get_dtype(case.dtype)
+    view = g.matrix(uint_type(cp, dt.itemsize))
+    if case.storage.transposed(operand):
+        view = view.swapaxes(-1, -2)  # logical rows, still a view of the buffer
+    mask = rows.reshape(view.shape[:-1])[..., None]
+    if dt.exact:
+        view[...] = cp.where(mask, ~view + 1, view)
+    else:
+        sign = view.dtype.type(1 << (8 * dt.itemsize - 1))
+        view ^= cp.where(mask, sign, view.dtype.type(0))
+
+
+def graph_replay(prepared: PreparedCase, truth: Truth, prior: Any) -> GraphReplay:
+    """Capture one launch on a fresh set of operands, replay it on the verified inputs and on new values, and judge
+    each replay."""
+    cp, stream = prepared.cp, prepared.device.stream
+    ops = prepared.operands()
+    start = ops.c.flat.copy()  # C as it starts: the poison, or its prior data, with its guards (before any capture)
+    call = prepared.kernel.launcher(ops)
+    try:
+        replay = prepared.kernel.captured(call)
+    except Exception as exc:  # CUDA's, CuPy's or torch's refusal, or the kernel's own error while captured
+        said = f"{type(exc).__name__}: {exc}".splitlines()[0][:_SAID]
+        prepared.kernel.wait()  # what ran outside the capture, finished (an unusable device raises again)
+        return GraphReplay(refused=said)
+    data = prepared.data
+    signs = prepared.epilogue.signs_commute and prepared.layout.rows_follow_a
+    signs = signs and data.batch_of("A") == data.batch_of("C")  # each of C's matrices from its own A
+    count = data.batch_of("A") * prepared.case.shape.M
+    for n in range(1, 3 if signs else 2):
+        rows = None if n == 1 else cp.asarray(negated(int.from_bytes(os.urandom(4), "little") | 1, count))
+        ops.c.flat[...] = start
+        if rows is not None:
+            negate_rows(prepared, ops.a, "A", rows)
+        replay()
+        stream.synchronize()
+        if rows is not None:
+            negate_rows(prepared, ops.c, "C", rows)
+            negate_rows(prepared, ops.a, "A", rows)  # A as verified again
+        stats = prepared.judge_output(ops.c, prior, truth)
+        if not stats.passed:
+            return GraphReplay(replays=n, wrong=stats)
+    return GraphReplay(replays=n)
+
+
+def graph_fault(found: GraphReplay) -> Fault | None:
+    """The finding of a replay whose output failed its bound (None otherwise)."""
+    if found.wrong is None:
+        return None
+    where = f"C after replay {found.replays} of a CUDA graph of one launch{_REPLAYS[found.replays - 1]}"
+    return Fault(Check.GRAPH_REPLAY, where, found.wrong.bad)

@@ -1,0 +1,55 @@
+"""On the GPU: CUDA graphs (docs/verification.md#cuda-graphs). A kernel whose launch captures and replays right
+passes; one whose call waits for its stream cannot be captured and passes with that answer, flagged; one that copies
+a result it kept fails when its graph is replayed on new values, named. The bundled kernels all capture and replay
+right. Needs a CUDA device."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from support import ROOT, TESTS, failure_section, outcomes_in, requires_gpu, run_kernel_files, run_pytest_in
+
+pytestmark = [requires_gpu, pytest.mark.gpu]
+
+SHAPES = "256x256x256,384x640x512"
+
+
+@pytest.fixture(scope="module")
+def graphs_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("graphs")
+    return run_kernel_files(work, TESTS / "kernels_graphs", ("graphs.py",), "--gemm-shapes", SHAPES, "-v")
+
+
+def _names(kernel: str) -> set[str]:
+    return {f"{kernel}[fp32-{shape}]" for shape in SHAPES.split(",")}
+
+
+def test_a_launch_that_captures_passes_and_one_that_waits_passes_flagged(graphs_run):
+    outcomes = outcomes_in(graphs_run)
+    names = _names("plain") | _names("synced")
+    assert {n: outcomes.get(n) for n in names} == dict.fromkeys(names, "PASSED"), graphs_run[-4000:]
+    flagged = [line for line in graphs_run.splitlines() if "no CUDA graph" in line]
+    assert flagged and all(line.startswith("synced ") for line in flagged if " 256x256x256 " in line), flagged
+    assert "CUDA graphs: 2 case(s) captured into one and replayed right; 2 could not be captured (no CUDA graph" in (
+        graphs_run
+    )
+
+
+def test_a_kept_result_fails_when_its_graph_is_replayed_on_new_values(graphs_run):
+    outcomes = outcomes_in(graphs_run)
+    names = _names("kept_by_shape")
+    assert {n: outcomes.get(n) for n in names} == dict.fromkeys(names, "FAILED"), graphs_run[-4000:]
+    for name in names:
+        text = failure_section(graphs_run, name)
+        assert "wrong when replayed from a CUDA graph: " in text, text
+        assert "in C after replay 2 of a CUDA graph of one launch, A's rows negated" in text, text
+
+
+def test_the_bundled_kernels_capture_and_replay_right(tmp_path):
+    shutil.copytree(ROOT / "kernels", tmp_path / "kernels")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    out = run_pytest_in(tmp_path, "--gemm-kernels", "kernels/", "--gemm-shapes", "256x256x256", "-q")
+    line = next((x for x in out.splitlines() if x.startswith("CUDA graphs: ")), "")
+    assert line.endswith("0 could not be captured (no CUDA graph)"), out[-4000:]

@@ -1,0 +1,152 @@
+"""CUDA graphs (docs/verification.md#cuda-graphs): the worker's own verification, on NumPy arrays standing for
+CuPy's, captures one launch through the kernel's strategy and judges each replay; a replay over the bound fails the
+case, named; a launch that capture refuses is the kernel's answer, not a failure."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from pytest_gemm.judge.case import judge_outcome
+from pytest_gemm.records.outcome import GraphReplay, Outcome
+from pytest_gemm.records.shapes import Shape
+from pytest_gemm.records.verdicts import Check
+from pytest_gemm.report.failure import diagnosis_lines
+from pytest_gemm.report.tables import NO_GRAPH_FLAG, row_flags, timing_tables
+from pytest_gemm.specs.cases import AB_CASES, Case
+from pytest_gemm.specs.header import spec_from_mapping
+from pytest_gemm.specs.spec import KernelSpec, Variant
+from pytest_gemm.worker.graphs import negate_rows
+from pytest_gemm.worker.verify import verify
+
+from support import recorded_records, recording
+from support.host_device import FunctionKernel, HostCupy, HostDevice, HostKernel, host_case
+
+
+def _gemm(A, B, C, alpha, beta):
+    C[...] = alpha * (A @ B) + (beta * C if beta else 0)
+
+
+class _Refused(FunctionKernel):
+    """A launch that capture refuses, as CUDA does a copy to the host while capturing."""
+
+    def captured(self, call):
+        raise RuntimeError("cudaErrorStreamCaptureUnsupported: operation not permitted when stream is capturing\nmore")
+
+
+class _Empty(FunctionKernel):
+    """A graph that captured none of the launch's work (it went to another stream while capturing): its replays
+    write nothing."""
+
+    def captured(self, call):
+        call()
+        return lambda: None
+
+
+def _case(ab=AB_CASES[0]) -> Case:
+    spec = KernelSpec(path="k.py", name="k", dtypes=("fp32",), kind="py", attr="k")
+    return Case(spec, Variant(), "fp32", Shape(128, 96, 64), ab)
+
+
+def _verified(kind, case):
+    return verify(host_case(kind(HostDevice(HostCupy()), case, _gemm), 1))
+
+
+def test_a_right_replay_passes_judged_each_time():
+    verification = _verified(FunctionKernel, _case())
+    assert verification.passed and verification.graph == GraphReplay(replays=2)  # on the verified values, on new
+
+
+def test_a_launch_capture_refuses_passes_with_the_reason():
+    verification = _verified(_Refused, _case())
+    assert verification.passed and verification.graph is not None
+    assert verification.graph.refused == (
+        "RuntimeError: cudaErrorStreamCaptureUnsupported: operation not permitted when stream is capturing"
+    )
+
+
+def test_a_replay_over_the_bound_fails_the_case_named():
+    case = _case()
+    verification = _verified(_Empty, case)
+    assert not verification.passed
+    (fault,) = verification.faults
+    assert fault.kind == Check.GRAPH_REPLAY and fault.count == 128 * 96
+    result = judge_outcome(case, "k.py::k", Outcome(verification=verification), recording()["facts"])
+    assert result.failed
+    assert (
+        "wrong when replayed from a CUDA graph: 12288 element(s) over the bound in C after replay 1 of a CUDA graph "
+        "of one launch (its own launches are right)"
+    ) in diagnosis_lines(result.diagnosis)
+
+
+def test_a_graph_that_replays_a_kept_result_fails_on_new_values():
+    """Replayed with new values in the same buffers, as a graph is in use, a launch that keeps its first result
+    (here a cache keyed by the buffer, standing for data a capture baked in) fails on the second replay."""
+    kept: dict[int, object] = {}
+
+    def keeps(A, B, C, alpha, beta):
+        address = A.__array_interface__["data"][0]
+        if address not in kept:
+            kept[address] = alpha * (A @ B)
+        C[...] = kept[address]
+
+    case = _case()
+    verification = verify(host_case(FunctionKernel(HostDevice(HostCupy()), case, keeps), 1))
+    assert not verification.passed and verification.graph.replays == 2
+    (fault,) = verification.faults
+    assert fault.kind == Check.GRAPH_REPLAY
+    assert (
+        fault.where
+        == "C after replay 2 of a CUDA graph of one launch, A's rows negated (new values in the same buffers)"
+    )
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32", "int8"])
+@pytest.mark.parametrize("order", ["MxK", "KxM"])
+def test_negated_rows_are_the_logical_rows_whatever_the_storage_and_type(dtype, order):
+    spec = spec_from_mapping(
+        {
+            "entry": "k",
+            "args": ["M", "N", "K", "A", "B", "C"]
+            if dtype == "int8"
+            else ["M", "N", "K", "alpha", "beta", "A", "B", "C"],
+            "dtypes": [dtype],
+            "block": [16, 16],
+            "grid": ["cdiv(N, 16)", "cdiv(M, 16)"],
+            "storage": {"A": order},
+        },
+        path="k.cu",
+    )
+    case = Case(spec, spec.variants()[0], dtype, Shape(40, 24, 32), AB_CASES[0])
+    prepared = host_case(HostKernel(case, lambda *args: None), 1)
+    ops = prepared.operands()
+    before = prepared.data.logical(ops.a.matrix(prepared.data.a.dtype), "A").copy()
+    rows = np.arange(40) % 3 == 0
+    negate_rows(prepared, ops.a, "A", rows)
+    after = prepared.data.logical(ops.a.matrix(before.dtype), "A")
+    assert np.array_equal(after[rows], -before[rows]) and np.array_equal(after[~rows], before[~rows])
+    negate_rows(prepared, ops.a, "A", rows)
+    assert np.array_equal(prepared.data.logical(ops.a.matrix(before.dtype), "A"), before)
+
+
+def test_cases_at_other_scalars_are_not_captured():
+    assert _verified(_Empty, _case(AB_CASES[1])).graph is None
+
+
+def test_the_table_flags_a_refused_capture_and_its_footer_counts_the_answers():
+    row = recorded_records()[0]
+    assert row_flags(dataclasses.replace(row, graph_refused="")) == ""
+    assert row_flags(dataclasses.replace(row, graph_refused="RuntimeError: no")) == NO_GRAPH_FLAG
+    rows = [
+        dataclasses.replace(r, graph_refused="" if i else "RuntimeError: no")
+        for i, r in enumerate(recorded_records()[:3])
+    ]
+    lines = timing_tables(rows, recording()["facts"], width=120)
+    assert (
+        f"CUDA graphs: 2 case(s) captured into one and replayed right; 1 could not be captured ({NO_GRAPH_FLAG}: "
+        "1: RuntimeError: no)"
+    ) in lines
+    saved = dataclasses.replace(recorded_records()[0], graph_refused="RuntimeError: no")
+    assert type(saved).from_dict(saved.to_dict()).graph_refused == "RuntimeError: no"
