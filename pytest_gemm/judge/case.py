@@ -227,7 +227,7 @@ def _measured_rows(outcome: Outcome) -> bool | None:
 def _graph_refused(outcome: Outcome) -> str | None:
     """Why a CUDA graph could not capture the case's launch ('' where it did; None: not checked)."""
     graph = outcome.verification.graph if outcome.verification is not None else None
-    return graph.refused if graph is not None else None
+    return graph.refused if graph is not None and not graph.skipped else None
 
 
 def _record(case: Case, test: str, outcome: Outcome, gpu: dict[str, Any], source: str, save_raw: bool) -> CaseRecord:

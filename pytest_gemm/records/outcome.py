@@ -125,6 +125,7 @@ class GraphReplay:
     replays: int = 0
     wrong: ErrorStats | None = None
     refused: str = ""
+    skipped: str = ""  # why it was not tried ('' when it was)
 
 
 @dataclass(frozen=True)

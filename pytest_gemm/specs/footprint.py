@@ -223,15 +223,18 @@ def case_memory(
     guarded, storage = 0, storage or spec.storage
     for operand, t in (("A", dt), ("B", dt), ("C", out)):
         rows = storage.stored_shape(operand, operand_shape(spec, operand, shape))[0]
-        guarded += operand_layout(spec, operand, shape, storage, t.itemsize, guards).elements(rows) * t.itemsize
+        one = operand_layout(spec, operand, shape, storage, t.itemsize, guards).elements(rows) * t.itemsize
+        guarded += one  # C's last: its guarded buffer alone is ``one``
     bits = (a + b) * dt.itemsize + (c * out.itemsize if c_prior else 0)
     prior = c if c_prior else 0
     scale = F64 * (2 * (a + b) + 3 * c + prior)
     work = max(scale, F64 * 7 * c + 2 * c)
     truth = ("A and B" + (" and the prior C" if c_prior else "") + " again, for the fp64 truth", bits)
     check = (truth, ("fp64 work arrays (the truth, its error bound, C and each element's error)", work))
-    if replayed:  # a CUDA graph's replay judged (worker.graphs), beside a set of its own; the rows at a smaller M less
-        graph = F64 * 7 * c + 2 * c + guarded + c * out.itemsize
+    if replayed:  # a CUDA graph's replay judged (worker.graphs), beside a set of its own and its C's start
+        epi = spec.epilogue
+        own = 0 if epi is None else (int(epi.residual) + int(epi.aux) + int(epi.d)) * c * out.itemsize
+        graph = F64 * 7 * c + 2 * c + guarded + one + own
         said = "fp64 work arrays (the truth, its error bound, C and each element's error, or those of a CUDA graph's "
         verified = (truth, (said + "replay beside its own A, B and C)", max(work, graph)))
     else:

@@ -189,33 +189,37 @@ class GpuBackend:
         self, case: Case, request: Request, kernel: KernelStrategy, inputs: InputStrategy, peer: Peer
     ) -> PreparedCase:
         """The case prepared on this GPU, once it is known to fit (its inputs drawn)."""
-        self._check_memory(case, request.timing)
-        return PreparedCase(self.runner, case, request.seed, kernel, inputs, peer, watch=self._watch)
+        room = self._check_memory(case, request.timing)
+        return PreparedCase(self.runner, case, request.seed, kernel, inputs, peer, watch=self._watch, graph_room=room)
 
-    def _check_memory(self, case: Case, timing: TimingSettings | None) -> None:
+    def _check_memory(self, case: Case, timing: TimingSettings | None) -> bool:
         """Refuse a case whose verification (or timing, when it is timed) cannot fit in the device's free memory
         (with the blocks CuPy's pool keeps for reuse; torch's unused cached blocks, which a Python kernel's calls may
         leave, are given back first), before its inputs are drawn or anything is allocated for it:
-        :class:`TooBigForDevice`, with the numbers."""
+        :class:`TooBigForDevice`, with the numbers. Whether there is room for a CUDA graph's replay besides
+        (worker.graphs): a case that fits without it runs without it."""
         _release_torch()
-        need = case_memory(
-            case.spec,
-            case.dtype,
-            case.shape,
-            case.c_prior,
-            guards=True,
-            timed=timing is not None,
-            cold_cache=timing is not None and timing.cold_cache,
-            l2_bytes=self.runner.l2_bytes,
-            flush_bytes=self.timer.flush_to_allocate,
-            storage=case.storage,
-            replayed=case.ab.plain,
-        )
         free, total = self.cp.cuda.runtime.memGetInfo()
         free += self.cp.get_default_memory_pool().free_bytes()
-        problem = memory_problem(need, free, total, f"this {self.runner.name}")
-        if problem is not None:
-            raise TooBigForDevice(*problem)
+        for replayed in (True, False) if case.ab.plain else (False,):
+            need = case_memory(
+                case.spec,
+                case.dtype,
+                case.shape,
+                case.c_prior,
+                guards=True,
+                timed=timing is not None,
+                cold_cache=timing is not None and timing.cold_cache,
+                l2_bytes=self.runner.l2_bytes,
+                flush_bytes=self.timer.flush_to_allocate,
+                storage=case.storage,
+                replayed=replayed,
+            )
+            problem = memory_problem(need, free, total, f"this {self.runner.name}")
+            if problem is None:
+                return replayed
+        assert problem is not None
+        raise TooBigForDevice(*problem)
 
     # -- what went wrong -------------------------------------------------------------------------
     def _failure(self, exc: Exception, phase: str, kernel: KernelStrategy | None) -> Failure:

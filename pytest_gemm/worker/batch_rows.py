@@ -15,6 +15,7 @@ from ..records.verdicts import Check
 from ..specs.cases import refused
 from .buffers import GuardedMatrix, uint_type
 from .inputs import input_strategy
+from .integrity import HarnessChanged, ThreadLeft
 from .prepared import PreparedCase
 
 __all__ = ["batch_rows", "batch_rows_fault", "smaller_ms"]
@@ -67,6 +68,8 @@ def batch_rows(prepared: PreparedCase, verified: GuardedMatrix) -> BatchRows:
             again = PreparedCase(prepared.device, fewer, prepared.seed, kernel, inputs, prepared.peer, data=rows)
             ops = again.operands()
             again.launch(ops)
+        except (HarnessChanged, ThreadLeft):  # what a buffer's fill function did to the worker: its finding
+            raise
         except Exception as exc:
             prepared.kernel.wait()  # a CUDA error that leaves the device unusable raises again: the worker's to handle
             said = f"{type(exc).__name__}: {exc}".splitlines()[0][:_SAID]

@@ -12,6 +12,7 @@ Part of the worker package.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable
 from typing import Any
@@ -80,14 +81,26 @@ class KernelStrategy:
 
     def captured(self, call: Callable[[], None]) -> Callable[[], None]:
         """``call`` captured into a CUDA graph on the harness's stream: a function that replays it there, without
-        waiting (docs/verification.md#cuda-graphs). What capture refuses raises, the stream left out of capture."""
-        stream = self.runner.stream
-        stream.begin_capture()  # CuPy's default, relaxed: its memory pool may grow while capturing
+        waiting (docs/verification.md#cuda-graphs). What capture refuses raises its own error, the stream out of
+        capture. What the call allocates comes from a pool of the graph's own, kept while it is: a replay writes
+        its temporaries again, where nothing else may lie."""
+        cp, stream = self.runner.cp, self.runner.stream
+        pool = cp.cuda.MemoryPool()
+        stream.begin_capture()  # CuPy's default, relaxed: the pool may grow while capturing
         try:
-            call()
-        finally:
-            graph = stream.end_capture()  # raises for a capture the call invalidated, which ends it too
-        return lambda: graph.launch(stream)
+            with cp.cuda.using_allocator(pool.malloc):
+                call()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the call's error says why; ending an invalidated capture raises
+                stream.end_capture()
+            raise
+        graph = stream.end_capture()
+
+        def replay() -> None:
+            _ = pool
+            graph.launch(stream)
+
+        return replay
 
     def autotuned(self, call: Callable[[], object]) -> tuple[str, ...]:
         """Make the setup call ``call`` and say what each autotuner it ran chose: nothing to say."""
@@ -262,13 +275,26 @@ class TorchKernel(PythonKernel):
         return self.runner.stream.ptr, self.runner.index
 
     def captured(self, call: Callable[[], None]) -> Callable[[], None]:
-        """By torch's own capture (its memory pool for the graph's allocations), on the harness's stream."""
+        """By torch's own capture, on the harness's stream, its allocations from one pool kept for every graph this
+        worker captures (a capture that fails leaves its pool behind in torch: one, not one a case)."""
         import torch
 
+        global _TORCH_POOL
         stream = torch.cuda.ExternalStream(self.runner.stream.ptr, device=torch.device("cuda", self.runner.index))
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
-            call()
+        _TORCH_POOL = _TORCH_POOL or torch.cuda.graph_pool_handle()
+        raised: list[BaseException] = []
+        try:
+            with torch.cuda.graph(graph, pool=_TORCH_POOL, stream=stream, capture_error_mode="thread_local"):
+                try:
+                    call()
+                except BaseException as exc:
+                    raised.append(exc)
+                    raise
+        except BaseException:
+            if raised:  # the call's error says why, not the invalidated capture's that ending it raises
+                raise raised[0] from None
+            raise
 
         def replay() -> None:
             with torch.cuda.stream(stream):
@@ -276,6 +302,9 @@ class TorchKernel(PythonKernel):
 
         return replay
 
+
+#: the memory pool of the CUDA graphs torch captures in this worker (TorchKernel.captured)
+_TORCH_POOL: Any = None
 
 #: a Python kernel's strategy by what it is given (its header's ``arrays``)
 PYTHON: dict[str, type[PythonKernel]] = {"cupy": PythonKernel, "torch": TorchKernel}

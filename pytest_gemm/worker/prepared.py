@@ -38,7 +38,8 @@ class PreparedCase:
     """One case on one device: its kernel, input and peer strategies and its host inputs. ``device`` is the worker's
     GPU runner (the CPU tests give a stand-in with ``cp``, ``stream`` and what the strategies ask of it);
     ``guards``: operands sit in guarded buffers (not under compute-sanitizer); ``watch``: how a launch is watched
-    for work on other streams (None: it cannot be); ``data``: its host inputs, given (None: drawn from ``seed``)."""
+    for work on other streams (None: it cannot be); ``data``: its host inputs, given (None: drawn from ``seed``);
+    ``graph_room``: the device has room for a CUDA graph's replay besides."""
 
     def __init__(
         self,
@@ -52,10 +53,13 @@ class PreparedCase:
         guards: bool = True,
         watch: Watch | None = None,
         data: CaseInputs | None = None,
+        graph_room: bool = True,
     ) -> None:
         self.device, self.case, self.seed = device, case, seed
         self.kernel, self.inputs, self.peer = kernel, inputs, peer
         self.guards, self.watch = guards, watch
+        #: the device has room for a CUDA graph's replay on a set of its own (worker.graphs)
+        self.graph_room = graph_room
         #: how the case's GEMMs lie in its operands (one, a batch, a grouped GEMM's groups), chosen once
         self.layout: Layout = layout_strategy(case)
         #: what the kernel writes, and from what (C in place, or a fused epilogue's D), chosen once

@@ -34,7 +34,7 @@ def test_on_the_gpu_a_shape_past_its_memory_fails_at_once_with_the_numbers(pytes
     result.stdout.fnmatch_lines(
         [
             "*sgemm_naive?fp32-100000x100000x100000? (M=100000, N=100000, K=100000, alpha=1, beta=0) does not fit in "
-            "GPU memory: it needs at least 940.6 GB of GPU memory while verifying, but this NVIDIA * has * GB free "
+            "GPU memory: it needs at least 780.3 GB of GPU memory while verifying, but this NVIDIA * has * GB free "
             "of * GB; nothing was allocated",
             "*A, B and C in their guarded buffers: 120.3 GB",
         ]

@@ -5,6 +5,8 @@ case, named; a launch that capture refuses is the kernel's answer, not a failure
 from __future__ import annotations
 
 import dataclasses
+from contextlib import nullcontext
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from pytest_gemm.specs.cases import AB_CASES, Case
 from pytest_gemm.specs.header import spec_from_mapping
 from pytest_gemm.specs.spec import KernelSpec, Variant
 from pytest_gemm.worker.graphs import negate_rows
+from pytest_gemm.worker.kinds import KernelStrategy
 from pytest_gemm.worker.verify import verify
 
 from support import recorded_records, recording
@@ -81,9 +84,43 @@ def test_a_replay_over_the_bound_fails_the_case_named():
     ) in diagnosis_lines(result.diagnosis)
 
 
-def test_a_graph_that_replays_a_kept_result_fails_on_new_values():
-    """Replayed with new values in the same buffers, as a graph is in use, a launch that keeps its first result
-    (here a cache keyed by the buffer, standing for data a capture baked in) fails on the second replay."""
+class _Baked(FunctionKernel):
+    """A graph that baked its first output in (as a copy of data the host computed while capturing would): every
+    replay writes it again, whatever A holds now."""
+
+    def captured(self, call):
+        kept = []
+
+        def replay():
+            if not kept:
+                call()
+                kept.append(_SEEN["C"].copy())
+            _SEEN["C"][...] = kept[0]
+
+        return replay
+
+
+_SEEN: dict = {}
+
+
+def _seen(A, B, C, alpha, beta):
+    _SEEN["C"] = C
+    _gemm(A, B, C, alpha, beta)
+
+
+def test_a_graph_that_replays_its_first_output_fails_on_new_values():
+    case = _case()
+    verification = verify(host_case(_Baked(HostDevice(HostCupy()), case, _seen), 1))
+    assert not verification.passed and verification.graph.replays == 2
+    (fault,) = verification.faults
+    assert fault.kind == Check.GRAPH_REPLAY
+    said = "C after replay 2 of a CUDA graph of one launch, A's rows negated (new values in the same buffers)"
+    assert fault.where == said
+
+
+def test_a_launch_as_wrong_without_a_graph_is_left_to_timing():
+    """A launcher called again on new values in its buffers is as wrong as its graph (a cache keyed by the buffer):
+    not the graph's fault; timing's fresh inputs name it."""
     kept: dict[int, object] = {}
 
     def keeps(A, B, C, alpha, beta):
@@ -92,15 +129,8 @@ def test_a_graph_that_replays_a_kept_result_fails_on_new_values():
             kept[address] = alpha * (A @ B)
         C[...] = kept[address]
 
-    case = _case()
-    verification = verify(host_case(FunctionKernel(HostDevice(HostCupy()), case, keeps), 1))
-    assert not verification.passed and verification.graph.replays == 2
-    (fault,) = verification.faults
-    assert fault.kind == Check.GRAPH_REPLAY
-    assert (
-        fault.where
-        == "C after replay 2 of a CUDA graph of one launch, A's rows negated (new values in the same buffers)"
-    )
+    verification = verify(host_case(FunctionKernel(HostDevice(HostCupy()), _case(), keeps), 1))
+    assert verification.passed and verification.graph == GraphReplay(replays=2)
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "fp32", "int8"])
@@ -150,3 +180,45 @@ def test_the_table_flags_a_refused_capture_and_its_footer_counts_the_answers():
     ) in lines
     saved = dataclasses.replace(recorded_records()[0], graph_refused="RuntimeError: no")
     assert type(saved).from_dict(saved.to_dict()).graph_refused == "RuntimeError: no"
+
+
+class _Stream:
+    """A stream's capture as CUDA does it: an invalidated capture raises when ended, and is over."""
+
+    def __init__(self, invalidates: bool) -> None:
+        self.invalidates, self.capturing, self.launched = invalidates, False, []
+
+    def begin_capture(self):
+        assert not self.capturing
+        self.capturing = True
+
+    def end_capture(self):
+        self.capturing = False
+        if self.invalidates:
+            raise RuntimeError("cudaErrorStreamCaptureInvalidated: operation failed due to a previous error")
+        return SimpleNamespace(launch=self.launched.append)
+
+
+def _strategy(stream: _Stream) -> KernelStrategy:
+    pools = SimpleNamespace(MemoryPool=lambda: SimpleNamespace(malloc=None), using_allocator=lambda _: nullcontext())
+    runner = SimpleNamespace(cp=SimpleNamespace(cuda=pools), stream=stream)
+    return KernelStrategy(runner, _case(), None)  # type: ignore[arg-type]
+
+
+def test_a_capture_the_call_refuses_ends_with_the_calls_own_error():
+    stream = _Stream(invalidates=True)
+
+    def syncs():
+        raise RuntimeError("cudaErrorStreamCaptureUnsupported: operation not permitted when stream is capturing")
+
+    with pytest.raises(RuntimeError, match="cudaErrorStreamCaptureUnsupported"):
+        _strategy(stream).captured(syncs)
+    assert not stream.capturing
+
+
+def test_a_captured_call_replays_on_the_harness_stream():
+    stream, calls = _Stream(invalidates=False), []
+    replay = _strategy(stream).captured(lambda: calls.append(1))
+    replay()
+    replay()
+    assert calls == [1] and stream.launched == [stream, stream] and not stream.capturing
