@@ -133,32 +133,39 @@ def test_a_launch_as_wrong_without_a_graph_is_left_to_timing():
     assert verification.passed and verification.graph == GraphReplay(replays=2)
 
 
-@pytest.mark.parametrize("dtype", ["fp16", "fp32", "int8"])
+@pytest.mark.parametrize("dtype", ["fp16", "fp32", "fp64", "int8"])
 @pytest.mark.parametrize("order", ["MxK", "KxM"])
-def test_negated_rows_are_the_logical_rows_whatever_the_storage_and_type(dtype, order):
+@pytest.mark.parametrize("operand", ["A", "C"])
+def test_negated_rows_are_the_logical_rows_whatever_the_storage_and_type(dtype, order, operand):
+    """A's rows in its dtype, C's in the output's (INT8's int32): stored either way, one row in three negated and
+    then back."""
     spec = spec_from_mapping(
         {
             "entry": "k",
-            "args": ["M", "N", "K", "A", "B", "C"]
-            if dtype == "int8"
-            else ["M", "N", "K", "alpha", "beta", "A", "B", "C"],
+            "args": ["M", "N", "K", *([] if dtype == "int8" else ["alpha", "beta"]), "A", "B", "C"],
             "dtypes": [dtype],
             "block": [16, 16],
             "grid": ["cdiv(N, 16)", "cdiv(M, 16)"],
-            "storage": {"A": order},
+            "storage": {operand: order if operand == "A" else order.replace("K", "N")},
         },
         path="k.cu",
     )
     case = Case(spec, spec.variants()[0], dtype, Shape(40, 24, 32), AB_CASES[0])
     prepared = host_case(HostKernel(case, lambda *args: None), 1)
-    ops = prepared.operands()
-    before = prepared.data.logical(ops.a.matrix(prepared.data.a.dtype), "A").copy()
+    held = (
+        prepared.data.a
+        if operand == "A"
+        else (prepared.data.a[:, :24] * 3).astype(np.int32 if dtype == "int8" else prepared.data.a.dtype)
+    )
+    ops = prepared.operands(c=held if operand == "C" else None)
+    g = ops.a if operand == "A" else ops.c
+    before = prepared.data.logical(g.matrix(held.dtype), operand).copy()
     rows = np.arange(40) % 3 == 0
-    negate_rows(prepared, ops.a, "A", rows)
-    after = prepared.data.logical(ops.a.matrix(before.dtype), "A")
+    negate_rows(prepared, g, operand, rows)
+    after = prepared.data.logical(g.matrix(before.dtype), operand)
     assert np.array_equal(after[rows], -before[rows]) and np.array_equal(after[~rows], before[~rows])
-    negate_rows(prepared, ops.a, "A", rows)
-    assert np.array_equal(prepared.data.logical(ops.a.matrix(before.dtype), "A"), before)
+    negate_rows(prepared, g, operand, rows)
+    assert np.array_equal(prepared.data.logical(g.matrix(before.dtype), operand), before)
 
 
 def test_cases_at_other_scalars_are_not_captured():
