@@ -14,6 +14,7 @@ from ..records.outcome import BatchRows, Fault
 from ..records.verdicts import Check
 from ..specs.cases import refused
 from .buffers import GuardedMatrix, uint_type
+from .errors import said_briefly
 from .inputs import input_strategy
 from .integrity import HarnessChanged, ThreadLeft
 from .prepared import PreparedCase
@@ -22,8 +23,6 @@ __all__ = ["batch_rows", "batch_rows_fault", "smaller_ms"]
 
 #: the Ms tried below the case's, smallest first; the kernel's ``requires`` rules choose among them
 _CANDIDATES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-#: how much of an exception's text a launch that failed keeps
-_SAID = 200
 
 
 def smaller_ms(prepared: PreparedCase) -> tuple[int, ...]:
@@ -72,7 +71,7 @@ def batch_rows(prepared: PreparedCase, verified: GuardedMatrix) -> BatchRows:
             raise
         except Exception as exc:
             prepared.kernel.wait()  # a CUDA error that leaves the device unusable raises again: the worker's to handle
-            said = f"{type(exc).__name__}: {exc}".splitlines()[0][:_SAID]
+            said = said_briefly(exc)
             return BatchRows(at=ms, reason=f"the launch at M = {m} failed ({said})")
         got = again.data.logical(ops.c.matrix(uint_type(cp, out.itemsize)), "C")
         differing = int(cp.count_nonzero((got != full[:m]).any(axis=1)))

@@ -18,6 +18,7 @@ __all__ = [
     "is_sticky_name",
     "kernel_traceback",
     "library_cuda_error",
+    "said_briefly",
 ]
 
 #: CUDA errors after which a context cannot be used again (driver and runtime spellings, normalised)
@@ -102,6 +103,11 @@ def library_cuda_error(exc: BaseException, details: list[str]) -> KernelCudaErro
     code = cuda_error_name(text)
     shown = f"{name}: {first}" + (f" ({code})" if code and code not in first else "")
     return KernelCudaError(shown, details, out_of_memory=name == "OutOfMemoryError" or "out of memory" in first)
+
+
+def said_briefly(exc: BaseException, most: int = 200) -> str:
+    """An exception as a note keeps it: its type and the first line of its message, at most ``most`` characters."""
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:most]
 
 
 def cuda_error_name(message: str) -> str:

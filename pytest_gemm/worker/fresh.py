@@ -29,7 +29,7 @@ from ..records.outcome import ErrorStats, TimedCheck
 from ..specs.footprint import operand_shape
 from .cupti_clock import FRESH_KERNEL
 
-__all__ = ["FRESH_SOURCE", "FreshInputs", "TimedOutputWrong", "negated"]
+__all__ = ["FRESH_SOURCE", "FreshInputs", "TimedOutputWrong", "key", "negated"]
 
 FRESH_THREADS = 256
 _WORDS = 6  # the fresh kernel's words an operand
@@ -43,7 +43,7 @@ CHECK_ONE_IN = 8
 _URANDOM = os.urandom
 
 
-def _key() -> int:
+def key() -> int:
     """A key of signs, never 0 (0 changes no sign)."""
     return int.from_bytes(_URANDOM(4), "little") | 1
 
@@ -177,7 +177,7 @@ class FreshInputs:
         new keys; a peer's with none, the same writes with no sign changed (a peer may copy an operand once, when its
         call is first bound: cuBLASLt's FP8 B, the grouped peers'), only where L2 is not flushed after them, so that
         both sides find what the writes left in L2."""
-        keys = (_key(), _key()) if kernel_set else (0, 0)
+        keys = (key(), key()) if kernel_set else (0, 0)
         uses = self.keys[id(timed)]
         uses.append(keys)
         if kernel_set:

@@ -1,6 +1,6 @@
 """CUDA graphs (docs/verification.md#cuda-graphs): one launch of the kernel captured into a CUDA graph on the
 harness's stream and replayed there, C reset to its start before each replay: first on the verified inputs, then
-with new values in the same buffers (rows of A negated, by a key from the operating system's generator, where that
+with new values in the same buffers (rows of A negated, by a key as fresh inputs draw theirs, where that
 negates the same rows of C), as a graph is replayed in use. Each replay's output is judged against the truth by the
 case's own bound (the second's rows negated back). A replay over the bound, where the same launcher called twice
 without a graph is right, fails the case: a graph of the kernel computes something else than the kernel. A launch
@@ -10,7 +10,6 @@ Part of the worker package.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -19,14 +18,13 @@ from ..records.dtypes import get_dtype
 from ..records.outcome import ErrorStats, Fault, GraphReplay
 from ..records.verdicts import Check
 from .buffers import GuardedMatrix, uint_type
-from .fresh import negated
+from .errors import said_briefly
+from .fresh import key, negated
 from .integrity import HarnessChanged, ThreadLeft
 from .prepared import PreparedCase
 
 __all__ = ["graph_fault", "graph_replay", "negate_rows"]
 
-#: how much of an exception's text a refusal keeps
-_SAID = 200
 #: what each replay's inputs are, as its finding says
 _REPLAYS = ("", ", A's rows negated (new values in the same buffers)")
 #: why a case with no room for the graph's own operands is not checked
@@ -57,7 +55,7 @@ def _rows(prepared: PreparedCase) -> Any | None:
         return None
     if data.batch_of("A") != data.batch_of("C"):
         return None
-    rows = negated(int.from_bytes(os.urandom(4), "little") | 1, data.batch_of("A") * prepared.case.shape.M)
+    rows = negated(key(), data.batch_of("A") * prepared.case.shape.M)
     rows[0] = True  # new values, whatever the key gave a short A
     return prepared.cp.asarray(rows)
 
@@ -96,7 +94,7 @@ def graph_replay(prepared: PreparedCase, truth: Truth, prior: Any) -> GraphRepla
     except (HarnessChanged, ThreadLeft):  # what the kernel's code did to the worker: its finding, not a refusal
         raise
     except Exception as exc:  # CUDA's, CuPy's or torch's refusal, or the kernel's own error while captured
-        said = f"{type(exc).__name__}: {exc}".splitlines()[0][:_SAID]
+        said = said_briefly(exc)
         prepared.kernel.wait()  # what ran outside the capture, finished (an unusable device raises again)
         return GraphReplay(refused=said)
     prepared.kernel.wait()  # work the call put on other streams, which a relaxed capture runs at once

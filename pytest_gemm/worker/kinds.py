@@ -63,8 +63,6 @@ class KernelStrategy:
         """The same kernel, as loaded, for another case of its variant and dtype (another shape)."""
         other = copy.copy(self)
         other.case, other.inputs = case, inputs
-        if isinstance(other, CudaKernel):
-            other._fills = None  # a buffer's contents are a case's
         return other
 
     def check(self, signature: bool = True) -> None:
@@ -125,6 +123,11 @@ class CudaKernel(KernelStrategy):
         super().__init__(runner, case, inputs)
         self.path = path
         self._fills: dict[str, np.ndarray] | None = None  # each buffer's contents, made once a case
+
+    def for_case(self, case: Case, inputs: InputStrategy) -> KernelStrategy:
+        other = super().for_case(case, inputs)
+        other._fills = None  # type: ignore[attr-defined]  # a buffer's contents are a case's
+        return other
 
     def _buffers(self) -> dict[str, Any]:
         """A fresh device copy of each of the header's buffers (specs.buffers), by argument name."""

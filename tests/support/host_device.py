@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 
 from pytest_gemm.specs.cases import Case
+from pytest_gemm.specs.header import spec_from_mapping
+from pytest_gemm.specs.spec import KernelSpec
 from pytest_gemm.worker.cublas import stored_operands
 from pytest_gemm.worker.inputs import input_strategy
 from pytest_gemm.worker.kinds import CudaKernel, KernelStrategy, PythonKernel
@@ -105,10 +107,33 @@ class HostPeer(Peer):
         return c.astype(np.float64)
 
 
+def cu_spec(dtype: str = "fp32", **header: Any) -> KernelSpec:
+    """A ``.cu`` kernel's spec from a header of one thread per element of C (``k.cu``, entry ``k``), its keys given
+    in ``header`` added or replacing the defaults; an INT8 kernel takes no alpha and beta."""
+    scalars = [] if dtype == "int8" else ["alpha", "beta"]
+    default = {
+        "entry": "k",
+        "args": ["M", "N", "K", *scalars, "A", "B", "C"],
+        "dtypes": [dtype],
+        "block": [16, 16],
+        "grid": ["cdiv(N, 16)", "cdiv(M, 16)"],
+    }
+    return spec_from_mapping({**default, **header}, path="k.cu")
+
+
 def host_case(kernel: KernelStrategy, seed: int = 3, *, guards: bool = True, peer: Peer | None = None) -> PreparedCase:
     """The kernel's case prepared on the host (its inputs drawn from ``seed``), with no peer unless one is given."""
     peer = peer or NoPeer(kernel.case, "no peer on the host")
     return PreparedCase(kernel.runner, kernel.case, seed, kernel, kernel.inputs, peer, guards=guards)
 
 
-__all__ = ["FunctionKernel", "HostCupy", "HostDevice", "HostKernel", "HostPeer", "HostStream", "host_case"]
+__all__ = [
+    "FunctionKernel",
+    "HostCupy",
+    "HostDevice",
+    "HostKernel",
+    "HostPeer",
+    "HostStream",
+    "cu_spec",
+    "host_case",
+]

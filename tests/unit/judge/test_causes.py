@@ -23,29 +23,18 @@ from pytest_gemm.records.shapes import Shape
 from pytest_gemm.records.verdicts import ErrorCause
 from pytest_gemm.report.failure import diagnosis_lines
 from pytest_gemm.specs.cases import AlphaBeta, Case
-from pytest_gemm.specs.header import spec_from_mapping
 from pytest_gemm.worker.buffers import where_landed
 from pytest_gemm.worker.diagnose import determinism_fault, trace
 from pytest_gemm.worker.inputs import input_strategy
 
-from support.host_device import HostKernel, host_case
+from support.host_device import HostKernel, cu_spec, host_case
 
 FP32 = get_dtype("fp32")
 M, N, K = 48, 40, 32
 
 
 def _case(beta=0.0, **header):
-    spec = spec_from_mapping(
-        {
-            "entry": "k",
-            "args": ["M", "N", "K", "alpha", "beta", "A", "B", "C"],
-            "dtypes": ["fp32"],
-            "block": [16, 16],
-            "grid": ["cdiv(N, 16)", "cdiv(M, 16)"],
-            **header,
-        },
-        path="k.cu",
-    )
+    spec = cu_spec(**header)
     return Case(spec, spec.variants()[0], "fp32", Shape(M, N, K), AlphaBeta(1.0 if beta == 0 else 0.7, beta))
 
 

@@ -16,14 +16,13 @@ from pytest_gemm.report.failure import diagnosis_lines
 from pytest_gemm.report.tables import BATCH_VARIANT_FLAG, row_flags, timing_tables
 from pytest_gemm.specs.cases import AB_CASES, AlphaBeta, Case
 from pytest_gemm.specs.errors import KernelFileError
-from pytest_gemm.specs.header import spec_from_mapping
 from pytest_gemm.specs.pyfile import parse_py_source
 from pytest_gemm.specs.spec import KernelSpec, Variant
 from pytest_gemm.worker.batch_rows import smaller_ms
 from pytest_gemm.worker.verify import verify
 
 from support import recorded_records, recording
-from support.host_device import FunctionKernel, HostCupy, HostDevice, HostKernel, host_case
+from support.host_device import FunctionKernel, HostCupy, HostDevice, HostKernel, cu_spec, host_case
 
 
 def _rows(case, g, a, b, c, n):
@@ -44,17 +43,7 @@ def _split_when_few(case, g, a, b, c, n):
 
 
 def _case(shape=None, ab=AB_CASES[0], **header) -> Case:
-    spec = spec_from_mapping(
-        {
-            "entry": "k",
-            "args": ["M", "N", "K", "alpha", "beta", "A", "B", "C"],
-            "dtypes": ["fp32"],
-            "block": [16, 16],
-            "grid": ["cdiv(N, 16)", "cdiv(M, 16)"],
-            **header,
-        },
-        path="k.cu",
-    )
+    spec = cu_spec(**header)
     return Case(spec, spec.variants()[0], "fp32", shape or Shape(256, 96, 512), ab)
 
 

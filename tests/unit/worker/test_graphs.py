@@ -18,14 +18,13 @@ from pytest_gemm.records.verdicts import Check
 from pytest_gemm.report.failure import diagnosis_lines
 from pytest_gemm.report.tables import NO_GRAPH_FLAG, row_flags, timing_tables
 from pytest_gemm.specs.cases import AB_CASES, Case
-from pytest_gemm.specs.header import spec_from_mapping
 from pytest_gemm.specs.spec import KernelSpec, Variant
 from pytest_gemm.worker.graphs import negate_rows
 from pytest_gemm.worker.kinds import KernelStrategy
 from pytest_gemm.worker.verify import verify
 
 from support import recorded_records, recording
-from support.host_device import FunctionKernel, HostCupy, HostDevice, HostKernel, host_case
+from support.host_device import FunctionKernel, HostCupy, HostDevice, HostKernel, cu_spec, host_case
 
 
 def _gemm(A, B, C, alpha, beta):
@@ -139,17 +138,7 @@ def test_a_launch_as_wrong_without_a_graph_is_left_to_timing():
 def test_negated_rows_are_the_logical_rows_whatever_the_storage_and_type(dtype, order, operand):
     """A's rows in its dtype, C's in the output's (INT8's int32): stored either way, one row in three negated and
     then back."""
-    spec = spec_from_mapping(
-        {
-            "entry": "k",
-            "args": ["M", "N", "K", *([] if dtype == "int8" else ["alpha", "beta"]), "A", "B", "C"],
-            "dtypes": [dtype],
-            "block": [16, 16],
-            "grid": ["cdiv(N, 16)", "cdiv(M, 16)"],
-            "storage": {operand: order if operand == "A" else order.replace("K", "N")},
-        },
-        path="k.cu",
-    )
+    spec = cu_spec(dtype, storage={operand: order if operand == "A" else order.replace("K", "N")})
     case = Case(spec, spec.variants()[0], dtype, Shape(40, 24, 32), AB_CASES[0])
     prepared = host_case(HostKernel(case, lambda *args: None), 1)
     held = (
