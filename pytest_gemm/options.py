@@ -302,8 +302,10 @@ OPTIONS = (
         "timer",
         _TIMING.timer,
         "timing: 'cupti' (each kernel's own start and end on the GPU, from CUPTI's activity records, as Nsight "
-        "Compute measures; falls back to the events, saying why, where CUPTI cannot be used) or 'events' (CUDA "
-        "events around each launch, which adds the launch's device latency, about 3 us on an H100)",
+        "Compute measures; falls back to the events, saying why, where CUPTI cannot be used), 'events' (CUDA "
+        "events around each launch, which adds the launch's device latency, about 3 us on an H100) or 'graph' (the "
+        "events around the replay of a CUDA graph of each launch, captured before timing: no host code between a "
+        "kernel's own launches; the events where capture is refused, saying why)",
         _choice(tuple(TIMERS)),
     ),
     _flag("hot-cache", "timing: keep L2 warm (no flush, no input rotation) instead of flushing it before each launch"),

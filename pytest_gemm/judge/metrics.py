@@ -62,6 +62,7 @@ def summarize(
         "input_copies": run.input_copies,
         "timer": run.timer,
         "timer_note": run.timer_note,
+        "timer_asked": run.timer_asked,
         "events_median_s": run.events_median_s[0] if run.events_median_s else None,
         "events_cublas_median_s": run.events_median_s[1] if run.events_median_s else None,
         "host_s": run.host_median_s[0] if run.host_median_s else None,

@@ -280,7 +280,8 @@ class CaseRecord:
     cache: str  # "cold" or "hot"
     input_copies: int
     timer: str = "events"  # what the times were measured with: a key of TIMERS (runs saved before CUPTI: events)
-    timer_note: str = ""  # why CUPTI was asked for and not used
+    timer_note: str = ""  # why the timer asked for (timer_asked) was not used
+    timer_asked: str = "cupti"  # the timer the run asked for (--gemm-timer; runs saved before: cupti)
     gpu_id: str = ""  # which GPU of its model timed it (gpu_identity; '' when NVML gave no UUID, or saved before)
     accumulate: str = ""  # a declared accumulation ("fp16", timed against cuBLAS computing in it); '' for the default
     peer: str = "cuBLAS"  # what the cuBLAS figures timed: cuBLAS, or a grouped case's torch _grouped_mm

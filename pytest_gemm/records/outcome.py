@@ -204,7 +204,8 @@ class TimingRun:
     last_output: ErrorStats | None = None  # the last timed launch's output, verified again
     reference_output: ErrorStats | None = None  # the same for cuBLAS: proves it computed this case
     timer: str = "events"  # what kernel_s and reference_s were measured with: a key of TIMERS
-    timer_note: str = ""  # why CUPTI was asked for and not used
+    timer_note: str = ""  # why the timer asked for (timer_asked) was not used
+    timer_asked: str = "cupti"  # the timer the run asked for (--gemm-timer)
     events_median_s: tuple[float, float] | None = None  # the events' medians (kernel, cuBLAS), as a cross-check
     other_streams: tuple[int, ...] = ()  # CUPTI's ids of streams besides the harness's that the kernel launched on
     host_median_s: tuple[float, float] | None = None  # a Python kernel's host time to make one launch call, cuBLAS's

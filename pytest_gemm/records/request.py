@@ -42,6 +42,7 @@ SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 TIMERS = {
     "cupti": "CUPTI kernel records",  # each kernel's own start and end on the GPU, as Nsight Compute measures
     "events": "CUDA events",  # a start and an end event around the launch: adds the launch's device latency
+    "graph": "CUDA graph replays",  # the events around the replay of a CUDA graph of the launch: no host code in it
 }
 
 

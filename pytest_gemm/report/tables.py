@@ -267,9 +267,9 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120,
             f"CUDA graphs: {graphs.count('')} case(s) captured into one and replayed right; {sum(refused.values())} "
             f"could not be captured ({NO_GRAPH_FLAG}{': ' + said if said else ''})"
         )
-    notes = Counter(row.timer_note for row in rows if row.timer_note)
-    for note, count in notes.items():
-        lines.append(f"{count} case(s) timed with {TIMERS['events']}, not {TIMERS['cupti']}: {note}")
+    notes = Counter((row.timer_asked, row.timer_note) for row in rows if row.timer_note)
+    for (asked, note), count in notes.items():
+        lines.append(f"{count} case(s) timed with {TIMERS['events']}, not {TIMERS.get(asked, asked)}: {note}")
     unchecked = Counter(row.unchecked_streams for row in rows if row.unchecked_streams)
     for why, count in unchecked.items():
         lines.append(f"{count} {UNCHECKED_STREAMS}: not gated, no speed claim ({why})")

@@ -23,7 +23,7 @@ from .fresh import key, negated
 from .integrity import HarnessChanged, ThreadLeft
 from .prepared import PreparedCase
 
-__all__ = ["graph_fault", "graph_replay", "negate_rows"]
+__all__ = ["graph_fault", "graph_replay", "graphed", "negate_rows"]
 
 #: what each replay's inputs are, as its finding says
 _REPLAYS = ("", ", A's rows negated (new values in the same buffers)")
@@ -110,3 +110,22 @@ def graph_fault(found: GraphReplay) -> Fault | None:
         return None
     where = f"C after replay {found.replays} of a CUDA graph of one launch{_REPLAYS[found.replays - 1]}"
     return Fault(Check.GRAPH_REPLAY, where, found.wrong.bad)
+
+
+def graphed(prepared: PreparedCase, timed_sets: list[Any]) -> str:
+    """``--gemm-timer graph`` (docs/timing.md): each timed set's launch (its ``call``) replaced by the replay of a CUDA
+    graph of it, captured now; where capture refuses, every set keeps its launch and why is returned ('' when all were
+    captured)."""
+    calls = [timed.call for timed in timed_sets]
+    try:
+        for timed in timed_sets:
+            timed.call = prepared.kernel.captured(timed.call)
+    except (HarnessChanged, ThreadLeft):  # what the kernel's code did to the worker: its finding
+        raise
+    except Exception as exc:  # CUDA's, CuPy's or torch's refusal
+        prepared.kernel.wait()
+        for timed, call in zip(timed_sets, calls, strict=True):
+            timed.call = call
+        return f"its launch could not be captured: {said_briefly(exc)}"
+    prepared.kernel.wait()
+    return ""

@@ -3,7 +3,9 @@ part of L2 for lines that survive other traffic (``cudaDeviceSetLimit(cudaLimitP
 range of memory to be kept there (a stream's access-policy window), so that a timed launch finds its inputs in L2
 whatever the harness's flush wrote. Only host code sets them: a Python kernel's, or a ``.cu`` kernel's fill function.
 
-After each such call the worker reads both; what it finds set is reset before the next launch (the set-aside to 0,
+Before a case's first timed call the worker reads both and resets what is set, unreported: the process's state
+(a library's, or an earlier case's), not this call's. After each call it reads both again; what it finds set is reset
+before the next launch (the set-aside to 0,
 the persisting lines made normal, the harness stream's window cleared) and reported. Read through ``cuda-bindings``'
 runtime API; without it the check says why it cannot run. Part of the worker package.
 """
@@ -63,6 +65,14 @@ class PersistingL2:
         value.accessPolicyWindow.num_bytes = 0
         value.accessPolicyWindow.hitRatio = 0.0
         self._ok(rt.cudaStreamSetAttribute(self._stream(), rt.cudaStreamAttributeAccessPolicyWindow, value))
+
+    def start(self) -> None:
+        """Before the first call watched: what is already set reset, not counted (no call of this case set it)."""
+        try:
+            if self.used():
+                self.reset()
+        except RuntimeError as exc:
+            self.rt, self.why_not = None, f"{exc}: persisting L2 not checked"
 
     def after_call(self) -> None:
         """Read the state a call left; reset what it set, and remember how much. Where the runtime cannot be read

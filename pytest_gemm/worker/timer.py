@@ -40,6 +40,7 @@ from .batches import Batches
 from .buffers import uint_type, upload_bits
 from .cupti_clock import FRESH_KERNEL, MARK_KERNEL, PREPARE_KERNEL, SPIN_KERNEL, CuptiClock, CuptiUnavailable
 from .fresh import FRESH_SOURCE, FreshInputs, TimedOutputWrong
+from .graphs import graphed
 from .l2_window import PersistingL2
 from .operands import Operands
 from .prepared import PreparedCase
@@ -144,13 +145,16 @@ class Timer:
         # a first launch, untimed; a Python kernel's is watched by CUPTI where the timed ones will not be
         watched = prepared.kernel.watched and settings.timer != "cupti"
         first_call = kernel_sets[0].call
+        l2 = PersistingL2(runner.stream.ptr) if prepared.kernel.file_code else None  # host code may set one
+        if l2 is not None:
+            l2.start()
         first = self.streams_of(first_call) if watched else first_call()
         runner.stream.synchronize()
-        l2 = PersistingL2(runner.stream.ptr) if prepared.kernel.file_code else None  # host code may set one
         if l2 is not None:
             l2.after_call()
         if isinstance(first, tuple) and first:  # its work went elsewhere: no clock can time it (judge.case fails it)
             return TimingRun((), (), 0.0, "", settings.cold_cache, copies, 0, timer=settings.timer, other_streams=first)
+        refused = graphed(prepared, kernel_sets) if settings.timer == "graph" else None  # each launch a graph's replay
 
         # each timed launch's inputs written afresh (worker.fresh), where negating them commutes with the output
         fresh = None
@@ -184,7 +188,8 @@ class Timer:
 
         def stopped(wrong: TimedCheck, timer: str) -> TimingRun:  # a wrong timed output: no speed to claim (judge.case)
             return TimingRun((), (), time.perf_counter() - start, "", settings.cold_cache, copies, 0, timer=timer,
-                             peer=prepared.peer.name, fresh=True, checked=wrong.checked, wrong_round=wrong)  # fmt: skip
+                             timer_asked=settings.timer, peer=prepared.peer.name, fresh=True, checked=wrong.checked,
+                             wrong_round=wrong)  # fmt: skip
 
         start = time.perf_counter()
         run = (kernel_sets, cublas_sets, prepare, kernel, reference)
@@ -195,6 +200,8 @@ class Timer:
                                                                watched=watched, after=after)  # fmt: skip
         except TimedOutputWrong as wrong:
             return stopped(wrong.check, settings.timer)
+        if refused is not None:  # the graphs' replays, timed by the events; or the launches, saying why not
+            note, timer = refused, "graph" if not refused else "events"
         other = measured.other_streams
         kernel_s, reference_s, reason = measured.kernel_s, measured.reference_s, measured.reason
         events_k, events_r = measured.events_k, measured.events_r
@@ -221,6 +228,7 @@ class Timer:
             reference_output=reference_output,
             timer=timer,
             timer_note=note,
+            timer_asked=settings.timer,
             events_median_s=(float(np.median(events_k)), float(np.median(events_r))),
             other_streams=other,
             host_median_s=self._host_median(prepared, measured),

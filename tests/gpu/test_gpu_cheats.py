@@ -1,7 +1,7 @@
 """On the GPU: Python kernels that cheat from inside the worker (docs/verification.md#the-harness-unchanged) fail,
 each named for what it did, timed or not, and the run goes on; the honest control passes. Kernels that replay
-results fail: when timed (docs/verification.md#fresh-inputs-for-timed-launches), named by the round of their first
-wrong timed output, or first when a CUDA graph of their launch is replayed on new values. Needs a CUDA device."""
+results when timed (docs/verification.md#fresh-inputs-for-timed-launches) fail, named by the round of their first
+wrong timed output. Needs a CUDA device."""
 
 from __future__ import annotations
 
@@ -49,15 +49,13 @@ def test_each_cheat_fails_named_for_what_it_did(cheats_run, cheat):
         assert all(said in text for said in CHEATS[cheat]) and "the worker was replaced" in text, text
 
 
-#: each replaying kernel, and what its failure says: a cache keyed by the buffers fails when timed, named by the
-#: round and what its output was found to be; one that replays whatever the buffers fails first when a CUDA graph of
-#: its launch is replayed on new values (docs/verification.md#cuda-graphs)
-TIMED = "correct when verified, wrong when timed: round "
-GRAPH = ("wrong when replayed from a CUDA graph: ", "CUDA graph of one launch, A's rows negated (new values")
+#: each replaying kernel, and what its first wrong timed output may be found to have returned (CuPy refuses to capture
+#: their cuBLAS call into a CUDA graph, and a launch that replays a kept result is as wrong called again: timing names
+#: them, docs/verification.md#cuda-graphs)
 REPLAYS = {
-    "by_address": (TIMED, ("an earlier result of the same buffers", "the result for the inputs as verified")),
-    "by_shape": GRAPH,
-    "previous_after_three": GRAPH,
+    "by_address": ("an earlier result of the same buffers", "the result for the inputs as verified"),
+    "by_shape": ("the result for the inputs as verified",),
+    "previous_after_three": ("the previous round's result", "the result for the inputs as verified"),
 }
 
 
@@ -68,15 +66,11 @@ def replay_run(tmp_path_factory):
 
 
 @pytest.mark.parametrize("cheat", sorted(REPLAYS))
-def test_each_replay_fails_named_for_how_it_was_caught(replay_run, cheat):
+def test_each_replay_fails_named_by_its_round(replay_run, cheat):
     for text in _failures(replay_run, cheat):
-        first, then = REPLAYS[cheat]
-        assert first in text, text
-        if isinstance(then, tuple):  # what a wrong timed output returned
-            assert any(f" returned {what}" in text for what in then), text
-            assert "(each timed launch had inputs of its own" in text, text
-        else:
-            assert then in text, text
+        assert "correct when verified, wrong when timed: round " in text, text
+        assert any(f" returned {what}" in text for what in REPLAYS[cheat]), text
+        assert "(each timed launch had inputs of its own" in text, text
 
 
 def test_a_cache_keyed_by_the_inputs_values_never_hits_and_passes(replay_run):
@@ -93,3 +87,5 @@ def test_a_persisting_l2_window_is_reset_after_each_call_and_flagged(tmp_path):
     outcomes = outcomes_in(out)
     assert {name: outcomes.get(name) for name in names} == dict.fromkeys(names, "PASSED"), out[-4000:]
     assert out.count("persisting L2 reset") >= len(names), out[-4000:]
+    rows = [line for line in out.splitlines() if line.startswith("honest ")]  # the kernel that sets none, first
+    assert rows and not any("persisting L2" in line for line in rows), rows

@@ -1,12 +1,18 @@
 """A Python kernel that keeps its operands in L2 with a persisting access-policy window (the cheat catalogue's row
 19; llm.c PR #851): each call sets L2 aside for persisting lines and puts A and B in the current stream's window,
 then computes C right. The worker resets both after each call and flags the case (docs/verification.md#persisting-l2).
+``honest``, first in the file and so first in its worker, sets neither: it is not flagged.
 """
 
 import cupy
 from cuda.bindings import runtime
 
 from pytest_gemm import gemm_kernel
+
+
+@gemm_kernel(dtypes=["fp32"])
+def honest(A, B, C, alpha, beta):
+    C[...] = alpha * (A @ B) + (beta * C if beta else 0)
 
 
 @gemm_kernel(dtypes=["fp32"])

@@ -57,6 +57,16 @@ def test_the_timer_is_named_and_a_fallback_from_cupti_is_said():
     assert lines[-1] == f"1 case(s) timed with CUDA events, not CUPTI kernel records: {why}"
 
 
+def test_graph_replays_are_named_and_a_launch_capture_refused_is_said():
+    rows = recorded_records()
+    why = "its launch could not be captured: NotImplementedError: calling cuBLAS API during stream capture is ..."
+    graph = [dataclasses.replace(row, timer="graph", timer_asked="graph") for row in rows[:2]]
+    mixed = [*graph, dataclasses.replace(rows[2], timer="events", timer_asked="graph", timer_note=why)]
+    assert timer_names(mixed) == "CUDA events and CUDA graph replays"
+    lines = timing_tables(mixed, recording()["facts"], width=120)
+    assert lines[-1] == f"1 case(s) timed with CUDA events, not CUDA graph replays: {why}"
+
+
 def test_one_table_per_dtype():
     rows = recorded_records()
     bf16 = dataclasses.replace(rows[0], dtype="bf16", kernel="hgemm_wmma")

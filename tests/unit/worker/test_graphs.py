@@ -19,7 +19,7 @@ from pytest_gemm.report.failure import diagnosis_lines
 from pytest_gemm.report.tables import NO_GRAPH_FLAG, row_flags, timing_tables
 from pytest_gemm.specs.cases import AB_CASES, Case
 from pytest_gemm.specs.spec import KernelSpec, Variant
-from pytest_gemm.worker.graphs import negate_rows
+from pytest_gemm.worker.graphs import graphed, negate_rows
 from pytest_gemm.worker.kinds import KernelStrategy
 from pytest_gemm.worker.verify import verify
 
@@ -218,3 +218,34 @@ def test_a_captured_call_replays_on_the_harness_stream():
     replay()
     replay()
     assert calls == [1] and stream.launched == [stream, stream] and not stream.capturing
+
+
+class _Replayed(FunctionKernel):
+    """A capture that gives back a replay of its own, counting what was captured."""
+
+    def captured(self, call):
+        def replay():
+            call()
+
+        self.count = getattr(self, "count", 0) + 1
+        return replay
+
+
+def test_the_graph_timer_replaces_each_timed_launch_with_its_graphs_replay():
+    prepared = host_case(_Replayed(HostDevice(HostCupy()), _case(), _gemm), 1)
+    calls = [lambda: None, lambda: None]
+    sets = [SimpleNamespace(call=call) for call in calls]
+    assert graphed(prepared, sets) == ""
+    assert prepared.kernel.count == 2 and all(s.call is not c for s, c in zip(sets, calls, strict=True))
+
+
+def test_a_launch_capture_refuses_keeps_every_set_launched_and_says_why():
+    prepared = host_case(_Refused(HostDevice(HostCupy()), _case(), _gemm), 1)
+    calls = [lambda: None, lambda: None]
+    sets = [SimpleNamespace(call=call) for call in calls]
+    said = graphed(prepared, sets)
+    assert said == (
+        "its launch could not be captured: RuntimeError: cudaErrorStreamCaptureUnsupported: operation not permitted "
+        "when stream is capturing"
+    )
+    assert [s.call for s in sets] == calls

@@ -13,6 +13,7 @@ from support import NO_DEVICE
 @pytest.mark.skipif(NO_DEVICE is None, reason="a CUDA device is here: the check reads it (tests/gpu)")
 def test_without_a_device_the_check_says_why_it_did_not_run():
     check = PersistingL2(0)
+    check.start()
     check.after_call()
     check.after_call()  # a second call is as quiet
     assert check.found == 0
