@@ -46,8 +46,8 @@ def _elsewhere(end: EndOfRun, timed: int) -> str:
     if end.report is not None:
         places.append(f"the report {end.report / 'index.html'}")
     return (
-        "pytest-gemm: the tables show each kernel's fastest variant at each shape (alpha = 1, beta = 0); "
-        f"all {timed} timed case(s): {', '.join(places)}"
+        "pytest-gemm: the tables show each kernel's fastest variant at each shape (alpha = 1, beta = 0), its median "
+        f"and % of cuBLAS; all {timed} timed case(s): {', '.join(places)}"
     )
 
 
@@ -100,7 +100,7 @@ def write(end: EndOfRun, tr: Any) -> None:
     _workers(end, tr)
     for reason, count in summary.no_device.items():
         tr.write_line(no_device_line(reason, count, ahead=False), yellow=True)
-    for kernel, lines in sorted(summary.declared.items()):
+    for kernel, lines in sorted(summary.declared.items()) if end.facts.full_tables else ():  # -v; the report says it
         tr.write_line(f"pytest-gemm: {kernel} declares {'; '.join(lines)}")
     tests = summary.tests.values()
     miscalibrated = sum(r.diagnosis is not None and r.diagnosis.miscalibrated for r in tests)

@@ -10,6 +10,7 @@ from ..records.case_record import CaseRecord, CompileRecord, max_sm_clock, nvml_
 from ..records.request import TIMERS
 from ..records.verdicts import NOT_CONFIRMED, REFERENCE_MOVED, SOURCE_CHANGED, GateVerdict, Stop
 from .names import kernel_key, kernel_labels
+from .shape_matrix import shape_matrix
 from .style import kernel_base
 
 __all__ = [
@@ -235,8 +236,14 @@ def timing_tables(rows: list[CaseRecord], gpu: dict[str, Any], width: int = 120,
         seen = {id(r) for r in shown}
         flagged.update(_group(r) for r in rows if notable(r) and id(r) not in seen)
     for dtype in sorted({dtype_label(row.dtype, row.accumulate) for row in shown}):
+        mine = [r for r in shown if dtype_label(r.dtype, r.accumulate) == dtype]
+        matrix = None if full else shape_matrix(mine, lambda r: cells(r, labels[kernel_key(r)]),
+                                                lambda r: flagged[_group(r)], width)  # fmt: skip
+        if matrix is not None:  # a row per kernel, a column per shape
+            lines += ["", f"{dtype}:", *matrix]
+            continue
         table = []
-        for row in (r for r in shown if dtype_label(r.dtype, r.accumulate) == dtype):
+        for row in mine:
             line = cells(row, labels[kernel_key(row)])
             more = flagged[_group(row)]
             if more:

@@ -276,7 +276,7 @@ def test_header_declarations_in_force_are_named_at_the_end(faults, xdist):
     assert "always_reads_c" in text
     kernel.write_text(text)
     run = faults.runpytest_subprocess if xdist else faults.runpytest
-    result = run("--gemm-kernels", GOOD[0], GOOD[2], "--benchmark-skip", *xdist)
+    result = run("--gemm-kernels", GOOD[0], GOOD[2], "--benchmark-skip", "-v", *xdist)  # said with -v
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [

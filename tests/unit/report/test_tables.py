@@ -116,24 +116,22 @@ def test_the_condensed_table_shows_each_kernels_fastest_variant_per_shape_and_co
     lines = timing_tables([*rows, slower, flagged], recording()["facts"], width=120, full=False)
     text = "\n".join(lines)
     naive = [line for line in lines if line.startswith("sgemm_naive")]
-    # a row per kernel and shape: the fastest variant's alpha = 1, beta = 0 case (an alpha/beta case ran faster)
-    assert [line.split()[1] for line in naive] == ["512x512x512", "4096x4096x4096"]
-    assert "[SLOW]" not in text and "a0.7b1.3" not in " ".join(naive)
-    assert naive[1].endswith("1 more flagged")  # the regressed alpha/beta case it stands for is not hidden
-    assert "sgemm_smem[TILE32] a0.7b1.3" in text  # a kernel and shape with no alpha = 1, beta = 0 case: its fastest
+    # a row per kernel, a column per shape: the fastest variant's alpha = 1, beta = 0 case (an alpha/beta case ran
+    # faster), its median and % of cuBLAS
+    header = next(line for line in lines if line.startswith("kernel"))
+    assert header.split() == ["kernel", "512x512x512", "4096x4096x4096", "1024x1024x1024", "flags"]
+    assert len(naive) == 1 and naive[0].split()[1:7] == ["49.66", "us", "37.0%", "23.67", "ms", "11.3%"], naive
+    assert "[SLOW]" not in text and "a0.7b1.3" not in naive[0]
+    assert naive[0].endswith("1 more flagged")  # the regressed alpha/beta case it stands for is not hidden
+    smem = next(line for line in lines if line.startswith("sgemm_smem"))
+    assert smem.endswith("1024x1024x1024 at a0.7b1.3 only")  # a kernel and shape with no alpha = 1, beta = 0 case
     assert lines[-1].startswith("5 case(s) timed in ")  # all of them
     full = timing_tables([*rows, slower, flagged], recording()["facts"], width=120)
-    assert "sgemm_naive[SLOW]" in "\n".join(full) and len(full) == len(lines) + 2
-    header = next(line for line in lines if line.startswith("kernel"))
-    assert header.split() == [
-        "kernel",
-        "shape",
-        "median",
-        "TFLOP/s",
-        "%",
-        "cuBLAS",
-        "flags",
-    ]  # the few that matter
+    assert "sgemm_naive[SLOW]" in "\n".join(full) and len(full) == len(lines) + 3
+    narrow = timing_tables([*rows, slower, flagged], recording()["facts"], width=70, full=False)
+    header = next(line for line in narrow if line.startswith("kernel"))  # too wide for a column per shape: a row each
+    assert header.split() == ["kernel", "shape", "median", "TFLOP/s", "%", "cuBLAS", "flags"]  # the few that matter
+    assert [line.split()[1] for line in narrow if line.startswith("sgemm_na")] == ["512x512x512", "4096x4096x4096"]
     other = dataclasses.replace(base, test="other.cu::k", file="other.cu")  # the same kernel name in another file
     both = timing_tables([base, other], recording()["facts"], width=120, full=False)
     rows_of = [line.split()[0] for line in both if "::sgemm_naive" in line]
