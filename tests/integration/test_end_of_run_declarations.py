@@ -1,5 +1,6 @@
 """The end of a run names what a kernel's header declares, its storage orders included, with -v (on the H100
-recording, no GPU needed). The failure text, tables, report and summary say it too: tests/unit/report/test_declarations_report.py.
+recording, no GPU needed). The failure text, tables, report and summary say it too:
+tests/unit/report/test_declarations_report.py.
 """
 
 from __future__ import annotations
