@@ -47,4 +47,3 @@ def shape_matrix(
         out = [line[0].ljust(widths[0]), *(cell.rjust(w) for cell, w in zip(line[1:-1], widths[1:-1], strict=True))]
         lines.append("  ".join([*out, line[-1]]).rstrip())
     return lines
-

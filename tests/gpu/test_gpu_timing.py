@@ -33,8 +33,13 @@ def test_a_timed_case_saves_device_times_and_gpu_facts(pytester):
     result.assert_outcomes(passed=3)  # two compile items and one timed case
     timer = "CUPTI kernel records" if HAS_CUPTI else "CUDA events"
     result.stdout.fnmatch_lines(
-        [f"*pytest-gemm timing (device time, {timer})*", "NVIDIA *SM clock*", "fp32:", "kernel *512x512x512 *flags",
-         "sgemm_naive * us *%*"]
+        [
+            f"*pytest-gemm timing (device time, {timer})*",
+            "NVIDIA *SM clock*",
+            "fp32:",
+            "kernel *512x512x512 *flags",
+            "sgemm_naive * us *%*",
+        ]
     )
     if not HAS_CUPTI:
         result.stdout.fnmatch_lines(["1 case(s) timed with CUDA events, not CUPTI kernel records: cupti-python is *"])
