@@ -7,6 +7,14 @@ import pytest
 from support import KERNELS, NAIVE_BODY, NAIVE_HEADER, RECORDED, REPLAY_CONFTEST, TESTS
 
 
+@pytest.fixture(autouse=True)
+def _runs_started_here_are_not_xdist_workers(monkeypatch):
+    """A run a test starts (pytester's, in this process or a subprocess) is not an xdist worker, whatever runs the
+    suite (`pytest -n`): pytest-benchmark reads PYTEST_XDIST_WORKER and turns timing off where it is set."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def naive_source() -> str:
     return NAIVE_HEADER + NAIVE_BODY

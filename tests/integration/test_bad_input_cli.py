@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 
 from support import KERNELS, ROOT
+from support.cli import cli
 
 H100_FILE = "baselines/nvidia-h100-80gb-hbm3.json"
 NAIVE = "kernels/01_naive.cu::sgemm_naive"
 
 
 def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest_gemm.cli", *args], cwd=cwd, capture_output=True, text=True)
+    return cli(cwd, *args)
 
 
 def _small_project(path: Path) -> Path:

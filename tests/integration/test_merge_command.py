@@ -25,6 +25,7 @@ from pytest_gemm.runs.data import KernelFileRun, RunData, SessionEnd, Shards
 from pytest_gemm.runs.saved import read_run, run_json
 
 from support import recorded_records, recording
+from support.cli import cli
 
 NAIVE = "kernels/01_naive.cu::sgemm_naive"
 GONE = "kernels/01_naive.cu::sgemm_gone[fp32-512x512x512]"
@@ -38,9 +39,7 @@ def _run(project, *args):
 
 
 def _cli(project, *args):
-    return subprocess.run(
-        [sys.executable, "-m", "pytest_gemm.cli", *args], cwd=project.path, capture_output=True, text=True
-    )
+    return cli(project.path, *args)
 
 
 def _entries(project) -> dict:

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pytest
 from pytest_gemm.report.outputs import MARKER
 
 from support import BROKEN, ROOT, recorded_outcome, recorded_records, recording
+from support.cli import cli
 
 NAIVE = "kernels/01_naive.cu::sgemm_naive"
 CASE_512 = f"{NAIVE}[fp32-512x512x512]"
@@ -32,8 +32,7 @@ USER_PAGE = "<html>my own page</html>\n"
 
 
 def _cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "pytest_gemm.cli", *args]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    return cli(cwd, *args, env=env)
 
 
 def _no_traceback(*texts: str) -> None:

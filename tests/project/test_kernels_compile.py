@@ -16,17 +16,25 @@ from support import KERNELS, ROOT, requires_nvrtc
 pytestmark = requires_nvrtc
 
 
-def test_bundled_kernels_compile_for_sm80_and_sm90_without_spills():
+def _archs(spec) -> tuple[str, ...]:
+    """What a bundled kernel is built for: the one arch its header names, else sm_80 and sm_90."""
+    return (spec.arch,) if spec.arch else ("sm_80", "sm_90")
+
+
+#: each bundled file with each arch one of its kernels is built for: a test each, so that -n spreads the compiles
+BUILDS = sorted({(p.name, a) for p in KERNELS.glob("*.cu") for spec in parse_cu_file(p) for a in _archs(spec)})
+
+
+@pytest.mark.parametrize(("name", "arch"), BUILDS)
+def test_bundled_kernels_compile_for_sm80_and_sm90_without_spills(name, arch):
     """Each bundled kernel builds without spills for sm_80 and sm_90, or for the one arch its header names."""
-    for path in sorted(KERNELS.glob("*.cu")):
-        for spec in parse_cu_file(path):
-            for variant in spec.variants():
-                for arch in (spec.arch,) if spec.arch else ("sm_80", "sm_90"):
-                    result = compile_kernel(spec, variant, arch)
-                    assert result.cubin[:4] == b"\x7fELF"
-                    r = result.resources
-                    assert r is not None and r.registers > 0
-                    assert r.spill_stores == r.spill_loads == 0, (path.name, variant, arch)
+    for spec in (s for s in parse_cu_file(KERNELS / name) if arch in _archs(s)):
+        for variant in spec.variants():
+            result = compile_kernel(spec, variant, arch)
+            assert result.cubin[:4] == b"\x7fELF"
+            r = result.resources
+            assert r is not None and r.registers > 0
+            assert r.spill_stores == r.spill_loads == 0, (name, variant, arch)
 
 
 def test_dtype_fixture_kernels_compile_with_cuda_headers():
