@@ -8,11 +8,14 @@ from support import KERNELS, NAIVE_BODY, NAIVE_HEADER, RECORDED, REPLAY_CONFTEST
 
 
 @pytest.fixture(autouse=True)
-def _runs_started_here_are_not_xdist_workers(monkeypatch):
-    """A run a test starts (pytester's, in this process or a subprocess) is not an xdist worker, whatever runs the
-    suite (`pytest -n`): pytest-benchmark reads PYTEST_XDIST_WORKER and turns timing off where it is set."""
+def _runs_started_here_are_as_in_a_serial_run(monkeypatch):
+    """A run a test starts (pytester's, in this process or a subprocess) sees what it would in a serial run of the
+    suite, whatever runs the suite (`pytest -n`): no xdist worker's variables (pytest-benchmark reads
+    PYTEST_XDIST_WORKER and turns timing off where it is set), and a terminal 120 columns wide (an xdist worker's
+    output is no terminal, and tables sized to 80 columns shorten kernel names)."""
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "120")
 
 
 @pytest.fixture

@@ -158,7 +158,7 @@ def test_bad_toml_reports_the_file_line(project):
         (["--gemm-noise", "0"], "--gemm-noise / gemm_noise: expected a number from 0.0001 to 0.5, got '0'"),
         (["--gemm-min-samples", "2"], "--gemm-min-samples / gemm_min_samples: expected an integer from 3 to"),
         (["--gemm-max-time", "soon"], "--gemm-max-time / gemm_max_time: expected a number from 0 to 3600"),
-        (["--gemm-timer", "nsys"], "--gemm-timer / gemm_timer: expected one of cupti, events, got 'nsys'"),
+        (["--gemm-timer", "nsys"], "--gemm-timer / gemm_timer: expected one of cupti, events, graph, got 'nsys'"),
     ],
 )
 def test_bad_options_are_usage_errors(project, option, message):
