@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
 import types
 import typing
 from typing import Any, TypeVar
 
-__all__ = ["PlainError", "fields_from_plain", "from_plain", "to_plain"]
+__all__ = ["PlainError", "fields_from_plain", "from_plain", "to_plain", "type_hints"]
 
 T = TypeVar("T")
 _NONFINITE = ("inf", "-inf", "nan")
@@ -52,11 +53,18 @@ def from_plain(cls: type[T], data: Any) -> T:
     return fields_from_plain(cls, data)
 
 
+@functools.cache
+def type_hints(cls: type) -> dict[str, Any]:
+    """A record class's fields' types, evaluated once (``typing.get_type_hints`` compiles each string annotation on
+    every call: it was half of reading a saved run). Never modify the mapping."""
+    return typing.get_type_hints(cls)
+
+
 def fields_from_plain(cls: type[T], data: Any) -> T:
     """Rebuild a dataclass field by field (what a record with a plain form of its own builds on)."""
     if not isinstance(data, dict):
         raise PlainError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = set(data) - names
     if unknown:

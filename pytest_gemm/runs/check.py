@@ -20,6 +20,7 @@ from typing import Any
 
 from ..judge.gate import THRESHOLD_RANGE
 from ..records.case_record import METRICS, quoted
+from ..records.plain import type_hints
 from ..records.request import MAX_TIME_RANGE, NOISE_RANGE, TIMEOUT_RANGE
 
 __all__ = ["WrongValue", "check", "check_present", "check_settings", "key", "shown"]
@@ -97,7 +98,7 @@ def check(value: Any, tp: Any, where: str) -> None:
     elif dataclasses.is_dataclass(tp):
         if not isinstance(value, tp):  # type: ignore[arg-type]
             raise _wrong(where, "an object", value)
-        hints = typing.get_type_hints(tp)
+        hints = type_hints(tp)
         for f in dataclasses.fields(tp):
             check(getattr(value, f.name), hints[f.name], key(where, f.name))
     elif origin in (tuple, list) or tp in (tuple, list):
@@ -136,7 +137,7 @@ def check_present(value: Any, tp: Any, where: str, whose: str = "") -> None:
         missing = [name for name in _required(tp) if name not in value]
         if missing:
             raise WrongValue(f"{where}: {whose + ' ' if whose else ''}lacks {', '.join(map(repr, missing))}")
-        hints = typing.get_type_hints(tp)
+        hints = type_hints(tp)
         for f in dataclasses.fields(tp):
             if f.name in value:
                 check_present(value[f.name], hints[f.name], key(where, f.name), whose)
