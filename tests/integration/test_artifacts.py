@@ -8,6 +8,7 @@ import ast
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,7 +17,7 @@ from pytest_gemm.records.verdicts import Verdict
 from pytest_gemm.runs.data import STORED_CELLS
 from pytest_gemm.runs.saved import read_run
 
-from support import TESTS
+from support import TESTS, run_pytest_in
 
 SYNTHETIC = """/* pytest-gemm
 entry = "synthetic<V>"
@@ -31,26 +32,41 @@ __global__ void synthetic(int M, int N, int K, float alpha, const float* A, cons
 """
 
 
+CONFTEST = (
+    f"import sys\nsys.path.insert(0, {str(TESTS)!r})\n\n\ndef pytest_gemm_worker_backend(config):\n"
+    '    return "synthetic_backend:SyntheticBackend"\n'
+)
+ARGS = ("--gemm-kernels", "kernels", "--gemm-shapes", "2048", "-m", "not gemm_compile", "-p", "no:randomly")
+
+
 @pytest.fixture
 def broken(pytester):
     """Five variants wrong in five ways at 2048 x 2048 (15 cases), one right and timed (3 cases)."""
     (pytester.mkdir("kernels") / "synthetic.cu").write_text(SYNTHETIC)
-    pytester.makeconftest(
-        f"import sys\nsys.path.insert(0, {str(TESTS)!r})\n\n\ndef pytest_gemm_worker_backend(config):\n"
-        '    return "synthetic_backend:SyntheticBackend"\n'
-    )
+    pytester.makeconftest(CONFTEST)
     return pytester
 
 
 def _run(project, *args):
-    return project.runpytest_subprocess(
-        "--gemm-kernels", "kernels", "--gemm-shapes", "2048", "-m", "not gemm_compile", "-p", "no:randomly", *args
-    )
+    return project.runpytest_subprocess(*ARGS, *args)
 
 
-def test_a_run_of_broken_kernels_at_2048_leaves_small_artifacts(broken):
-    result = _run(broken, "--junitxml", "run.xml", "--benchmark-json", "run.json", "--gemm-report", "report")
-    result.assert_outcomes(failed=15, passed=3)
+@pytest.fixture(scope="module")
+def broken_run(tmp_path_factory) -> Path:
+    """The broken kernels' run at 2048, made once for the module (it takes most of its time): its folder, with its
+    JUnit XML, saved run and report."""
+    folder = tmp_path_factory.mktemp("broken")
+    (folder / "kernels").mkdir()
+    (folder / "kernels" / "synthetic.cu").write_text(SYNTHETIC)
+    (folder / "conftest.py").write_text(CONFTEST)
+    outputs = ("--junitxml", "run.xml", "--benchmark-json", "run.json", "--gemm-report", "report")
+    out = run_pytest_in(folder, *ARGS, *outputs)
+    assert "15 failed, 3 passed" in out.splitlines()[-1], out[-4000:]
+    return folder
+
+
+def test_a_run_of_broken_kernels_at_2048_leaves_small_artifacts(broken_run):
+    broken = SimpleNamespace(path=broken_run)
     xml = (broken.path / "run.xml").read_text()
     results = [ast.literal_eval(p.get("value")) for p in ET.fromstring(xml).iter("property") if p.get("name") == RESULT]
     assert len(results) == 18 and all(r["result"]["diagnosis"] is None and r["gpu"] is None for r in results)
@@ -84,13 +100,13 @@ def test_the_terminal_shows_pytest_benchmarks_tables_only_when_asked(broken):
 
 def _format_one(path: Path) -> dict:
     """A saved run as pytest-gemm 0.2 wrote it: failed cases in a list beside the tests, maps as lists of numbers."""
-    saved = json.loads(path.read_text())
+    saved, run = json.loads(path.read_text()), read_run(path)
     failures = []
     for test, entry in saved["gemm"]["tests"].items():
         diagnosis = entry.pop("diagnosis", None)
         if diagnosis is None or diagnosis["kind"] != Verdict.WRONG_OUTPUT:
             continue
-        emap = read_run(path).tests[test].diagnosis.error_map  # its 64 cells a side, each made four: 128 a side
+        emap = run.tests[test].diagnosis.error_map  # its 64 cells a side, each made four: 128 a side
         ratio = [[v for v in row for _ in (0, 1)] for row in emap.ratio for _ in (0, 1)]
         cause = [[w for w in row for _ in (0, 1)] for row in emap.cause for _ in (0, 1)]
         cell = [emap.cell[0] // 2, emap.cell[1] // 2]
@@ -111,8 +127,8 @@ def _format_one(path: Path) -> dict:
     return saved
 
 
-def test_a_run_saved_by_the_previous_format_still_loads_its_maps_pooled(broken, tmp_path):
-    _run(broken, "--benchmark-json", "run.json").assert_outcomes(failed=15, passed=3)
+def test_a_run_saved_by_the_previous_format_still_loads_its_maps_pooled(broken_run, tmp_path):
+    broken = SimpleNamespace(path=broken_run)
     old = tmp_path / "old.json"
     old.write_text(json.dumps(_format_one(broken.path / "run.json"), indent=4))
     data, new = read_run(old), read_run(broken.path / "run.json")

@@ -136,13 +136,15 @@ def naive_project(pytester: pytest.Pytester, naive_source: str) -> pytest.Pytest
 def run_pytest_in(work: Path, *args: str, timeout: float = 600) -> str:
     """What ``python -m pytest -p no:cacheprovider ARGS`` prints, run in ``work`` in a process of its own (for a
     module's one GPU run: pytester's in-process runs are per test), on a terminal wide enough that no table shortens
-    a kernel's name."""
+    a kernel's name, as a serial run of the suite would start it (no xdist worker's variables: a module's fixture
+    runs before tests/conftest.py's clears them)."""
     import os
     import subprocess
     import sys
 
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
-    env = {**os.environ, "COLUMNS": "200"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST") and k != "PYTEST_ADDOPTS"}
+    env["COLUMNS"] = "200"
     return subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=timeout, env=env).stdout
 
 
