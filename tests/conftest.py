@@ -18,6 +18,14 @@ def _runs_started_here_are_as_in_a_serial_run(monkeypatch):
     monkeypatch.setenv("COLUMNS", "120")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The GPU tests in one xdist group: under `pytest -n auto --dist loadgroup` (the README's command) they run one
+    after the other in one process, never two at once on a GPU (their timings and false-alarm sweeps share it)."""
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(pytest.mark.xdist_group("gpu"))
+
+
 @pytest.fixture
 def naive_source() -> str:
     return NAIVE_HEADER + NAIVE_BODY

@@ -8,7 +8,7 @@ cases (Bonferroni), so that a run of unchanged code fails a case with a chance o
 rule flags is timed again in a fresh worker before it fails (:func:`confirm`). It improved when it is better by more
 than the threshold, by the same test the other way. Anything else is the same. A case measured while the GPU
 throttled is unstable, whatever its numbers; a case with no entry is new, and so is one whose entry was timed with
-the other timer (CUPTI's kernel-only times are shorter than the events' by the launch latency).
+another timer (CUPTI's kernel-only times are shorter than the events' by the launch latency).
 
 The ratio cancels changes of the whole GPU (clocks, power) but adds cuBLAS's own changes: at
 small shapes cuBLAS's time can move by several percent from one process to the next while the

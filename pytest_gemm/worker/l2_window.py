@@ -1,10 +1,12 @@
 """A persisting L2 window (the cheat catalogue's row 19; docs/verification.md#persisting-l2): host code can set aside
 part of L2 for lines that survive other traffic (``cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize)``) and mark a
 range of memory to be kept there (a stream's access-policy window), so that a timed launch finds its inputs in L2
-whatever the harness's flush wrote. Only host code sets them: a Python kernel's, or a ``.cu`` kernel's fill function.
+whatever the harness's flush wrote. Only host code sets them: a Python kernel's (read here), or a ``.cu`` kernel's fill
+function (not read yet).
 
-Before a case's first timed call the worker reads both and resets what is set, unreported: the process's state
-(a library's, or an earlier case's), not this call's. After each call it reads both again; what it finds set is reset
+Before a Python kernel's case's first timed call the worker reads both and resets what is set, unreported: what
+the timed calls did not set (a library's, an earlier case's, or this case's own untimed calls', which then gain
+nothing in its timing). After each call it reads both again; what it finds set is reset
 before the next launch (the set-aside to 0,
 the persisting lines made normal, the harness stream's window cleared) and reported. Read through ``cuda-bindings``'
 runtime API; without it the check says why it cannot run. Part of the worker package.

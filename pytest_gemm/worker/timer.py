@@ -153,8 +153,10 @@ class Timer:
         if l2 is not None:
             l2.after_call()
         if isinstance(first, tuple) and first:  # its work went elsewhere: no clock can time it (judge.case fails it)
-            return TimingRun((), (), 0.0, "", settings.cold_cache, copies, 0, timer=settings.timer, other_streams=first)
+            return TimingRun((), (), 0.0, "", settings.cold_cache, copies, 0, timer=settings.timer,
+                             timer_asked=settings.timer, other_streams=first)  # fmt: skip
         refused = graphed(prepared, kernel_sets) if settings.timer == "graph" else None  # each launch a graph's replay
+        graph_timer = None if refused is None else "events" if refused else "graph"  # the clock, where graphs asked
 
         # each timed launch's inputs written afresh (worker.fresh), where negating them commutes with the output
         fresh = None
@@ -188,8 +190,8 @@ class Timer:
 
         def stopped(wrong: TimedCheck, timer: str) -> TimingRun:  # a wrong timed output: no speed to claim (judge.case)
             return TimingRun((), (), time.perf_counter() - start, "", settings.cold_cache, copies, 0, timer=timer,
-                             timer_asked=settings.timer, peer=prepared.peer.name, fresh=True, checked=wrong.checked,
-                             wrong_round=wrong)  # fmt: skip
+                             timer_note=refused or "", timer_asked=settings.timer, peer=prepared.peer.name,
+                             fresh=True, checked=wrong.checked, wrong_round=wrong)  # fmt: skip
 
         start = time.perf_counter()
         run = (kernel_sets, cublas_sets, prepare, kernel, reference)
@@ -199,9 +201,9 @@ class Timer:
             measured, rounds, note, timer = self.batches.timed(run, clock, settings, progressed, start,
                                                                watched=watched, after=after)  # fmt: skip
         except TimedOutputWrong as wrong:
-            return stopped(wrong.check, settings.timer)
-        if refused is not None:  # the graphs' replays, timed by the events; or the launches, saying why not
-            note, timer = refused, "graph" if not refused else "events"
+            return stopped(wrong.check, graph_timer or settings.timer)
+        if graph_timer is not None:  # the graphs' replays, timed by the events; or the launches, saying why not
+            note, timer = refused or "", graph_timer
         other = measured.other_streams
         kernel_s, reference_s, reason = measured.kernel_s, measured.reference_s, measured.reason
         events_k, events_r = measured.events_k, measured.events_r
@@ -231,7 +233,7 @@ class Timer:
             timer_asked=settings.timer,
             events_median_s=(float(np.median(events_k)), float(np.median(events_r))),
             other_streams=other,
-            host_median_s=self._host_median(prepared, measured),
+            host_median_s=None if timer == "graph" else self._host_median(prepared, measured),  # a replay: no host code
             peer=prepared.peer.name,
             fresh=fresh is not None,
             checked=fresh.checked if fresh is not None else 0,

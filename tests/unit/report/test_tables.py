@@ -122,9 +122,9 @@ def test_the_condensed_table_shows_each_kernels_fastest_variant_per_shape_and_co
     assert header.split() == ["kernel", "512x512x512", "4096x4096x4096", "1024x1024x1024", "flags"]
     assert len(naive) == 1 and naive[0].split()[1:7] == ["49.66", "us", "37.0%", "23.67", "ms", "11.3%"], naive
     assert "[SLOW]" not in text and "a0.7b1.3" not in naive[0]
-    assert naive[0].endswith("1 more flagged")  # the regressed alpha/beta case it stands for is not hidden
+    assert naive[0].endswith("4096x4096x4096: 1 more flagged")  # the regressed alpha/beta case it stands for, shown
     smem = next(line for line in lines if line.startswith("sgemm_smem"))
-    assert smem.endswith("1024x1024x1024 at a0.7b1.3 only")  # a kernel and shape with no alpha = 1, beta = 0 case
+    assert smem.endswith("1024x1024x1024: at a0.7b1.3 only")  # a kernel and shape with no alpha = 1, beta = 0 case
     assert lines[-1].startswith("5 case(s) timed in ")  # all of them
     full = timing_tables([*rows, slower, flagged], recording()["facts"], width=120)
     assert "sgemm_naive[SLOW]" in "\n".join(full) and len(full) == len(lines) + 3
@@ -136,3 +136,21 @@ def test_the_condensed_table_shows_each_kernels_fastest_variant_per_shape_and_co
     both = timing_tables([base, other], recording()["facts"], width=120, full=False)
     rows_of = [line.split()[0] for line in both if "::sgemm_naive" in line]
     assert rows_of == ["01_naive.cu::sgemm_naive", "other.cu::sgemm_naive"]  # each named by its file
+
+
+def test_a_row_of_the_condensed_table_says_which_shape_a_flag_is_at_and_a_kernel_is_one_row():
+    rows = recorded_records()
+    naive = [r for r in rows if r.kernel == "sgemm_naive" and not r.ab]  # 512^3 and 4096^3, alpha = 1, beta = 0
+    regressed = GateResult(GateVerdict.REGRESSED, "ratio", 0.05, 0.2, fails=True)
+    both = [dataclasses.replace(r, gate=regressed) for r in naive]
+    lines = timing_tables(both, recording()["facts"], width=160, full=False)
+    (row,) = [line for line in lines if line.startswith("sgemm_naive")]
+    assert row.count("REGRESSED") == 1 and "512x512x512:" not in row  # at every shape of the row: said once
+    one = [dataclasses.replace(naive[0], gate=regressed), naive[1]]
+    lines = timing_tables(one, recording()["facts"], width=160, full=False)
+    (row,) = [line for line in lines if line.startswith("sgemm_naive")]
+    assert "512x512x512: REGRESSED" in row and "4096x4096x4096: REGRESSED" not in row
+    only_ab = [naive[0], dataclasses.replace(naive[1], test=naive[1].test + "-a0.7b1.3", ab="a0.7b1.3")]
+    lines = timing_tables(only_ab, recording()["facts"], width=160, full=False)
+    kernel_rows = [line for line in lines if line.startswith("sgemm_naive")]
+    assert len(kernel_rows) == 1 and kernel_rows[0].endswith("4096x4096x4096: at a0.7b1.3 only"), kernel_rows
