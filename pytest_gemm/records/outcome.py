@@ -188,6 +188,7 @@ class TimedCheck:
     stats: ErrorStats
     returned: str = ""  # what it matches: one of RETURNED ('' none of them)
     checked: int = 0  # timed outputs checked by then
+    replayed: bool = False  # the timed launch was a CUDA graph's replay (--gemm-timer graph)
 
 
 @dataclass(frozen=True)

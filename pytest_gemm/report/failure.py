@@ -319,7 +319,8 @@ def timed_round(check: TimedCheck) -> str:
     what = _RETURNED.get(check.returned, "was wrong")
     return (
         f"correct when verified, wrong when timed: round {check.round} of {check.rounds} {what} "
-        f"(each timed launch had inputs of its own; {check.checked} timed output(s) checked)"
+        f"(each timed launch had inputs of its own{', and was a CUDA graph replay' if check.replayed else ''}; "
+        f"{check.checked} timed output(s) checked)"
     )
 
 

@@ -22,6 +22,7 @@ event and its launch); batches repeat until the stopping rule holds.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -191,7 +192,8 @@ class Timer:
         def stopped(wrong: TimedCheck, timer: str) -> TimingRun:  # a wrong timed output: no speed to claim (judge.case)
             return TimingRun((), (), time.perf_counter() - start, "", settings.cold_cache, copies, 0, timer=timer,
                              timer_note=refused or "", timer_asked=settings.timer, peer=prepared.peer.name,
-                             fresh=True, checked=wrong.checked, wrong_round=wrong)  # fmt: skip
+                             fresh=True, checked=wrong.checked,
+                             wrong_round=dataclasses.replace(wrong, replayed=timer == "graph"))  # fmt: skip
 
         start = time.perf_counter()
         run = (kernel_sets, cublas_sets, prepare, kernel, reference)

@@ -94,3 +94,11 @@ def test_a_wrong_timed_round_is_named_by_what_it_returned(returned, said):
     text = timed_round(TimedCheck(3, 12, stats, returned, checked=2))
     assert text.startswith(f"correct when verified, wrong when timed: {said} (")
     assert text.endswith("each timed launch had inputs of its own; 2 timed output(s) checked)")
+
+
+def test_a_wrong_timed_round_of_a_graph_replay_says_so():
+    """--gemm-timer graph (docs/timing.md): a wrong replay points at the graph, not only at a kept result."""
+    stats = ErrorStats(40.0, 1.2, 300, 4096, 0, 0, 1.0, 1e-6, (), (), 4, 16)
+    text = timed_round(TimedCheck(3, 12, stats, "as verified", checked=2, replayed=True))
+    said = "each timed launch had inputs of its own, and was a CUDA graph replay; 2 timed output(s) checked)"
+    assert text.endswith(said), text
