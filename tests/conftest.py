@@ -7,6 +7,34 @@ import pytest
 from support import KERNELS, NAIVE_BODY, NAIVE_HEADER, RECORDED, REPLAY_CONFTEST, TESTS
 
 
+def _drawing_imported() -> None:
+    """Import what drawing a picture imports, by drawing one, before any test runs. pytester puts ``sys.modules``
+    back as it was after each in-process run, so a matplotlib first imported inside one is half imported again after
+    it, its classes new: ``set_clip_path`` then refused an axes' own Rectangle in every later drawing of that process
+    (under ``pytest -n``, whichever test came first in a worker decided)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.collections import PatchCollection
+    from matplotlib.colors import LogNorm
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch, Rectangle
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+    from PIL import Image, PngImagePlugin  # noqa: F401 - imported for what it imports
+
+    fig = Figure(figsize=(2, 2), layout="constrained")
+    ax = fig.add_subplot()
+    image = ax.imshow([[1.0, 10.0]], norm=LogNorm(vmin=1, vmax=10))
+    fig.colorbar(image).ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.add_collection(PatchCollection([Rectangle((0, 0), 1, 1)], hatch="//"))
+    ax.plot([0, 1], [0, 1], marker="o", label="x")
+    ax.xaxis.set_major_locator(MaxNLocator(3))
+    fig.legend(handles=[Patch(label="p")])
+    fig.suptitle("t")
+    FigureCanvasAgg(fig).draw()
+
+
+_drawing_imported()
+
+
 @pytest.fixture(autouse=True)
 def _runs_started_here_are_as_in_a_serial_run(monkeypatch):
     """A run a test starts (pytester's, in this process or a subprocess) sees what it would in a serial run of the
