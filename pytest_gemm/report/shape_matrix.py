@@ -23,21 +23,19 @@ def shape_matrix(
     as :func:`.tables.cells` gives them; ``more``: how many other cases a row stands for are flagged), or None where
     it is wider than ``width`` (the caller shows a row per kernel and shape)."""
     shapes = list(dict.fromkeys(row.shape.id for row in shown))
-    kernels: dict[str, dict[str, CaseRecord]] = {}
-    said: dict[str, dict[str, str]] = {}
+    said: dict[str, dict[str, str]] = {}  # each kernel's cell at each shape
+    flagged: dict[str, dict[str, list[str]]] = {}  # each kernel's flags at each shape
     for row in shown:
         cells = text(row)
         kernel = kernel_base(cells["kernel"].removesuffix(f" {row.ab}") if row.ab else cells["kernel"])
-        kernels.setdefault(kernel, {})[row.shape.id] = row
         said.setdefault(kernel, {})[row.shape.id] = f"{cells['median']} {cells['% cuBLAS']:>6}"
+        flagged.setdefault(kernel, {})[row.shape.id] = _flags(row, cells["flags"], more(row))
     table = [["kernel", *shapes, "flags"]]
-    for kernel, by_shape in kernels.items():
-        flagged = {shape: _flags(row, text(row)["flags"], more(row)) for shape, row in by_shape.items()}
-        everywhere = set.intersection(*map(set, flagged.values())) if len(flagged) > 1 else set()
-        flags = [f for f in next(iter(flagged.values())) if f in everywhere]  # said once: every shape of the row has it
-        flags += [f"{shape}: {f}" for shape, said_there in flagged.items() for f in said_there if f not in everywhere]
-        row_cells = [said[kernel].get(shape, "-") for shape in shapes]
-        table.append([kernel, *row_cells, ", ".join(flags)])
+    for kernel, at in flagged.items():
+        everywhere = set.intersection(*map(set, at.values())) if len(at) > 1 else set()
+        flags = [f for f in next(iter(at.values())) if f in everywhere]  # said once: every shape of the row has it
+        flags += [f"{shape}: {f}" for shape, there in at.items() for f in there if f not in everywhere]
+        table.append([kernel, *(said[kernel].get(shape, "-") for shape in shapes), ", ".join(flags)])
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     if sum(widths) + 2 * (len(widths) - 1) > width:
         return None

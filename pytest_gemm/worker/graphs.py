@@ -89,15 +89,9 @@ def graph_replay(prepared: PreparedCase, truth: Truth, prior: Any) -> GraphRepla
     steps = [None, _rows(prepared)]  # allocated before capturing
     steps = steps if steps[1] is not None else steps[:1]
     call = prepared.kernel.launcher(ops)
-    try:
-        replay = prepared.kernel.captured(call)
-    except (HarnessChanged, ThreadLeft):  # what the kernel's code did to the worker: its finding, not a refusal
-        raise
-    except Exception as exc:  # CUDA's, CuPy's or torch's refusal, or the kernel's own error while captured
-        said = said_briefly(exc)
-        prepared.kernel.wait()  # what ran outside the capture, finished (an unusable device raises again)
-        return GraphReplay(refused=said)
-    prepared.kernel.wait()  # work the call put on other streams, which a relaxed capture runs at once
+    replay = _captured(prepared, call)
+    if isinstance(replay, str):
+        return GraphReplay(refused=replay)
     failed, stats = _judged(prepared, ops, replay, steps, (start, prior, truth))
     if failed and _judged(prepared, ops, call, steps, (start, prior, truth))[0] == failed:
         return GraphReplay(replays=len(steps))  # its launcher called again is as wrong: timing's to name, not graphs'
@@ -112,20 +106,30 @@ def graph_fault(found: GraphReplay) -> Fault | None:
     return Fault(Check.GRAPH_REPLAY, where, found.wrong.bad)
 
 
+def _captured(prepared: PreparedCase, call: Callable[[], None]) -> Callable[[], None] | str:
+    """``call`` captured into a CUDA graph by the kernel's strategy: the replay, or what the capture's refusal said.
+    Either way what the call ran outside the capture (on other streams, or before it was refused) is finished."""
+    try:
+        replay = prepared.kernel.captured(call)
+    except (HarnessChanged, ThreadLeft):  # what the kernel's code did to the worker: its finding, not a refusal
+        raise
+    except Exception as exc:  # CUDA's, CuPy's or torch's refusal, or the kernel's own error while captured
+        prepared.kernel.wait()  # an unusable device raises again here: the worker's to handle
+        return said_briefly(exc)
+    prepared.kernel.wait()  # work the call put on other streams, which a relaxed capture runs at once
+    return replay
+
+
 def graphed(prepared: PreparedCase, timed_sets: list[Any]) -> str:
     """``--gemm-timer graph`` (docs/timing.md): each timed set's launch (its ``call``) replaced by the replay of a CUDA
     graph of it, captured now; where capture refuses, every set keeps its launch and why is returned ('' when all were
     captured)."""
-    calls = [timed.call for timed in timed_sets]
-    try:
-        for timed in timed_sets:
-            timed.call = prepared.kernel.captured(timed.call)
-    except (HarnessChanged, ThreadLeft):  # what the kernel's code did to the worker: its finding
-        raise
-    except Exception as exc:  # CUDA's, CuPy's or torch's refusal
-        prepared.kernel.wait()
-        for timed, call in zip(timed_sets, calls, strict=True):
-            timed.call = call
-        return f"its launch could not be captured: {said_briefly(exc)}"
-    prepared.kernel.wait()
+    replays = []
+    for timed in timed_sets:
+        replay = _captured(prepared, timed.call)
+        if isinstance(replay, str):
+            return f"its launch could not be captured: {replay}"
+        replays.append(replay)
+    for timed, replay in zip(timed_sets, replays, strict=True):
+        timed.call = replay
     return ""
