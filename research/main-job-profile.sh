@@ -18,7 +18,7 @@ for name in "${names[@]}"; do
     nvidia-smi --query-gpu=timestamp,utilization.gpu --format=csv,noheader -lms 200 >"$out/$name-smi.csv" 2>&1 &
     smi=$!
     t0=$(date +%s%N)
-    cmd=(python3 -m pytest --gemm-kernels kernels/ -p no:randomly -q -o junit_family=legacy
+    cmd=(python3 -m pytest --gemm-kernels kernels/ -p no:randomly -o junit_family=legacy
          --junitxml="$out/$name.xml" --benchmark-json="$out/$name.json")
     if [ ${#spy[@]} -gt 0 ]; then
         "${spy[@]}" -o "$out/$name.raw" -- "${cmd[@]}" >"$out/$name.log" 2>&1

@@ -24,7 +24,10 @@ Environment:
   REPLAY_BROKEN_PIN    a worker pinned to this CUDA_VISIBLE_DEVICES entry fails to start
   REPLAY_SLEEP         seconds each case takes (a GPU kept busy)
   REPLAY_LOG           append one JSON line per case run: the worker's pid, CUDA_VISIBLE_DEVICES, the case, and
-                       when it started and ended (time.time())
+                       when it started, began timing (after the pool's word; null when untimed) and ended (time.time())
+  REPLAY_STANDBY       the backend's start takes this many seconds, and it asks the pool for a standby worker, as
+                       the GPU backend does
+  REPLAY_STARTS        append one JSON line per backend started: its pid, when its start began and ended
 """
 
 from __future__ import annotations
@@ -64,6 +67,15 @@ def recording_key(shown: str, name: str) -> str:
 
 class ReplayBackend:
     def __init__(self, cubin_cache: str | None = None) -> None:
+        began = time.time()
+        self.standby = bool(os.environ.get("REPLAY_STANDBY"))
+        time.sleep(float(os.environ.get("REPLAY_STANDBY") or 0))
+        self._open()
+        if os.environ.get("REPLAY_STARTS"):
+            with open(os.environ["REPLAY_STARTS"], "a", encoding="utf-8") as log:
+                log.write(json.dumps({"pid": os.getpid(), "start": began, "end": time.time()}) + "\n")
+
+    def _open(self) -> None:
         if os.environ.get("REPLAY_BROKEN"):
             raise RuntimeError(os.environ["REPLAY_BROKEN"])
         path = os.environ.get("PYTEST_GEMM_REPLAY")
@@ -115,6 +127,7 @@ class ReplayBackend:
 
     def run(self, request, notify) -> Outcome:
         started = time.time()
+        self._timing_from: float | None = None
         outcome = self._replay(request, notify)
         time.sleep(float(os.environ.get("REPLAY_SLEEP", "0")))
         if os.environ.get("REPLAY_LOG"):
@@ -126,6 +139,7 @@ class ReplayBackend:
                 + case_from_request(request, load_specs(Path(request.path), request.shown)).name,
                 "timed": request.timing is not None,
                 "start": started,
+                "timing_from": self._timing_from,
                 "end": time.time(),
             }
             with open(os.environ["REPLAY_LOG"], "a", encoding="utf-8") as log:
@@ -165,6 +179,7 @@ class ReplayBackend:
         elif act.startswith("slow-timing:"):
             for _ in range(int(float(act[12:]) / 0.25)):
                 notify("time")  # the timing loop reports progress after every batch
+                self._timing_from = self._timing_from or time.time()
                 time.sleep(0.25)
         if key not in self.outcomes:
             return Outcome(skip=f"not in the recording: {key}")
@@ -178,6 +193,7 @@ class ReplayBackend:
             outcome = dataclasses.replace(outcome, timing=None, nvml_before=None, nvml_after=None)
         if outcome.timing is not None:
             notify("time")
+            self._timing_from = self._timing_from or time.time()
             kernel_s = tuple(t * self.scale * once_scale for t in outcome.timing.kernel_s)
             outcome = dataclasses.replace(outcome, timing=dataclasses.replace(outcome.timing, kernel_s=kernel_s))
             if os.environ.get("REPLAY_THROTTLE"):

@@ -42,7 +42,7 @@ class CompileTimeout(Exception):
 
 def _environment() -> dict[str, str]:
     """This process's environment, with its import path (a source checkout, a test project), as the GPU worker
-    gets it (isolation.workers.worker_environment)."""
+    gets it (isolation.process.worker_environment)."""
     paths = [p for p in sys.path if p] + [os.environ.get("PYTHONPATH", "")]
     return dict(os.environ, PYTHONPATH=os.pathsep.join(paths).rstrip(os.pathsep))
 

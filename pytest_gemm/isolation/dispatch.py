@@ -85,6 +85,7 @@ class GpuWorkers:
         self._capability = [str(devices[g.index].get("capability", "")) for g in self.gpus]
         if self.gpus and self.gpus[0].index == 0:
             first.pin = self.gpus[0].entry  # it runs there already; a replacement is pinned there too
+            first.keep_standby()  # started now, while pytest compiles and verifies, not beside a timing
         else:  # an xdist worker whose GPU is another: this one goes
             first.close()
             self.pools = []

@@ -1,9 +1,14 @@
 """The messages between the pytest process and a GPU worker: JSON objects, one per framed message.
 
 Each message is ``{"kind": ..., "body": ...}``; bodies are plain records (:mod:`..records.plain`).
-From the worker: ``hello`` (its device facts and process id, once), ``unavailable`` (why there is
-no device), ``broken`` (it could not start), ``phase`` (it began a phase of the current case) and
-``outcome``. To the worker: ``run`` (a request) and ``stop``.
+From the worker: ``hello`` (its device facts, its process id and whether the pool should keep a
+standby worker; once), ``unavailable`` (why there is no device), ``broken`` (it could not start),
+``phase`` (it began a phase of the current case) and ``outcome``. To the worker: ``run`` (a
+request), ``go`` and ``stop``.
+
+A worker that enters :data:`TIME_PHASE` sends its ``phase`` message and waits for ``go`` before it
+times anything: the pool answers once nothing else of its own uses the GPU (a standby worker that is
+starting, a killed worker still going).
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ import json
 from multiprocessing.connection import Connection
 from typing import Any
 
-__all__ = ["receive", "send"]
+__all__ = ["TIME_PHASE", "receive", "send"]
+
+TIME_PHASE = "time"  # the phase in which a case is timed: the pool says when it may start
 
 
 def send(conn: Connection, kind: str, body: Any = None) -> None:

@@ -1,10 +1,17 @@
 """A GPU worker process owned by the pytest process: started on demand, time-limited, replaced when lost.
 
-One worker runs at a time, and cases run in it one after the other: a worker keeps its CUDA
-context, its loaded kernels and its cuBLAS handle from case to case. It is replaced when a case
-leaves it unusable: a sticky CUDA error, a time limit (the process group is killed), or its death.
-The worker's stdout and stderr go to a file; what it printed while running a case (a kernel's
-printf, a Python kernel's prints) comes back with that case's outcome.
+One worker runs cases at a time, one after the other: a worker keeps its CUDA context, its loaded
+kernels and its cuBLAS handle from case to case. It is replaced when a case leaves it unusable: a
+sticky CUDA error, a time limit (the process group is killed), or its death. The worker's stdout and
+stderr go to a file; what it printed while running a case (a kernel's printf, a Python kernel's
+prints) comes back with that case's outcome.
+
+Where a worker's start is costly (the GPU worker's: CuPy's import, a CUDA context, the warm-up), the
+pool keeps a standby worker started beside the one that runs cases, so that a replaced worker costs
+the case that lost it and nothing more: the next case runs on the standby, and a new standby starts.
+Nothing of the pool's runs beside a case's timing: a worker asks before it times
+(``serve.py``), and the pool answers once the standby has finished starting and the workers it killed
+have gone ([architecture.md](the-boundary)).
 """
 
 from __future__ import annotations
@@ -12,133 +19,25 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import replace
-from multiprocessing.connection import Connection
-from typing import IO, Any
+from typing import Any
 
 from ..records.outcome import Failure, Outcome
 from ..records.plain import PlainError, from_plain, to_plain
 from ..records.request import Request
 from ..records.verdicts import FailureKind
-from .protocol import receive, send
+from .process import WorkerProcess, describe_exit
+from .protocol import TIME_PHASE, receive, send
 
-__all__ = ["WorkerPool", "describe_exit", "worker_environment"]
+__all__ = ["WorkerPool"]
 
 START_TIMEOUT = 180.0  # seconds a new worker may take to start: import CuPy, open the device, warm up
 EXIT_WAIT = 5.0  # seconds a worker that closed its pipe may take to exit, before it is killed
 START_FAILURES = 2  # consecutive failed starts after which the remaining cases fail at once
-_OUTPUT_TAIL = 64 * 1024  # bytes of a worker's output kept per case
-
-
-def worker_environment() -> dict[str, str]:
-    """The environment a worker process starts with: this one's, with this process's import path."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    # the worker imports what this process can (a test project's backend, a source checkout)
-    env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [os.environ.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep
-    )
-    return env
-
-
-def describe_exit(code: int | None) -> str:
-    """'signal 11 (SIGSEGV)' or 'exit code 1', as ``Popen.returncode`` reports it."""
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"signal {-code} ({signal.Signals(-code).name})"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
-
-
-class _Process:
-    """One running worker: the process, its two pipes and its output file."""
-
-    def __init__(self, command: list[str], pin: str | None = None) -> None:
-        req_read, self._req_write = os.pipe()
-        self._rep_read, rep_write = os.pipe()
-        self.output: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as the worker lives
-        env = worker_environment()
-        if pin is not None:  # the one GPU this worker may see (an entry of this process's own list)
-            env["CUDA_VISIBLE_DEVICES"] = pin
-        try:
-            self.popen = subprocess.Popen(
-                [*command, "--requests", str(req_read), "--replies", str(rep_write)],
-                pass_fds=(req_read, rep_write),
-                stdin=subprocess.DEVNULL,
-                stdout=self.output,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=env,
-            )
-        except BaseException:
-            for fd in (self._req_write, self._rep_read):
-                os.close(fd)
-            self.output.close()
-            raise
-        finally:
-            os.close(req_read)
-            os.close(rep_write)
-        self.requests = Connection(self._req_write, readable=False)
-        self.replies = Connection(self._rep_read, writable=False)
-        self.pid = self.popen.pid
-
-    def output_since(self, offset: int) -> str:
-        """What the worker wrote from ``offset`` on (its last 64 KiB), read without moving the shared offset."""
-        end = os.fstat(self.output.fileno()).st_size
-        start = max(offset, end - _OUTPUT_TAIL)
-        return os.pread(self.output.fileno(), end - start, start).decode("utf-8", errors="replace")
-
-    def output_end(self) -> int:
-        return os.fstat(self.output.fileno()).st_size
-
-    def _kill_keeping_output(self, grace: float = 0.0) -> int | None:
-        """Kill the worker and everything it started, close the pipes; its exit status.
-
-        With ``grace``, a worker that is already on its way out (it closed its pipe) gets that long to
-        exit by itself first, so that its own exit status is the one reported.
-        """
-        if grace:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(timeout=grace)
-        # The group outlives its leader while its members (a kernel's child processes) run: kill them too.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):  # a process stuck in the driver
-            self.popen.wait(timeout=30)
-        for conn in (self.requests, self.replies):
-            with contextlib.suppress(OSError):
-                conn.close()
-        return self.popen.returncode
-
-    def kill(self) -> int | None:
-        """Kill the worker and everything it started; its exit status."""
-        code = self._kill_keeping_output()
-        self.output.close()
-        return code
-
-    def kill_and_read(self, offset: int, grace: float = 0.0) -> tuple[int | None, str]:
-        """Kill the worker (after ``grace`` seconds to exit by itself); its exit status and what it wrote from
-        ``offset`` on."""
-        code = self._kill_keeping_output(grace)
-        output = self.output_since(offset)
-        self.output.close()
-        return code, output
-
-    def stop(self) -> None:
-        """Ask the worker to end; kill it if it does not."""
-        try:
-            send(self.requests, "stop")
-            self.popen.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self.kill()
+REAP_WAIT = 30.0  # seconds a killed worker may take to go before timing starts without waiting for it
 
 
 class WorkerPool:
@@ -154,8 +53,12 @@ class WorkerPool:
         self.facts: dict[str, Any] | None = None
         self.unavailable: str | None = None
         self.lost: str | None = None  # the GPU worked earlier in this run, then a worker found no device
-        self._process: _Process | None = None
-        self._starting: _Process | None = None  # a worker being started (so that it can be interrupted)
+        self._process: WorkerProcess | None = None
+        self._starting: WorkerProcess | None = None  # a worker being started (so that it can be interrupted)
+        self.standby = False  # the backend's start is costly (its hello says so): a standby is kept ready
+        self._standby: WorkerProcess | None = None  # started ahead, its hello not read yet
+        self._standby_pin: str | None = None  # the pin it was started with
+        self._dying: list[WorkerProcess] = []  # killed, not yet gone
         self._closed = False  # closed: no worker is started any more
         self._start_failures: list[Failure] = []  # consecutive failed starts
         self._lock = threading.RLock()  # one caller at a time: the thread serving it, or a probe
@@ -172,7 +75,7 @@ class WorkerPool:
         return self.unavailable is not None or self.lost is not None or len(self._start_failures) >= START_FAILURES
 
     # -- the worker ------------------------------------------------------------------------------
-    def _start(self) -> _Process | Failure:
+    def _start(self) -> WorkerProcess | Failure:
         if self.lost is not None:
             message = f"the GPU was lost earlier in this run ({self.lost}); no GPU worker is started any more"
             return Failure(FailureKind.CUDA_ERROR, message, "start")
@@ -182,17 +85,58 @@ class WorkerPool:
             return Failure(first.kind, first.message, "start", details + first.details)
         if self._closed:
             return Failure(FailureKind.INTERNAL, "the run is ending: no GPU worker is started", "start")
+        standby = self._take_standby()
+        if standby is not None:
+            greeted = self._greet_interruptibly(standby)
+            if isinstance(greeted, WorkerProcess) or self.unavailable is not None or self.lost is not None:
+                return greeted
+            self._start_failures.pop()  # a standby that could not start: a new worker is tried, and its failure counts
         try:
-            process = _Process(self.command, self.pin)
+            process = WorkerProcess(self.command, self.pin)
         except OSError as exc:
             return self._failed_start(Failure(FailureKind.INTERNAL, f"cannot start a GPU worker: {exc}", "start"))
+        return self._greet_interruptibly(process)
+
+    def _greet_interruptibly(self, process: WorkerProcess) -> WorkerProcess | Failure:
         self._starting = process
         try:
             return self._greet(process)
         finally:
             self._starting = None
 
-    def _greet(self, process: _Process) -> _Process | Failure:
+    # -- the standby -----------------------------------------------------------------------------
+    def _take_standby(self) -> WorkerProcess | None:
+        """The standby worker, when one was started with this pool's pin (it becomes the worker)."""
+        process, self._standby = self._standby, None
+        if process is not None and self._standby_pin != self.pin:
+            self._bury(process)
+            return None
+        return process
+
+    def keep_standby(self) -> None:
+        """Start a standby worker, where this pool keeps one and has none (or one pinned elsewhere)."""
+        if self._standby is not None and self._standby_pin != self.pin:
+            self._bury(self._standby)
+            self._standby = None
+        if not self.standby or self._standby is not None or self._closed or self.gave_up:
+            return
+        with contextlib.suppress(OSError):  # no standby: the next replacement starts a worker, as without one
+            self._standby, self._standby_pin = WorkerProcess(self.command, self.pin), self.pin
+
+    def _bury(self, process: WorkerProcess) -> None:
+        """Kill a worker without waiting for it to go; timing waits (:meth:`_quiet`)."""
+        process.kill_later()
+        self._dying.append(process)
+
+    def _quiet(self) -> None:
+        """Before a case's timing: wait until the standby has started (its hello, or its end, is waiting to be
+        read) and every killed worker has gone, so that nothing of the pool's shares the GPU with the timing."""
+        if self._standby is not None and not self._standby.replies.poll(START_TIMEOUT):
+            self._bury(self._standby)  # it did not start in time: the next replacement starts one as before
+            self._standby = None
+        self._dying = [process for process in self._dying if not process.reaped(REAP_WAIT)]
+
+    def _greet(self, process: WorkerProcess) -> WorkerProcess | Failure:
         """Wait for a new worker's hello."""
         try:
             if not process.replies.poll(START_TIMEOUT):
@@ -209,6 +153,7 @@ class WorkerPool:
             raise
         if kind == "hello":
             self.facts = self.facts or body["facts"]
+            self.standby = bool(body.get("standby"))
             self._process = process
             self._start_failures.clear()
             return process
@@ -232,9 +177,9 @@ class WorkerPool:
         return failure
 
     def _discard(self) -> None:
-        """Kill the current worker, if any; the next case starts a new one."""
+        """Kill the current worker, if any; the next case runs on the standby, or starts a new one."""
         if self._process is not None:
-            self._process.kill()
+            self._bury(self._process)
             self._process = None
 
     def probe(self) -> str | None:
@@ -251,7 +196,7 @@ class WorkerPool:
         """From another thread: kill the worker running a case or starting, with its process group (the thread
         serving it sees its pipe close and cleans up); when ``final`` (the run is ending), start no more."""
         self._closed = self._closed or final
-        for process in (self._process if self.running else None, self._starting):
+        for process in (self._process if self.running else None, self._starting, self._standby if final else None):
             if process is not None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(process.pid, signal.SIGKILL)
@@ -262,12 +207,18 @@ class WorkerPool:
             if self._process is not None:
                 self._process.stop()
                 self._process = None
+            if self._standby is not None:
+                self._standby.stop()
+                self._standby = None
+            for process in self._dying:
+                process.reaped(REAP_WAIT)
+            self._dying = []
 
     # -- one case --------------------------------------------------------------------------------
     def _limit(self, phase: str, request: Request) -> float:
         if phase == "compile":  # NVRTC's time is not the kernel's: a limit of its own (--gemm-compile-timeout)
             return request.compile_timeout
-        if phase == "time" and request.timing is not None:
+        if phase == TIME_PHASE and request.timing is not None:
             return self.timeout + request.timing.max_time
         return self.timeout
 
@@ -291,6 +242,7 @@ class WorkerPool:
             if self.unavailable is not None:
                 return Outcome(skip=f"no CUDA device: {self.unavailable}")
             return Outcome(failure=process)
+        self.keep_standby()
         offset = process.output_end()
         self.running = True
         try:
@@ -309,7 +261,7 @@ class WorkerPool:
             self._discard()
         return outcome
 
-    def _exchange(self, process: _Process, request: Request, offset: int) -> Outcome:
+    def _exchange(self, process: WorkerProcess, request: Request, offset: int) -> Outcome:
         try:
             send(process.requests, "run", to_plain(request))
         except OSError:
@@ -326,6 +278,12 @@ class WorkerPool:
             except (EOFError, OSError):
                 return self._lost(process, offset, FailureKind.WORKER_DIED, "", phase)
             if kind == "phase":  # a new phase, or progress in this one: its time limit starts again
+                if body == TIME_PHASE != phase:  # the worker waits for the word to time
+                    self._quiet()
+                    try:
+                        send(process.requests, "go")
+                    except OSError:
+                        return self._lost(process, offset, FailureKind.WORKER_DIED, "", TIME_PHASE)
                 phase, start = str(body), time.monotonic()
             elif kind == "outcome":
                 try:
@@ -333,7 +291,7 @@ class WorkerPool:
                 except PlainError as exc:
                     return self._lost(process, offset, FailureKind.INTERNAL, f"unreadable outcome ({exc})", phase)
 
-    def _lost(self, process: _Process, offset: int, kind: FailureKind, message: str, phase: str) -> Outcome:
+    def _lost(self, process: WorkerProcess, offset: int, kind: FailureKind, message: str, phase: str) -> Outcome:
         """The worker cannot go on: kill it (if it still runs), and say why with what it printed."""
         code, output = process.kill_and_read(offset, grace=EXIT_WAIT if kind == FailureKind.WORKER_DIED else 0.0)
         self._process = None

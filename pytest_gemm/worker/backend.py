@@ -21,6 +21,7 @@ from typing import Any
 
 from ..compiler.cache import CubinCache
 from ..compiler.nvrtc import CompileError, NvrtcUnavailable
+from ..isolation.protocol import TIME_PHASE
 from ..records.outcome import Failure, Outcome, TimingRun, Verification, internal_failure
 from ..records.request import Request, TimingSettings
 from ..records.shapes import Shape
@@ -76,6 +77,8 @@ class _Failed(Exception):
 
 class GpuBackend:
     """Runs requests on the first visible CUDA device; raises DeviceUnavailable when there is none."""
+
+    standby = True  # its start (CuPy, a CUDA context, the warm-up) costs seconds: the pool keeps one started ahead
 
     def __init__(self, cubin_cache: str | None = None) -> None:
         cubins = CubinCache(Path(cubin_cache)) if cubin_cache else None
@@ -177,9 +180,9 @@ class GpuBackend:
                 return Outcome(phase_s=phases, **results)
             if peer.reason:  # no GEMM of cuBLAS's to time it against
                 return Outcome(phase_s=phases, untimed=peer.reason, **results)
-            with phase("time"):
+            with phase(TIME_PHASE):
                 results["nvml_before"] = self.monitor.sample()
-                results["timing"] = self.timer.time_case(prepared, request.timing, lambda: notify("time"))
+                results["timing"] = self.timer.time_case(prepared, request.timing, lambda: notify(TIME_PHASE))
                 results["nvml_after"] = self.monitor.sample()
             return Outcome(phase_s=phases, **results)
         except _Failed as failed:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..isolation.protocol import receive, send
+from ..isolation.protocol import TIME_PHASE, receive, send
 from ..records.outcome import Failure, Outcome, cuda_version, internal_failure
 from ..records.plain import from_plain, to_plain
 from ..records.request import Request
@@ -117,14 +117,20 @@ def main(argv: list[str] | None = None) -> int:
         else:
             send(replies, "broken", traceback.format_exception_only(type(exc), exc)[-1].strip())
         return 0
-    send(replies, "hello", {"facts": facts, "pid": os.getpid()})
+    # a backend whose start is costly asks the pool to keep a standby worker started (isolation.workers)
+    send(replies, "hello", {"facts": facts, "pid": os.getpid(), "standby": bool(getattr(backend, "standby", False))})
     # The watch thread sends progress too: every message goes out with its lock held.
     watch = CompileWatch(lambda phase: send(replies, "phase", phase)).start()
 
     def notify(phase: str) -> None:
         with watch.lock:
+            first = phase == TIME_PHASE != watch.phase
             watch.enter(phase)
             send(replies, "phase", phase)
+            if first:  # the pool says when nothing else of its own uses the GPU (isolation.protocol)
+                kind, _ = receive(requests)
+                if kind != "go":
+                    raise RuntimeError(f"the pytest process sent {kind!r} where it says when to time")
 
     while True:
         try:

@@ -7,6 +7,7 @@ No GPU needed. The same fixtures run on the GPU in tests/gpu/test_gpu.py.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -295,3 +296,28 @@ def test_the_replay_command_runs_the_case_again_where_its_shape_is_not_in_the_sh
     again = faults.runpytest(*shlex.split(command)[1:])
     again.assert_outcomes(failed=1)
     assert "CUDA error while verifying wild_write[fp32-256x256x256]" in again.stdout.str()
+
+
+def test_a_crash_costs_its_case_and_no_start_the_next_case_runs_on_a_standby_worker(faults, monkeypatch, tmp_path):
+    """A backend whose start is costly (the GPU's; here one that takes 1 s) gets a standby worker started ahead:
+    the case after a crash runs on a worker that had started before the crash, and no worker starts while a case
+    is timed (architecture.md#the-boundary)."""
+    runs, starts = tmp_path / "runs.jsonl", tmp_path / "starts.jsonl"
+    monkeypatch.setenv("REPLAY_STANDBY", "1")
+    monkeypatch.setenv("REPLAY_LOG", str(runs))
+    monkeypatch.setenv("REPLAY_STARTS", str(starts))
+    order = [GOOD[0], STICKY[0], GOOD[1], STICKY[1], GOOD[2]]
+    result = faults.runpytest_subprocess("--gemm-kernels", *order, "-rA")
+    assert _verdicts(result) == dict.fromkeys(GOOD, "PASSED") | dict.fromkeys(STICKY[:2], "FAILED")
+    result.stdout.fnmatch_lines(["pytest-gemm: 3 GPU worker process(es); 2 replaced * (CUDA error: 2)"])
+    cases = [json.loads(line) for line in runs.read_text().splitlines()]
+    started = {line["pid"]: line for line in map(json.loads, starts.read_text().splitlines())}
+    assert [case["case"].split("/")[-1] for case in cases] == [test.split("/")[-1] for test in order]
+    for crash, after in zip(cases[1::2], cases[2::2], strict=True):
+        assert after["pid"] != crash["pid"]
+        assert started[after["pid"]]["end"] <= crash["start"]  # ready before the crash
+    timed = [case for case in cases if case["timing_from"] is not None]
+    assert len(timed) == 3
+    for case in timed:
+        for start in started.values():
+            assert start["end"] <= case["timing_from"] or start["start"] >= case["end"]
