@@ -27,7 +27,8 @@ Environment:
                        when it started, began timing (after the pool's word; null when untimed) and ended (time.time())
   REPLAY_STANDBY       the backend's start takes this many seconds, and it asks the pool for a standby worker, as
                        the GPU backend does
-  REPLAY_STARTS        append one JSON line per backend started: its pid, when its start began and ended
+  REPLAY_STARTS        append one JSON line per backend started: its pid, when its start began and ended, and
+                       whether it was started as a standby (``warmed``)
 """
 
 from __future__ import annotations
@@ -66,14 +67,15 @@ def recording_key(shown: str, name: str) -> str:
 
 
 class ReplayBackend:
-    def __init__(self, cubin_cache: str | None = None) -> None:
+    def __init__(self, cubin_cache: str | None = None, warmed: bool = False) -> None:
         began = time.time()
         self.standby = bool(os.environ.get("REPLAY_STANDBY"))
         time.sleep(float(os.environ.get("REPLAY_STANDBY") or 0))
         self._open()
         if os.environ.get("REPLAY_STARTS"):
             with open(os.environ["REPLAY_STARTS"], "a", encoding="utf-8") as log:
-                log.write(json.dumps({"pid": os.getpid(), "start": began, "end": time.time()}) + "\n")
+                line = {"pid": os.getpid(), "start": began, "end": time.time(), "warmed": warmed}
+                log.write(json.dumps(line) + "\n")
 
     def _open(self) -> None:
         if os.environ.get("REPLAY_BROKEN"):

@@ -9,6 +9,8 @@ prints) comes back with that case's outcome.
 Where a worker's start is costly (the GPU worker's: CuPy's import, a CUDA context, the warm-up), the
 pool keeps a standby worker started beside the one that runs cases, so that a replaced worker costs
 the case that lost it and nothing more: the next case runs on the standby, and a new standby starts.
+Where workers are lost faster than one starts (a kernel that crashes at every shape), it keeps more,
+up to :data:`STANDBY_MOST`.
 Nothing of the pool's runs beside a case's timing: a worker asks before it times
 (``serve.py``), and the pool answers once the standby has finished starting and the workers it killed
 have gone ([architecture.md](the-boundary)).
@@ -37,6 +39,7 @@ __all__ = ["WorkerPool"]
 START_TIMEOUT = 180.0  # seconds a new worker may take to start: import CuPy, open the device, warm up
 EXIT_WAIT = 5.0  # seconds a worker that closed its pipe may take to exit, before it is killed
 START_FAILURES = 2  # consecutive failed starts after which the remaining cases fail at once
+STANDBY_MOST = 3  # standby workers kept at most: as many as crashes that come faster than a worker starts need
 REAP_WAIT = 30.0  # seconds a killed worker may take to go before timing starts without waiting for it
 
 
@@ -56,8 +59,8 @@ class WorkerPool:
         self._process: WorkerProcess | None = None
         self._starting: WorkerProcess | None = None  # a worker being started (so that it can be interrupted)
         self.standby = False  # the backend's start is costly (its hello says so): a standby is kept ready
-        self._standby: WorkerProcess | None = None  # started ahead, its hello not read yet
-        self._standby_pin: str | None = None  # the pin it was started with
+        self.standbys = 1  # how many are kept: one more each time a case needed a standby that had not started yet
+        self._standby: list[tuple[WorkerProcess, str | None]] = []  # started ahead (hello not read), with their pins
         self._dying: list[WorkerProcess] = []  # killed, not yet gone
         self._closed = False  # closed: no worker is started any more
         self._start_failures: list[Failure] = []  # consecutive failed starts
@@ -106,22 +109,30 @@ class WorkerPool:
 
     # -- the standby -----------------------------------------------------------------------------
     def _take_standby(self) -> WorkerProcess | None:
-        """The standby worker, when one was started with this pool's pin (it becomes the worker)."""
-        process, self._standby = self._standby, None
-        if process is not None and self._standby_pin != self.pin:
-            self._bury(process)
-            return None
-        return process
+        """The oldest standby worker (it becomes the worker); one not started yet means that workers are lost
+        faster than one starts, and one more is kept from now on."""
+        while self._standby:
+            process, pin = self._standby.pop(0)
+            if pin != self.pin:  # started before this pool was pinned to its GPU
+                self._bury(process)
+                continue
+            if not process.replies.poll(0):
+                self.standbys = min(STANDBY_MOST, self.standbys + 1)
+            return process
+        return None
 
     def keep_standby(self) -> None:
-        """Start a standby worker, where this pool keeps one and has none (or one pinned elsewhere)."""
-        if self._standby is not None and self._standby_pin != self.pin:
-            self._bury(self._standby)
-            self._standby = None
-        if not self.standby or self._standby is not None or self._closed or self.gave_up:
-            return
-        with contextlib.suppress(OSError):  # no standby: the next replacement starts a worker, as without one
-            self._standby, self._standby_pin = WorkerProcess(self.command, self.pin), self.pin
+        """Start standby workers, where this pool keeps them, until it has :attr:`standbys` pinned where it runs.
+        They start once a worker of this pool has said hello, so they find CuPy's cache warm (``--warmed``: a
+        shorter warm-up)."""
+        for process, pin in [entry for entry in self._standby if entry[1] != self.pin]:
+            self._bury(process)
+            self._standby.remove((process, pin))
+        while self.standby and len(self._standby) < self.standbys and not (self._closed or self.gave_up):
+            try:
+                self._standby.append((WorkerProcess([*self.command, "--warmed"], self.pin), self.pin))
+            except OSError:  # no standby: the next replacement starts a worker, as without one
+                return
 
     def _bury(self, process: WorkerProcess) -> None:
         """Kill a worker without waiting for it to go; timing waits (:meth:`_quiet`)."""
@@ -131,9 +142,10 @@ class WorkerPool:
     def _quiet(self) -> None:
         """Before a case's timing: wait until the standby has started (its hello, or its end, is waiting to be
         read) and every killed worker has gone, so that nothing of the pool's shares the GPU with the timing."""
-        if self._standby is not None and not self._standby.replies.poll(START_TIMEOUT):
-            self._bury(self._standby)  # it did not start in time: the next replacement starts one as before
-            self._standby = None
+        for entry in list(self._standby):
+            if not entry[0].replies.poll(START_TIMEOUT):  # it did not start in time: a replacement starts one
+                self._bury(entry[0])
+                self._standby.remove(entry)
         self._dying = [process for process in self._dying if not process.reaped(REAP_WAIT)]
 
     def _greet(self, process: WorkerProcess) -> WorkerProcess | Failure:
@@ -196,7 +208,8 @@ class WorkerPool:
         """From another thread: kill the worker running a case or starting, with its process group (the thread
         serving it sees its pipe close and cleans up); when ``final`` (the run is ending), start no more."""
         self._closed = self._closed or final
-        for process in (self._process if self.running else None, self._starting, self._standby if final else None):
+        standby = [process for process, _ in self._standby] if final else []
+        for process in (self._process if self.running else None, self._starting, *standby):
             if process is not None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(process.pid, signal.SIGKILL)
@@ -207,9 +220,9 @@ class WorkerPool:
             if self._process is not None:
                 self._process.stop()
                 self._process = None
-            if self._standby is not None:
-                self._standby.stop()
-                self._standby = None
+            for process, _ in self._standby:
+                process.stop()
+            self._standby = []
             for process in self._dying:
                 process.reaped(REAP_WAIT)
             self._dying = []

@@ -80,7 +80,7 @@ class GpuBackend:
 
     standby = True  # its start (CuPy, a CUDA context, the warm-up) costs seconds: the pool keeps one started ahead
 
-    def __init__(self, cubin_cache: str | None = None) -> None:
+    def __init__(self, cubin_cache: str | None = None, warmed: bool = False) -> None:
         cubins = CubinCache(Path(cubin_cache)) if cubin_cache else None
         self.runner: GpuRunner = open_device(0, cubins)
         self.cp = self.runner.cp
@@ -90,21 +90,23 @@ class GpuBackend:
         self._facts = {"available": True, **self.runner.facts(), **self.monitor.facts(), **seen}
         self.timer = Timer(self.runner)  # compiles its kernels in a thread, while the warm-up verifies
         self._watch: Watch | None = None  # the warm-up's launches are not watched: they need not wait for the timer
-        self._warm_up()
+        self._warm_up(_WARM_UP_CASES[:1] if warmed else _WARM_UP_CASES)
         self.timer.ready()
         self._watch = self.timer.streams_of  # a Python kernel's verification launch, watched under CUPTI
 
-    def _warm_up(self) -> None:
+    def _warm_up(self, cases: list[tuple[str, float, float]]) -> None:
         """Pay the first-use costs of verification (CuPy's JIT-compiled elementwise kernels, cuBLAS's handle)
         now, before any case's time limit runs: with a cold CuPy cache a first verification takes longer than
         a short ``--gemm-timeout``. A wrong output's diagnosis compiles kernels of its own, so the warm-up also
-        diagnoses a wrong case. A first timing costs little, so it is not warmed up. (Measured:
+        diagnoses a wrong case. A first timing costs little, so it is not warmed up. A standby worker, started
+        once an earlier worker has filled CuPy's cache, runs the first case only: its start is what a crashed case
+        costs, and the one case still tells a GPU that no longer works from a kernel that broke it. (Measured:
         docs/measurements.md#the-workers-start.)"""
         folder = Path(tempfile.mkdtemp(prefix="pytest-gemm-warm-up-"))
         path = folder / "warm_up.py"
         path.write_text(_WARM_UP_KERNEL, encoding="utf-8")
         try:
-            for name, alpha, beta in _WARM_UP_CASES:
+            for name, alpha, beta in cases:
                 request = Request(str(path), "warm_up.py", name, (), "fp32", Shape(64, 64, 64), alpha, beta, 0)
                 outcome = self._run(request, lambda phase: None)
                 if outcome.failure is not None:

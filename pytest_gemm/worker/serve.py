@@ -90,9 +90,10 @@ def _flush_c_stdio() -> None:
         ctypes.CDLL(None).fflush(None)
 
 
-def _backend(name: str, cubin_cache: str | None) -> Any:
+def _backend(name: str, cubin_cache: str | None, warmed: bool) -> Any:
     module, _, attribute = name.partition(":")
-    return getattr(importlib.import_module(module), attribute)(cubin_cache=cubin_cache)
+    extra = {"warmed": True} if warmed else {}  # only to a backend that asked for standby workers
+    return getattr(importlib.import_module(module), attribute)(cubin_cache=cubin_cache, **extra)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,11 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replies", type=int, required=True, help="file descriptor replies go out on")
     parser.add_argument("--backend", default=DEFAULT_BACKEND)
     parser.add_argument("--cubin-cache", default=None)
+    parser.add_argument(
+        "--warmed", action="store_true", help="an earlier worker of this run warmed the caches up (a standby worker)"
+    )
     args = parser.parse_args(argv)
     _die_with_parent()
     requests, replies = Connection(args.requests, writable=False), Connection(args.replies, readable=False)
     try:
-        backend = _backend(args.backend, args.cubin_cache)
+        backend = _backend(args.backend, args.cubin_cache, args.warmed)
         facts = backend.facts()
     except Exception as exc:
         if type(exc).__name__ == "DeviceUnavailable":

@@ -7,6 +7,7 @@ No GPU needed. The same fixtures run on the GPU in tests/gpu/test_gpu.py.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shlex
@@ -313,6 +314,8 @@ def test_a_crash_costs_its_case_and_no_start_the_next_case_runs_on_a_standby_wor
     cases = [json.loads(line) for line in runs.read_text().splitlines()]
     started = {line["pid"]: line for line in map(json.loads, starts.read_text().splitlines())}
     assert [case["case"].split("/")[-1] for case in cases] == [test.split("/")[-1] for test in order]
+    first = min(started.values(), key=lambda start: start["start"])
+    assert [start["warmed"] for start in started.values()].count(False) == 1 and not first["warmed"]
     for crash, after in zip(cases[1::2], cases[2::2], strict=True):
         assert after["pid"] != crash["pid"]
         assert started[after["pid"]]["end"] <= crash["start"]  # ready before the crash
@@ -321,3 +324,18 @@ def test_a_crash_costs_its_case_and_no_start_the_next_case_runs_on_a_standby_wor
     for case in timed:
         for start in started.values():
             assert start["end"] <= case["timing_from"] or start["start"] >= case["end"]
+
+
+def test_crashes_that_come_faster_than_a_worker_starts_get_more_standby_workers(faults, monkeypatch, tmp_path):
+    """A kernel that crashes at every shape: each crash takes a standby before the one behind it has started, so
+    the pool starts more at once (up to three), and every case still gets its own verdict."""
+    starts = tmp_path / "starts.jsonl"
+    monkeypatch.setenv("REPLAY_STANDBY", "1")
+    monkeypatch.setenv("REPLAY_STARTS", str(starts))
+    order = [GOOD[0], *STICKY, GOOD[1]]
+    result = faults.runpytest_subprocess("--gemm-kernels", *order, "-rA")
+    assert _verdicts(result) == dict.fromkeys([GOOD[0], GOOD[1]], "PASSED") | dict.fromkeys(STICKY, "FAILED")
+    result.stdout.fnmatch_lines(["pytest-gemm: 4 GPU worker process(es); 3 replaced * (CUDA error: 3)"])
+    warmed = sorted((s["start"], s["end"]) for s in map(json.loads, starts.read_text().splitlines()) if s["warmed"])
+    assert any(later[0] < earlier[1] for earlier, later in itertools.pairwise(warmed))  # two started side by side
+    assert len(warmed) <= len(STICKY) + 3  # one for each crash, and at most three kept
