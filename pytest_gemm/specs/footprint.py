@@ -213,7 +213,8 @@ def case_memory(
       C its square and absolute value, 16 (a + b) + 2 c (+ c); G = |alpha| |A| |B|: A and B, their absolute values,
       the truth, H, their product and it scaled, 16 (a + b) + 3 c (+ c). Judging C: the truth, G, H, C in fp64, the
       bound, the quotient and the ratios, and two masks, 58 c. With ``replayed`` (alpha = 1, beta = 0), a CUDA
-      graph's replay is judged so too, with a guarded set of its own and C's start beside (worker.graphs).
+      graph's replay is judged too, for its verdict alone (one mask, 57 c), with a guarded set of its own and C's
+      start beside (worker.graphs).
     * timing: the sets of A, B and C rotated through (:func:`input_copies`), for the kernel and as many for
       cuBLAS; A, B and C's start uploaded once; the flush buffer; a checked timed output's copies (fresh inputs,
       docs/verification.md#fresh-inputs-for-timed-launches); and the last launches' check, as above.
@@ -234,7 +235,7 @@ def case_memory(
     if replayed:  # a CUDA graph's replay judged (worker.graphs), beside a set of its own and its C's start
         epi = spec.epilogue
         own = 0 if epi is None else (int(epi.residual) + int(epi.aux) + int(epi.d)) * c * out.itemsize
-        graph = F64 * 7 * c + 2 * c + guarded + one + own
+        graph = F64 * 7 * c + c + guarded + one + own  # its verdict alone: one mask (judge.accuracy.passes)
         said = "fp64 work arrays (the truth, its error bound, C and each element's error, or those of a CUDA graph's "
         verified = (truth, (said + "replay beside its own A, B and C)", max(work, graph)))
     else:

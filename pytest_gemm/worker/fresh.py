@@ -217,8 +217,8 @@ class FreshInputs:
         copies, self.copies = self.copies, []
         for copy in copies:
             self.checked += 1
-            stats = self.prepared.judge_output(self.copy, prior, truth)
-            if not stats.passed:
+            if not self.prepared.output_passes(self.copy, truth):  # its figures only when it fails
+                stats = self.prepared.judge_output(self.copy, prior, truth)
                 raise TimedOutputWrong(self._named(copy, stats, truth, prior))
 
     def _named(self, copy: _Copy, stats: ErrorStats, truth: Any, prior: Any) -> TimedCheck:
@@ -236,7 +236,7 @@ class FreshInputs:
         raw = self._undone(self.copy, copy.keys)  # its signs redone: the launch's output as it wrote it
         for name, keys in tries:
             undone = self._undone(raw, keys) if keys != (0, 0) else raw
-            if self.prepared.judge_output(undone, prior, truth).passed:
+            if self.prepared.output_passes(undone, truth):
                 return TimedCheck(copy.round, len(self.rounds), stats, name, self.checked)
         return TimedCheck(copy.round, len(self.rounds), stats, "unwritten" if stats.unwritten else "", self.checked)
 
@@ -245,8 +245,10 @@ class FreshInputs:
         None."""
         set_id, _use, keys = self.rounds[-1]
         self._launch(self._copies[set_id], 1, keys)
+        if self.prepared.output_passes(self.copy, truth):
+            return None
         stats = self.prepared.judge_output(self.copy, prior, truth)
-        return None if stats.passed else self._named(_Copy(len(self.rounds), keys), stats, truth, prior)
+        return self._named(_Copy(len(self.rounds), keys), stats, truth, prior)
 
     def undone(self, timed: Any) -> Any:
         """A set's C after its last launch, with that launch's signs undone (re-verification reads it)."""

@@ -212,6 +212,12 @@ class PreparedCase:
         got, unchanged = self.output(gc, c0_bits)
         return truth.judge(self.cp, got, self.case.shape.K, dt, out, unchanged)
 
+    def output_passes(self, gc: GuardedMatrix, truth: Truth) -> bool:
+        """Whether the C held in ``gc`` passes (what :meth:`judge_output` would say of it, without its figures)."""
+        dt, out = self.dtypes
+        got = self.data.logical(gc.as_float64(self.cp, self.out), "C")
+        return truth.passes(self.cp, got, self.case.shape.K, dt, out)
+
     def peer_stats(self, truth: Truth, bits: tuple[Any, Any, Any]) -> ErrorStats | None:
         """The peer's output on the kernel's work, judged by the same bound (None where there is no peer)."""
         if self.peer.reason:
