@@ -13,7 +13,7 @@ Where workers are lost faster than one starts (a kernel that crashes at every sh
 up to :data:`STANDBY_MOST`.
 Nothing of the pool's runs beside a case's timing: a worker asks before it times
 (``serve.py``), and the pool answers once the standby has finished starting and the workers it killed
-have gone ([architecture.md](the-boundary)).
+have gone (docs/architecture.md#the-boundary).
 """
 
 from __future__ import annotations
