@@ -69,6 +69,7 @@ def replay(pytester, monkeypatch):
     pytester.makeini("[pytest]\ngemm_shapes = 512,4096\n")
     monkeypatch.setenv("PYTEST_GEMM_REPLAY", str(RECORDED))
     replay_vars = ("REPLAY_SCALE", "REPLAY_GPU", "REPLAY_THROTTLE", "REPLAY_ACT", "REPLAY_DEVICES", "REPLAY_LOG")
-    for var in (*replay_vars, "REPLAY_SLEEP", "REPLAY_LOST_FILE", "GITHUB_STEP_SUMMARY", "CUDA_VISIBLE_DEVICES"):
+    replay_vars += ("REPLAY_STANDBY", "REPLAY_STARTS", "REPLAY_SLEEP", "REPLAY_LOST_FILE")
+    for var in (*replay_vars, "GITHUB_STEP_SUMMARY", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(var, raising=False)
     return pytester

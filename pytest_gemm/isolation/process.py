@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from multiprocessing.connection import Connection
 from typing import IO
 
@@ -47,9 +48,21 @@ class WorkerProcess:
     """One running worker: the process, its two pipes and its output file."""
 
     def __init__(self, command: list[str], pin: str | None = None) -> None:
-        req_read, self._req_write = os.pipe()
-        self._rep_read, rep_write = os.pipe()
+        self.started = time.monotonic()
+        self.killed: float | None = None  # when :meth:`kill_later` killed it
         self.output: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as the worker lives
+        try:
+            req_read, self._req_write = os.pipe()
+        except OSError:
+            self.output.close()
+            raise
+        try:
+            self._rep_read, rep_write = os.pipe()
+        except OSError:
+            for fd in (req_read, self._req_write):
+                os.close(fd)
+            self.output.close()
+            raise
         env = worker_environment()
         if pin is not None:  # the one GPU this worker may see (an entry of this process's own list)
             env["CUDA_VISIBLE_DEVICES"] = pin
@@ -112,6 +125,7 @@ class WorkerProcess:
     def kill_later(self) -> None:
         """Kill the worker and everything it started without waiting for it to go (a process leaving a CUDA
         context takes its time): :meth:`reaped` waits."""
+        self.killed = time.monotonic()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, signal.SIGKILL)
         for conn in (self.requests, self.replies):

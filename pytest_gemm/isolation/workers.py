@@ -27,7 +27,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ..records.outcome import Failure, Outcome
+from ..records.outcome import OUT_OF_MEMORY, Failure, Outcome
 from ..records.plain import PlainError, from_plain, to_plain
 from ..records.request import Request
 from ..records.verdicts import FailureKind
@@ -40,11 +40,13 @@ START_TIMEOUT = 180.0  # seconds a new worker may take to start: import CuPy, op
 EXIT_WAIT = 5.0  # seconds a worker that closed its pipe may take to exit, before it is killed
 START_FAILURES = 2  # consecutive failed starts after which the remaining cases fail at once
 STANDBY_MOST = 3  # standby workers kept at most: as many as crashes that come faster than a worker starts need
+STANDBY_FAILURES = 2  # standbys in a row that could not start, after which none is kept (a new worker starts as before)
 REAP_WAIT = 30.0  # seconds a killed worker may take to go before timing starts without waiting for it
 
 
 class WorkerPool:
-    """One GPU worker (one process at a time; replaced whenever it is lost), pinned to ``pin`` when given."""
+    """One GPU worker that runs cases (replaced whenever it is lost) and its standbys, pinned to ``pin`` when
+    given."""
 
     def __init__(self, backend: str, cubin_cache: str | None, timeout: float, pin: str | None = None) -> None:
         self.command = [sys.executable, "-m", "pytest_gemm.worker", "--backend", backend]
@@ -58,8 +60,10 @@ class WorkerPool:
         self.lost: str | None = None  # the GPU worked earlier in this run, then a worker found no device
         self._process: WorkerProcess | None = None
         self._starting: WorkerProcess | None = None  # a worker being started (so that it can be interrupted)
+        self._interrupted = False  # interrupt() was called during this case: no other worker is started for it
         self.standby = False  # the backend's start is costly (its hello says so): a standby is kept ready
         self.standbys = 1  # how many are kept: one more each time a case needed a standby that had not started yet
+        self._standby_failed = 0  # standbys in a row that could not start
         self._standby: list[tuple[WorkerProcess, str | None]] = []  # started ahead (hello not read), with their pins
         self._dying: list[WorkerProcess] = []  # killed, not yet gone
         self._closed = False  # closed: no worker is started any more
@@ -91,9 +95,13 @@ class WorkerPool:
         standby = self._take_standby()
         if standby is not None:
             greeted = self._greet_interruptibly(standby)
+            self._standby_failed = 0 if isinstance(greeted, WorkerProcess) else self._standby_failed + 1
             if isinstance(greeted, WorkerProcess) or self.unavailable is not None or self.lost is not None:
                 return greeted
+            if self._closed or self._interrupted:  # it was killed to end the run, or to drop the case
+                return Failure(FailureKind.INTERNAL, "the run is ending: no GPU worker is started", "start")
             self._start_failures.pop()  # a standby that could not start: a new worker is tried, and its failure counts
+            self.standby = self.standby and self._standby_failed < STANDBY_FAILURES
         try:
             process = WorkerProcess(self.command, self.pin)
         except OSError as exc:
@@ -135,18 +143,35 @@ class WorkerPool:
                 return
 
     def _bury(self, process: WorkerProcess) -> None:
-        """Kill a worker without waiting for it to go; timing waits (:meth:`_quiet`)."""
+        """Kill a worker without waiting for it to go (timing waits, :meth:`_quiet`); reap those that have gone."""
         process.kill_later()
         self._dying.append(process)
+        self._reap(wait=False)
+
+    def _reap(self, wait: bool) -> None:
+        """Forget the killed workers that have gone; with ``wait``, wait for each until REAP_WAIT after its kill (one
+        stuck in the driver past that is waited for no more)."""
+        now = time.monotonic()
+        left = [(p, max(0.0, (p.killed or now) + REAP_WAIT - now) if wait else 0.0) for p in self._dying]
+        self._dying = [process for process, seconds in left if not process.reaped(seconds)]
 
     def _quiet(self) -> None:
-        """Before a case's timing: wait until the standby has started (its hello, or its end, is waiting to be
-        read) and every killed worker has gone, so that nothing of the pool's shares the GPU with the timing."""
+        """Before a case's timing: wait until each standby has started (its hello, or its end, is waiting to be read;
+        at most START_TIMEOUT from its start) and every killed worker has gone, so that nothing of the pool's shares
+        the GPU with the timing."""
         for entry in list(self._standby):
-            if not entry[0].replies.poll(START_TIMEOUT):  # it did not start in time: a replacement starts one
+            limit = max(0.0, entry[0].started + START_TIMEOUT - time.monotonic())
+            if not entry[0].replies.poll(limit):  # it did not start in time: a replacement starts one
                 self._bury(entry[0])
                 self._standby.remove(entry)
-        self._dying = [process for process in self._dying if not process.reaped(REAP_WAIT)]
+        self._reap(wait=True)
+
+    def _alone(self) -> None:
+        """Give a case the GPU's memory to itself: the standbys killed, every killed worker gone."""
+        for process, _ in self._standby:
+            self._bury(process)
+        self._standby = []
+        self._reap(wait=True)
 
     def _greet(self, process: WorkerProcess) -> WorkerProcess | Failure:
         """Wait for a new worker's hello."""
@@ -208,6 +233,7 @@ class WorkerPool:
         """From another thread: kill the worker running a case or starting, with its process group (the thread
         serving it sees its pipe close and cleans up); when ``final`` (the run is ending), start no more."""
         self._closed = self._closed or final
+        self._interrupted = True
         standby = [process for process, _ in self._standby] if final else []
         for process in (self._process if self.running else None, self._starting, *standby):
             if process is not None:
@@ -223,9 +249,7 @@ class WorkerPool:
             for process, _ in self._standby:
                 process.stop()
             self._standby = []
-            for process in self._dying:
-                process.reaped(REAP_WAIT)
-            self._dying = []
+            self._reap(wait=True)
 
     # -- one case --------------------------------------------------------------------------------
     def _limit(self, phase: str, request: Request) -> float:
@@ -236,11 +260,18 @@ class WorkerPool:
         return self.timeout
 
     def run(self, request: Request) -> Outcome:
-        """Run one request in the worker (starting one if needed); every fault comes back as an outcome."""
+        """Run one request in the worker (starting one if needed); every fault comes back as an outcome. A case that
+        ran short of the GPU's memory while standbys or killed workers held some runs once more without them."""
         with self._lock:
-            return self._run(request)
+            self._interrupted = False
+            shared = bool(self._standby or self._dying)
+            outcome = self._run(request)
+            if shared and _short_of_memory(outcome.failure) and not (self._closed or self._interrupted):
+                self._alone()
+                outcome = self._run(request, alone=True)
+            return outcome
 
-    def _run(self, request: Request) -> Outcome:
+    def _run(self, request: Request, alone: bool = False) -> Outcome:
         if os.name != "posix":
             return Outcome(skip="GPU workers need Linux (pipes passed to a child, process groups)")
         if self.unavailable is not None:
@@ -255,7 +286,8 @@ class WorkerPool:
             if self.unavailable is not None:
                 return Outcome(skip=f"no CUDA device: {self.unavailable}")
             return Outcome(failure=process)
-        self.keep_standby()
+        if not alone:
+            self.keep_standby()
         offset = process.output_end()
         self.running = True
         try:
@@ -317,6 +349,15 @@ class WorkerPool:
             )
             details = (f"the worker was killed and replaced; --gemm-{option} sets the limit",)
         return Outcome(failure=Failure(kind, message, phase, details, replace_worker=True), output=output)
+
+
+def _short_of_memory(failure: Failure | None) -> bool:
+    """The case was refused for want of the GPU's memory, or ran out of it."""
+    if failure is None:
+        return False
+    return failure.kind == FailureKind.TOO_BIG or (
+        failure.kind == FailureKind.CUDA_ERROR and failure.message.startswith(OUT_OF_MEMORY)
+    )
 
 
 def _not_compiled_again(request: Request) -> Failure:

@@ -16,7 +16,7 @@ from ..records.dtypes import DType
 from ..records.groups import GroupPlan
 from ..records.outcome import ErrorStats, Fault, Misread
 from ..records.verdicts import Check, Misreading
-from .accuracy import WORST, Truth, _median, element_ratios, error_stats, tile_summary
+from .accuracy import WORST, Truth, _median, element_ratios, error_stats, passes, tile_summary
 from .misread import BATCHES_LISTED as MAX_PAIRS
 from .misread import MATCH
 
@@ -87,6 +87,18 @@ class GroupedTruth(Truth):
     def each(self) -> list[tuple[int, Truth]]:
         """Each non-empty group and its truth."""
         return [(g, t) for g, t in enumerate(self.groups) if t is not None]
+
+    def passes(self, xp: Any, got: Any, k: int, dtype: DType, out: DType) -> bool:
+        """Whether every group passes its own tests (what :meth:`judge` would say, without its figures); rows of no
+        group are not judged."""
+        for g, truth in self.each():
+            r0, r1 = self.plan.c_rows(g)  # type: ignore[union-attr]
+            if not passes(
+                xp, got[r0:r1], truth.value, truth.gscale, self._k(g), dtype, out, scale_norm=truth.spread,
+                hscale=truth.hscale, subnormal=truth.subnormal,
+            ):  # fmt: skip
+                return False
+        return True
 
     def judge(
         self, xp: Any, got: Any, k: int, dtype: DType, out: DType, unchanged: Any | None = None, ratio: Any = None

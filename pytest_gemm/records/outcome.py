@@ -13,6 +13,7 @@ from .verdicts import Check, ErrorCause, FailureKind, Misreading
 
 __all__ = [
     "CAUSE_LETTERS",
+    "OUT_OF_MEMORY",
     "PHASES",
     "STREAMS_KEPT",
     "BatchRows",
@@ -29,6 +30,9 @@ __all__ = [
     "cuda_version",
     "internal_failure",
 ]
+
+#: how a failure that ran out of the GPU's memory while it ran begins (a CUDA error; TOO_BIG: refused before it ran)
+OUT_OF_MEMORY = "out of GPU memory"
 
 #: the phases of a case in a worker, and how messages name them
 PHASES = {

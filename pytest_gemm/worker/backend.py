@@ -22,7 +22,7 @@ from typing import Any
 from ..compiler.cache import CubinCache
 from ..compiler.nvrtc import CompileError, NvrtcUnavailable
 from ..isolation.protocol import TIME_PHASE
-from ..records.outcome import Failure, Outcome, TimingRun, Verification, internal_failure
+from ..records.outcome import OUT_OF_MEMORY, Failure, Outcome, TimingRun, Verification, internal_failure
 from ..records.request import Request, TimingSettings
 from ..records.shapes import Shape
 from ..records.verdicts import FailureKind
@@ -242,7 +242,7 @@ class GpuBackend:
         if isinstance(exc, KernelCudaError):  # through torch or Triton: CUDA's error, as a .cu kernel's would be
             if exc.out_of_memory:
                 self._release_memory()
-                return Failure(FailureKind.CUDA_ERROR, f"out of GPU memory: {exc}", phase, exc.details)
+                return Failure(FailureKind.CUDA_ERROR, f"{OUT_OF_MEMORY}: {exc}", phase, exc.details)
             failure = self._cuda_failure(str(exc), phase, kernel)
             return replace(failure, details=failure.details + exc.details)
         if isinstance(exc, (HarnessChanged, ThreadLeft)):  # the worker cannot be trusted again
@@ -252,7 +252,7 @@ class GpuBackend:
             return Failure(FailureKind.KERNEL_RAISED, str(exc), phase, exc.details, replace_worker=not self._usable())
         if isinstance(exc, cp.cuda.memory.OutOfMemoryError):
             self._release_memory()
-            return Failure(FailureKind.CUDA_ERROR, f"out of GPU memory: {exc}", phase)
+            return Failure(FailureKind.CUDA_ERROR, f"{OUT_OF_MEMORY}: {exc}", phase)
         if isinstance(exc, (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError)):
             return self._cuda_failure(str(exc), phase, kernel)
         return internal_failure(exc, phase)

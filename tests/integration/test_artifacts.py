@@ -48,7 +48,7 @@ def broken(pytester):
 
 
 def _run(project, *args):
-    return project.runpytest_subprocess(*ARGS, *args)
+    return project.runpytest(*ARGS, *args)
 
 
 @pytest.fixture(scope="module")

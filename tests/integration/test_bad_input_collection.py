@@ -54,7 +54,7 @@ def test_cases_skipped_by_a_rule_are_not_counted_as_waiting_for_a_device(no_devi
 
 
 def test_no_device_line_under_xdist(no_device):
-    result = no_device.runpytest_subprocess("--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", "-n", "2")
+    result = no_device.runpytest("--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", "-n", "2")
     result.assert_outcomes(skipped=6)
     result.stdout.fnmatch_lines([f"pytest-gemm: no CUDA device ({NO_RECORDING}): 6 GPU cases skipped"])
 
@@ -77,7 +77,7 @@ def test_require_gpu_turns_a_missing_device_into_a_usage_error(no_device, how):
 
 
 def test_require_gpu_under_xdist_is_a_usage_error_too(no_device):
-    result = no_device.runpytest_subprocess("--gemm-kernels", "kernels/01_naive.cu", "-n", "2", "--gemm-require-gpu")
+    result = no_device.runpytest("--gemm-kernels", "kernels/01_naive.cu", "-n", "2", "--gemm-require-gpu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"no CUDA device ({NO_RECORDING})" in result.stderr.str()
 

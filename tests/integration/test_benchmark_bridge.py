@@ -16,7 +16,7 @@ NAIVE = ["--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu"]
 
 
 def test_saved_json_holds_the_device_times_and_the_gpu(replay):
-    replay.runpytest_subprocess(*NAIVE, "--benchmark-json", "run.json").assert_outcomes(passed=6)
+    replay.runpytest(*NAIVE, "--benchmark-json", "run.json").assert_outcomes(passed=6)
     data = json.loads((replay.path / "run.json").read_text())
     # the recorded facts, and which GPUs the worker saw (this host has one, and no CUDA_VISIBLE_DEVICES)
     facts = recording()["facts"]
@@ -38,7 +38,7 @@ def test_saved_json_holds_the_device_times_and_the_gpu(replay):
 
 
 def test_pytest_benchmark_compare_opens_the_saved_json(replay):
-    replay.runpytest_subprocess(*NAIVE, "--benchmark-json", "run.json").assert_outcomes(passed=6)
+    replay.runpytest(*NAIVE, "--benchmark-json", "run.json").assert_outcomes(passed=6)
     compare = subprocess.run(
         [sys.executable, "-c", "from pytest_benchmark.cli import main; main()", "compare", "run.json"],
         cwd=replay.path,
@@ -50,7 +50,7 @@ def test_pytest_benchmark_compare_opens_the_saved_json(replay):
 
 
 def test_timing_tables_are_printed_and_benchmark_skip_only_verifies(replay):
-    result = replay.runpytest_subprocess(*NAIVE)
+    result = replay.runpytest(*NAIVE)
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(
         [
@@ -62,13 +62,13 @@ def test_timing_tables_are_printed_and_benchmark_skip_only_verifies(replay):
             "6 case(s) timed in * s*",
         ]
     )
-    skipped = replay.runpytest_subprocess(*NAIVE, "--benchmark-skip", "--benchmark-json", "none.json")
+    skipped = replay.runpytest(*NAIVE, "--benchmark-skip", "--benchmark-json", "none.json")
     skipped.assert_outcomes(passed=6)
     assert "pytest-gemm timing" not in skipped.stdout.str()
 
 
 def test_benchmark_only_keeps_the_timed_cases_and_drops_the_compile_items(replay):
-    result = replay.runpytest_subprocess("--gemm-kernels", "kernels/01_naive.cu", "--benchmark-only")
+    result = replay.runpytest("--gemm-kernels", "kernels/01_naive.cu", "--benchmark-only")
     result.assert_outcomes(passed=6, skipped=2)
 
 

@@ -47,7 +47,7 @@ def test_the_plugin_skips_a_calibration_error_says_why_counts_them_and_saves_the
     naive = "kernels/01_naive.cu::sgemm_naive"
     cases = [f"{naive}[fp32-{s}]" for s in ("512x512x512", "512x512x512-a0.7b1.3", "512x512x512-a-1.5b0")]
     cases.append(f"{naive}[fp32-4096x4096x4096]")
-    result = replay.runpytest_subprocess("--gemm-kernels", *cases, "-rA", "--gemm-report", "report")
+    result = replay.runpytest("--gemm-kernels", *cases, "-rA", "--gemm-report", "report")
     result.assert_outcomes(passed=1, skipped=2, failed=1)
     out = result.stdout.str()
     skips = re.findall(r"^SKIPPED \[1\] kernels/01_naive.cu:\d+: (.*)$", out, re.M)
@@ -100,7 +100,7 @@ def test_a_calibration_error_on_the_timed_launches_skips_the_case_untimed(replay
     )
     naive = "kernels/01_naive.cu::sgemm_naive"
     cases = [f"{naive}[fp32-4096x4096x4096]", f"{naive}[fp32-512x512x512]"]
-    result = replay.runpytest_subprocess("--gemm-kernels", *cases, "-rA", "--gemm-report", "report")
+    result = replay.runpytest("--gemm-kernels", *cases, "-rA", "--gemm-report", "report")
     result.assert_outcomes(passed=1, skipped=1)
     assert "pytest-gemm calibration error" in result.stdout.str()
     saved = read_run(replay.path / "report" / "run.json").tests

@@ -38,7 +38,7 @@ def test_compiled_kernels_are_cached_on_disk_and_cache_clear_empties_the_cache(p
     first.stdout.fnmatch_lines(["2 variant(s) compiled by NVRTC, 0 found in the compile cache*"])
     cache = pytester.path / ".pytest_cache" / "d" / "gemm-cubins"
     assert len(list(cache.glob("*.cubin"))) == len(list(cache.glob("*.json"))) == 2
-    again = pytester.runpytest_subprocess("--gemm-kernels", "kernels", "-m", "gemm_compile", "-v")
+    again = pytester.runpytest("--gemm-kernels", "kernels", "-m", "gemm_compile", "-v")
     again.stdout.fnmatch_lines(["0 variant(s) compiled by NVRTC, 2 found in the compile cache*"])
     again.stdout.fnmatch_lines(["*kernels/naive.cu::sgemm_naive*sm_90*0/0*"])  # ptxas's report comes from the cache
     (kernels / "naive.cu").write_text(naive_source + "\n// edited\n")

@@ -48,10 +48,10 @@ def _verdicts(result) -> dict[str, str]:
 def test_each_fault_fails_its_own_case_with_its_own_reason_and_the_rest_run(faults):
     """Faults interleaved with correct cases: the correct ones pass as they do alone."""
     order = [GOOD[0], STICKY[0], GOOD[1], HOG, STICKY[1], RAISES, STICKY[2], GOOD[2]]
-    result = faults.runpytest_subprocess("--gemm-kernels", *order, "-rA")
+    result = faults.runpytest("--gemm-kernels", *order, "-rA")
     result.assert_outcomes(passed=3, failed=5)
     out = result.stdout.str()
-    alone = faults.runpytest_subprocess("--gemm-kernels", *GOOD, "-rA")
+    alone = faults.runpytest("--gemm-kernels", *GOOD, "-rA")
     alone.assert_outcomes(passed=3)
 
     wild = _section(out, STICKY[0])
@@ -80,7 +80,7 @@ def test_each_fault_fails_its_own_case_with_its_own_reason_and_the_rest_run(faul
 
 def test_a_hang_times_out_the_worker_is_replaced_and_the_run_goes_on(faults, monkeypatch):
     monkeypatch.setenv("REPLAY_ACT", "01_naive.cu::sgemm_naive[fp32-512x512x512]=hang")
-    result = faults.runpytest_subprocess("--gemm-kernels", GOOD[0], GOOD[1], "--gemm-timeout", "1.5")
+    result = faults.runpytest("--gemm-kernels", GOOD[0], GOOD[1], "--gemm-timeout", "1.5")
     result.assert_outcomes(passed=1, failed=1)
     text = _section(result.stdout.str(), GOOD[0])
     assert text.startswith(
@@ -102,7 +102,7 @@ def test_the_timeout_has_an_ini_setting_and_is_checked(faults):
 @pytest.mark.parametrize(("act", "said"), [("exit:1", "exit code 1"), ("signal:11", "signal 11 (SIGSEGV)")])
 def test_a_worker_that_dies_fails_its_case_and_a_new_one_takes_the_next(faults, monkeypatch, act, said):
     monkeypatch.setenv("REPLAY_ACT", f"01_naive.cu::sgemm_naive[fp32-4096x4096x4096]={act}")
-    result = faults.runpytest_subprocess("--gemm-kernels", *GOOD)
+    result = faults.runpytest("--gemm-kernels", *GOOD)
     result.assert_outcomes(passed=2, failed=1)
     text = _section(result.stdout.str(), GOOD[1])
     assert text.startswith("the GPU worker died while verifying sgemm_naive[fp32-4096x4096x4096] (M=4096, ")
@@ -112,7 +112,7 @@ def test_a_worker_that_dies_fails_its_case_and_a_new_one_takes_the_next(faults, 
 
 def test_what_the_worker_prints_is_shown_with_its_case(faults, monkeypatch):
     monkeypatch.setenv("REPLAY_ACT", "01_naive.cu::sgemm_naive[fp32-512x512x512]=print:hello from the kernel")
-    result = faults.runpytest_subprocess("--gemm-kernels", GOOD[0], GOOD[1], "-rP")
+    result = faults.runpytest("--gemm-kernels", GOOD[0], GOOD[1], "-rP")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*- Captured GPU worker output call -*", "hello from the kernel"])
     assert result.stdout.str().count("hello from the kernel") == 1
@@ -120,16 +120,16 @@ def test_what_the_worker_prints_is_shown_with_its_case(faults, monkeypatch):
 
 def test_exitfirst_and_last_failed_work_with_faults(faults):
     files = ["kernels/sticky.cu", "kernels/registers.cu", "kernels/01_naive.cu", "-m", "gpu", "-k", "not a0.7"]
-    first = faults.runpytest_subprocess("--gemm-kernels", *files, "-x", "--gemm-shapes", "256")
+    first = faults.runpytest("--gemm-kernels", *files, "-x", "--gemm-shapes", "256")
     first.assert_outcomes(failed=1)
     first.stdout.fnmatch_lines(["*stopping after 1 failures*"])
-    again = faults.runpytest_subprocess("--gemm-kernels", *files, "--lf", "--gemm-shapes", "256")
+    again = faults.runpytest("--gemm-kernels", *files, "--lf", "--gemm-shapes", "256")
     again.assert_outcomes(failed=1, passed=0)
     assert "FAILED kernels/sticky.cu::wild_write[fp32-256x256x256]" in again.stdout.str()
-    whole = faults.runpytest_subprocess("--gemm-kernels", *files, "--gemm-shapes", "256,512", "-rs")
+    whole = faults.runpytest("--gemm-kernels", *files, "--gemm-shapes", "256,512", "-rs")
     # the naive kernel at 256^3 (two cases) and the four faults at 512^3 are not in the recording: skipped
     whole.assert_outcomes(passed=2, failed=4, skipped=6)
-    last = faults.runpytest_subprocess("--gemm-kernels", *files, "--lf", "--gemm-shapes", "256,512")
+    last = faults.runpytest("--gemm-kernels", *files, "--lf", "--gemm-shapes", "256,512")
     last.assert_outcomes(failed=4, passed=0)
 
 
@@ -175,9 +175,7 @@ def test_the_pytest_process_never_imports_cupy_or_nvml(faults):
     )
     conftest = faults.path / "conftest.py"
     conftest.write_text(GUARD + conftest.read_text())
-    result = faults.runpytest_subprocess(
-        "--gemm-kernels", *GOOD, STICKY[0], "kernels/uses_cupy.py", "kernels/sticky.cu"
-    )
+    result = faults.runpytest("--gemm-kernels", *GOOD, STICKY[0], "kernels/uses_cupy.py", "kernels/sticky.cu")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert (faults.path / "imports.txt").read_text() == ""
 
@@ -189,14 +187,14 @@ def test_a_worker_that_dies_between_cases_costs_no_case(faults, monkeypatch):
     conftest.write_text(
         conftest.read_text() + "\n\ndef pytest_runtest_setup(item):\n    import time\n    time.sleep(0.6)\n"
     )
-    result = faults.runpytest_subprocess("--gemm-kernels", *GOOD)
+    result = faults.runpytest("--gemm-kernels", *GOOD)
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["pytest-gemm: 2 GPU worker process(es)*"])
 
 
 def test_a_kernel_that_calls_sys_exit_fails_its_case_with_that(faults, monkeypatch):
     monkeypatch.setenv("REPLAY_ACT", "01_naive.cu::sgemm_naive[fp32-4096x4096x4096]=sysexit:3")
-    result = faults.runpytest_subprocess("--gemm-kernels", *GOOD)
+    result = faults.runpytest("--gemm-kernels", *GOOD)
     result.assert_outcomes(passed=2, failed=1)
     text = _section(result.stdout.str(), GOOD[1])
     assert text.startswith("sgemm_naive[fp32-4096x4096x4096] (M=4096, N=4096, K=4096, alpha=1, beta=0): ")
@@ -207,7 +205,7 @@ def test_a_kernel_that_calls_sys_exit_fails_its_case_with_that(faults, monkeypat
 def test_timing_that_makes_progress_is_not_cut_off_by_the_time_limit(faults, monkeypatch):
     """The limit is on silence, not on length: the timing loop reports every batch."""
     monkeypatch.setenv("REPLAY_ACT", "01_naive.cu::sgemm_naive[fp32-512x512x512]=slow-timing:4")
-    result = faults.runpytest_subprocess("--gemm-kernels", GOOD[0], "--gemm-timeout", "1", "--gemm-max-time", "0.5")
+    result = faults.runpytest("--gemm-kernels", GOOD[0], "--gemm-timeout", "1", "--gemm-max-time", "0.5")
     result.assert_outcomes(passed=1)
 
 
@@ -217,14 +215,14 @@ def test_cupy_compiling_its_own_kernels_does_not_run_out_the_cases_time_limit(fa
         "REPLAY_ACT",
         f"01_naive.cu::{GOOD[0].split('::')[1]}=slow-cupy-compile:3,01_naive.cu::{GOOD[2].split('::')[1]}=hang",
     )
-    result = faults.runpytest_subprocess("--gemm-kernels", GOOD[0], GOOD[2], "--gemm-timeout", "1", "-rA")
+    result = faults.runpytest("--gemm-kernels", GOOD[0], GOOD[2], "--gemm-timeout", "1", "-rA")
     assert _verdicts(result) == {GOOD[0]: "PASSED", GOOD[2]: "FAILED"}
     assert "timed out after 1 s while verifying" in _section(result.stdout.str(), GOOD[2])
 
 
 def test_a_worker_that_cannot_start_is_not_retried_for_every_case(faults, monkeypatch):
     monkeypatch.setenv("REPLAY_BROKEN", "the recording is missing")
-    result = faults.runpytest_subprocess("--gemm-kernels", *GOOD, "-m", "gpu")
+    result = faults.runpytest("--gemm-kernels", *GOOD, "-m", "gpu")
     result.assert_outcomes(failed=3)
     out = result.stdout.str()
     assert failure_reports(result).count("the GPU worker could not start: RuntimeError: the recording is missing") == 3
@@ -235,7 +233,7 @@ def test_a_worker_that_cannot_start_is_not_retried_for_every_case(faults, monkey
 def test_a_gpu_that_fails_when_a_worker_starts_is_blamed_on_the_gpu_not_on_pytest_gemm(faults, monkeypatch):
     """Seen on an H100 that stopped working during a run: the worker's warm-up got cudaErrorUnknown."""
     monkeypatch.setenv("REPLAY_BROKEN", "the worker's warm-up failed: cudaErrorUnknown: unknown error")
-    result = faults.runpytest_subprocess("--gemm-kernels", *GOOD, "-m", "gpu")
+    result = faults.runpytest("--gemm-kernels", *GOOD, "-m", "gpu")
     result.assert_outcomes(failed=3)
     reports = failure_reports(result)
     assert (
@@ -255,7 +253,7 @@ def test_a_gpu_lost_during_the_run_fails_the_cases_after_it_instead_of_skipping_
     """A GPU that worked and then vanished is a failure: a run that skipped the rest would pass."""
     monkeypatch.setenv("REPLAY_LOST_FILE", str(tmp_path / "lost"))
     monkeypatch.setenv("REPLAY_ACT", f"01_naive.cu::{GOOD[1].split('::')[1]}=lose-gpu")
-    result = faults.runpytest_subprocess("--gemm-kernels", *GOOD, "-m", "gpu", "-rA")
+    result = faults.runpytest("--gemm-kernels", *GOOD, "-m", "gpu", "-rA")
     assert _verdicts(result) == {GOOD[0]: "PASSED", GOOD[1]: "FAILED", GOOD[2]: "FAILED"}
     assert result.ret == 1
     assert _section(result.stdout.str(), GOOD[1]).startswith("the GPU worker died while verifying")
@@ -308,7 +306,7 @@ def test_a_crash_costs_its_case_and_no_start_the_next_case_runs_on_a_standby_wor
     monkeypatch.setenv("REPLAY_LOG", str(runs))
     monkeypatch.setenv("REPLAY_STARTS", str(starts))
     order = [GOOD[0], STICKY[0], GOOD[1], STICKY[1], GOOD[2]]
-    result = faults.runpytest_subprocess("--gemm-kernels", *order, "-rA")
+    result = faults.runpytest("--gemm-kernels", *order, "-rA")
     assert _verdicts(result) == dict.fromkeys(GOOD, "PASSED") | dict.fromkeys(STICKY[:2], "FAILED")
     result.stdout.fnmatch_lines(["pytest-gemm: 3 GPU worker process(es); 2 replaced * (CUDA error: 2)"])
     cases = [json.loads(line) for line in runs.read_text().splitlines()]
@@ -333,7 +331,7 @@ def test_crashes_that_come_faster_than_a_worker_starts_get_more_standby_workers(
     monkeypatch.setenv("REPLAY_STANDBY", "1")
     monkeypatch.setenv("REPLAY_STARTS", str(starts))
     order = [GOOD[0], *STICKY, GOOD[1]]
-    result = faults.runpytest_subprocess("--gemm-kernels", *order, "-rA")
+    result = faults.runpytest("--gemm-kernels", *order, "-rA")
     assert _verdicts(result) == dict.fromkeys([GOOD[0], GOOD[1]], "PASSED") | dict.fromkeys(STICKY, "FAILED")
     result.stdout.fnmatch_lines(["pytest-gemm: 4 GPU worker process(es); 3 replaced * (CUDA error: 3)"])
     warmed = sorted((s["start"], s["end"]) for s in map(json.loads, starts.read_text().splitlines()) if s["warmed"])

@@ -771,7 +771,7 @@ def test_the_walks_notes_come_from_xdist_workers_at_the_end(project):
     controlling process says what it collected); each is said once, at the end of the run."""
     (project.path / "kernels" / "loop").symlink_to("..", target_is_directory=True)
     (project.path / "kernels" / "alias.cu").symlink_to("naive.cu")
-    result = project.runpytest_subprocess("--gemm-kernels", "kernels", "-p", "xdist", "-n", "2", "-m", "not gemm")
+    result = project.runpytest("--gemm-kernels", "kernels", "-p", "xdist", "-n", "2", "-m", "not gemm")
     loop = f"pytest-gemm: kernels/loop/ is a symlink to {project.path}, a folder that holds it: not descended*"
     alias = "pytest-gemm: kernels/alias.cu is kernels/naive.cu (the same file, through a symlink): collected once*"
     result.stdout.fnmatch_lines_random([loop, alias])

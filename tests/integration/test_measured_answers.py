@@ -10,7 +10,7 @@ CASE = "sgemm_naive[fp32-4096x4096x4096]"
 
 def test_rows_that_vary_with_m_are_flagged_counted_and_saved_and_the_case_passes(replay, monkeypatch):
     monkeypatch.setenv("REPLAY_ACT", f"01_naive.cu::{CASE}=rows-vary:7")
-    result = replay.runpytest_subprocess("--gemm-kernels", "kernels/01_naive.cu", "-v", "--benchmark-json", "run.json")
+    result = replay.runpytest("--gemm-kernels", "kernels/01_naive.cu", "-v", "--benchmark-json", "run.json")
     result.assert_outcomes(passed=8)  # its 2 compile items and 6 cases
     result.stdout.fnmatch_lines(["sgemm_naive * 4096x4096x4096 *rows vary with M*"])
     result.stdout.fnmatch_lines(["batch invariance: 0 case(s) gave the same rows of C at a smaller M, bit for bit; 1 "

@@ -35,7 +35,7 @@ A100 = "NVIDIA A100-SXM4-80GB"
 
 def _run(project, *args):
     """The naive kernel's six recorded cases, timed and gated (compile items left out with -m gpu)."""
-    return project.runpytest_subprocess("--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", *args)
+    return project.runpytest("--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", *args)
 
 
 def _cli(project, *args):
@@ -178,7 +178,7 @@ def test_every_shard_leaves_its_run_json_also_when_empty_or_nothing_was_timed(ba
 def test_a_collection_error_is_saved_by_every_shard_and_fails_the_merge_once(replay):
     (replay.path / "kernels" / "bad.cu").write_text("/* pytest-gemm\nentry = \n*/\n")
     for index in (1, 2):
-        shard = replay.runpytest_subprocess(
+        shard = replay.runpytest(
             "--gemm-kernels", "kernels/01_naive.cu", "kernels/bad.cu", "-m", "gpu", "--gemm-shard", f"{index}/2",
             "--gemm-report", f"report-{index}",
         )  # fmt: skip

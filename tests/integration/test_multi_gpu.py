@@ -36,7 +36,7 @@ def _run(project, monkeypatch, *args, devices=H200_X2, sleep="0.2", outer=None, 
     monkeypatch.setenv("REPLAY_SLEEP", sleep)
     if outer is not None:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", outer)
-    result = project.runpytest_subprocess("--gemm-kernels", kernels, "-m", "gpu", "-rA", *args)
+    result = project.runpytest("--gemm-kernels", kernels, "-m", "gpu", "-rA", *args)
     return result, _log(log) if log.exists() else []
 
 
@@ -103,7 +103,7 @@ def test_gemm_gpus_is_checked(replay):
 
 def test_a_long_run_says_in_its_progress_column_what_each_gpu_did_and_how_long_is_left(replay, monkeypatch):
     monkeypatch.setenv("REPLAY_DEVICES", ";".join(H200_X2))
-    result = replay.runpytest_subprocess(
+    result = replay.runpytest(
         "--gemm-kernels", "kernels", "-m", "gpu", "--gemm-shapes", "quick,standard,edge", "--benchmark-skip"
     )
     assert result.ret == pytest.ExitCode.OK

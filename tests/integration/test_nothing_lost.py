@@ -352,13 +352,13 @@ def test_merge_update_baselines_keeps_the_mode(project):
 
 def test_the_plugins_update_keeps_the_mode(replay, monkeypatch):
     """File-mode row: ``--gemm-update-baselines`` keeps an existing baseline file's mode."""
-    first = replay.runpytest_subprocess("--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", "--gemm-update-baselines")
+    first = replay.runpytest("--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", "--gemm-update-baselines")
     first.assert_outcomes(passed=6)
     path = replay.path / H100_FILE
     assert _mode(path) == 0o666 & ~_umask()
     path.chmod(0o640)
     monkeypatch.setenv("REPLAY_SCALE", "1.2")  # slower: every entry changes
-    again = replay.runpytest_subprocess("--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", "--gemm-update-baselines")
+    again = replay.runpytest("--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", "--gemm-update-baselines")
     again.assert_outcomes(passed=6)
     again.stdout.fnmatch_lines([f"{H100_FILE}: 0 added, 6 changed, 0 removed"])
     assert _mode(path) == 0o640

@@ -396,7 +396,7 @@ def test_require_gpu_makes_a_selection_with_no_gpu_case_a_usage_error(replay):
 
 def test_the_line_comes_from_xdist_workers_at_the_end(project):
     """Under pytest-xdist the workers collect; the line is said once, at the end of the run."""
-    result = project.runpytest_subprocess(
+    result = project.runpytest(
         "--gemm-kernels", "--gemm-dtypes", "fp64", "--gemm-archs", "sm_80", "-n", "2", "-m", "not gemm_compile"
     )
     assert result.stdout.lines.count(NONE_LEFT) == 1
@@ -460,7 +460,7 @@ def test_require_gpu_under_xdist_makes_a_selection_with_no_gpu_case_a_usage_erro
     """Under pytest-xdist the workers, which collect, run nothing, and the run ends as a usage error (exit 4)
     that says why, with no INTERNALERROR."""
     options = ["--gemm-dtypes", "fp64", "--gemm-require-gpu", "-n", "2"]
-    result = replay.runpytest_subprocess("--gemm-kernels", "kernels/", *options)
+    result = replay.runpytest("--gemm-kernels", "kernels/", *options)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     out = result.stdout.str()
     assert "INTERNALERROR" not in out

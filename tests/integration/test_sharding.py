@@ -87,7 +87,7 @@ def test_an_empty_shard_exits_0_and_says_why_but_selecting_nothing_still_exits_5
             "*30 deselected*",
         ]
     )
-    xdist = project.runpytest_subprocess(
+    xdist = project.runpytest(
         "--gemm-kernels", "kernels", "test_plain.py", "--gemm-shard", f"{index}/{count}", "-n", "2"
     )  # fmt: skip
     assert xdist.ret == pytest.ExitCode.OK  # its workers select, and tell
@@ -109,11 +109,9 @@ def _passed(result) -> set[str]:
 
 
 def test_under_xdist_every_worker_takes_the_same_shard(replay):
-    alone = replay.runpytest_subprocess(
-        "--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", "--gemm-shard", "2/2", "-rA"
-    )
+    alone = replay.runpytest("--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", "--gemm-shard", "2/2", "-rA")
     alone.assert_outcomes(passed=3, deselected=5)  # 3 of the other shard, 2 compile items (-m gpu)
-    spread = replay.runpytest_subprocess(
+    spread = replay.runpytest(
         "--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", "--gemm-shard", "2/2", "-rA", "-n", "2"
     )
     spread.assert_outcomes(passed=3)
@@ -126,15 +124,15 @@ def test_under_xdist_every_worker_takes_the_same_shard(replay):
 
 def test_a_shard_run_records_baselines_but_never_removes_entries(replay):
     run = ("--gemm-kernels", "kernels/01_naive.cu", "-m", "gpu", "--gemm-update-baselines")
-    replay.runpytest_subprocess(*run).assert_outcomes(passed=6)
+    replay.runpytest(*run).assert_outcomes(passed=6)
     path = replay.path / H100_FILE
     data = json.loads(path.read_text())
     gone = f"{NAIVE.replace('sgemm_naive', 'sgemm_gone')}[fp32-512x512x512]"
     data["entries"][gone] = dict(next(iter(data["entries"].values())), kernel="sgemm_gone")
     path.write_text(json.dumps(data))
     # Shard 1 of 1 holds the whole file, and still counts as part of a suite: nothing removed.
-    shard = replay.runpytest_subprocess(*run, "--gemm-shard", "1/1")
+    shard = replay.runpytest(*run, "--gemm-shard", "1/1")
     shard.assert_outcomes(passed=6)
     shard.stdout.fnmatch_lines(["*pytest-gemm: shard 1 of 1 of the selected tests*", f"{H100_FILE}: unchanged"])
     assert gone in json.loads(path.read_text())["entries"]
-    replay.runpytest_subprocess(*run).stdout.fnmatch_lines([f"{H100_FILE}: 0 added, 0 changed, 1 removed"])
+    replay.runpytest(*run).stdout.fnmatch_lines([f"{H100_FILE}: 0 added, 0 changed, 1 removed"])

@@ -152,3 +152,17 @@ def test_a_right_half_precision_epilogue_with_beta_lies_within_the_bound(dtype, 
     got = rounded(x + residual.astype(np.float32)).astype(np.float64)
     stats = truth.judge(np, got, K, accumulating(out, ""), out)
     assert stats.passed, stats
+
+
+@pytest.mark.parametrize("slip", ["", "axis", "before"])
+def test_a_checked_outputs_verdict_alone_is_the_full_judgements(slip):
+    """A timed launch's D is checked for its verdict alone (``Truth.passes``): the verdict the full statistics give,
+    for a right epilogue and for slipped ones."""
+    epilogue = Epilogue(bias="N", activation="gelu", residual=True, d=True)
+    a, b, bias, residual = _inputs(3)
+    truth = _truth(epilogue, a, b, bias, residual)
+    got = _kernel(epilogue, a, b, bias, residual, slip).astype(np.float64)
+    fp32 = get_dtype("fp32")
+    full = truth.judge(np, got, K, fp32, fp32).passed
+    assert truth.passes(np, got, K, fp32, fp32) == full
+    assert full == (slip == "")

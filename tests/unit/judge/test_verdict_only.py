@@ -1,6 +1,7 @@
 """A timed launch's output and a graph's replay are checked for their verdict only (``Truth.passes``): it must be the
 verdict the full statistics give (``Truth.judge(...).passed``), for outputs that pass, fail by one element, fail
-normwise only, hold NaN or inf, or are all zero, in every output type."""
+normwise only, hold NaN or inf, or are all zero, in every output type; and for a grouped GEMM's truth (each group by
+its own bounds, rows of no group not judged; a fused epilogue's: tests/unit/epilogue/test_epilogue_truth.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import numpy as np
 import pytest
 
 from pytest_gemm.judge.accuracy import Truth, element_bound
+from pytest_gemm.judge.grouped import GroupedTruth
 from pytest_gemm.records.dtypes import get_dtype
+from pytest_gemm.records.groups import GroupPlan
 
 
 def _case(dtype: str, seed: int, beta: float) -> tuple[Truth, np.ndarray, int]:
@@ -73,3 +76,39 @@ def test_an_output_wrong_only_normwise_fails_both_ways():
     full = truth.judge(np, got, k, dt, dt)
     assert full.bad == 0 and not full.passed
     assert truth.passes(np, got, k, dt, dt) is False
+
+
+def _grouped(layout: str, sizes: tuple[int, ...], rng: np.random.Generator) -> tuple[GroupedTruth, GroupPlan]:
+    k = 16 if layout != "k" else sum(sizes)
+    plan = GroupPlan(layout, sizes, 4, 8 if layout == "k" else sum(sizes), 12, k)
+    if layout == "k":
+        a, b = rng.uniform(-1, 1, (plan.M, plan.K)), rng.uniform(-1, 1, (plan.K, plan.N))
+    else:
+        s = plan.operand_shape("A")
+        a, b = rng.uniform(-1, 1, (s.M * s.batch, plan.K)), rng.uniform(-1, 1, (plan.count * plan.K, plan.N))
+    return GroupedTruth.of_groups(np, plan, a, b, None, 1.0, 0.0, get_dtype("fp32")), plan
+
+
+@pytest.mark.parametrize("layout", ["masked", "contiguous", "k"])
+def test_a_grouped_verdict_alone_is_each_groups_verdict(layout):
+    """Rows of no group hold the poison (NaN), as a correct kernel leaves them: not judged. One group past its own
+    bound fails the whole, though the others and the case's K would pass it."""
+    dt, rng = get_dtype("fp32"), np.random.default_rng(7)
+    seen = set()
+    for trial in range(60):
+        sizes = tuple(int(x) for x in rng.integers(0, 7, rng.integers(1, 5)))
+        if not any(sizes):
+            continue
+        truth, plan = _grouped(layout, sizes, rng)
+        got = truth.value.astype(np.float32).astype(float)
+        for r0, r1, _ in plan.outside():
+            got[r0:r1] = np.nan
+        if trial % 3:  # one group off by a multiple of its own bound: inside it, or past it
+            g, own = truth.each()[rng.integers(len(truth.each()))]
+            r0, r1 = plan.c_rows(g)
+            bound = element_bound(np, own.gscale, own.value, truth._k(g), dt, dt, own.hscale, own.subnormal)
+            got[r0:r1] = own.value + rng.choice([0.5, 1.5]) * bound
+        full = truth.judge(np, got, plan.K, dt, dt).passed
+        assert truth.passes(np, got, plan.K, dt, dt) == full, (sizes, trial)
+        seen.add(full)
+    assert seen == {True, False}
