@@ -19,6 +19,8 @@ from pytest_gemm.runs.saved import read_run
 
 from support import TESTS, run_pytest_in
 
+pytestmark = pytest.mark.xdist_group("artifacts")  # one xdist worker: the broken kernels' run is made once, not twice
+
 SYNTHETIC = """/* pytest-gemm
 entry = "synthetic<V>"
 args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
