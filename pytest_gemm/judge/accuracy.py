@@ -56,7 +56,6 @@ __all__ = [
     "matmul",
     "norm_test",
     "norm_tolerance",
-    "passes",
     "rounding_scale",
     "subnormal_floor",
     "sum_scale",
@@ -259,29 +258,6 @@ def norm_test(
     return diff_norm / floor, norm_tol
 
 
-def passes(
-    xp: Any,
-    got: Any,
-    truth: Any,
-    gscale: Any,
-    k: int,
-    dtype: DType,
-    out: DType,
-    *,
-    scale_norm: float,
-    hscale: Any | None = None,
-    subnormal: float | None = None,
-) -> bool:
-    """:attr:`~pytest_gemm.records.outcome.ErrorStats.passed` of :func:`error_stats` on the same arrays, from a
-    maximum and the normwise test: where only the verdict is wanted (a timed launch's output, a graph's replay), not
-    the figures of an output that passes. A NaN ratio fails here as there, by its normwise error."""
-    ratio = element_ratios(xp, got, truth, gscale, k, dtype, out, hscale, subnormal)
-    if float(ratio.max()) > 1.0:  # an element past its bound, or not finite (its ratio is inf)
-        return False
-    norm_error, norm_tol = norm_test(xp, got, truth, k, dtype, out, scale_norm, hscale, subnormal)
-    return norm_error <= norm_tol
-
-
 def tile_summary(
     xp: Any, bad_mask: Any, tile: int = TILE, batch: int = 1
 ) -> tuple[tuple[tuple[int, int], ...], int, int]:
@@ -366,8 +342,11 @@ class Truth:
         return replace(stats, calc_diff=calc_diff(xp, got, self.value), cosine=cosine(xp, got, self.value))
 
     def passes(self, xp: Any, got: Any, k: int, dtype: DType, out: DType) -> bool:
-        """Whether :meth:`judge` would pass ``got`` (:func:`passes`)."""
-        return passes(
-            xp, got, self.value, self.gscale, k, dtype, out, scale_norm=self.spread, hscale=self.hscale,
-            subnormal=self.subnormal,
-        )  # fmt: skip
+        """Whether :meth:`judge` would pass ``got`` (``ErrorStats.passed``), from a maximum and the normwise test:
+        where only the verdict is wanted (a timed launch's output, a graph's replay), not the figures of an output
+        that passes. A NaN ratio fails here as there, by its normwise error."""
+        ratio = self.ratios(xp, got, k, dtype, out)
+        if float(ratio.max()) > 1.0:  # an element past its bound, or not finite (its ratio is inf)
+            return False
+        norm_error, norm_tol = norm_test(xp, got, self.value, k, dtype, out, self.spread, self.hscale, self.subnormal)
+        return norm_error <= norm_tol

@@ -16,7 +16,7 @@ from ..records.dtypes import DType
 from ..records.groups import GroupPlan
 from ..records.outcome import ErrorStats, Fault, Misread
 from ..records.verdicts import Check, Misreading
-from .accuracy import WORST, Truth, _median, element_ratios, error_stats, passes, tile_summary
+from .accuracy import WORST, Truth, _median, element_ratios, error_stats, tile_summary
 from .misread import BATCHES_LISTED as MAX_PAIRS
 from .misread import MATCH
 
@@ -93,10 +93,7 @@ class GroupedTruth(Truth):
         group are not judged."""
         for g, truth in self.each():
             r0, r1 = self.plan.c_rows(g)  # type: ignore[union-attr]
-            if not passes(
-                xp, got[r0:r1], truth.value, truth.gscale, self._k(g), dtype, out, scale_norm=truth.spread,
-                hscale=truth.hscale, subnormal=truth.subnormal,
-            ):  # fmt: skip
+            if not truth.passes(xp, got[r0:r1], self._k(g), dtype, out):
                 return False
         return True
 

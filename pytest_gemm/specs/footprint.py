@@ -235,7 +235,7 @@ def case_memory(
     if replayed:  # a CUDA graph's replay judged (worker.graphs), beside a set of its own and its C's start
         epi = spec.epilogue
         own = 0 if epi is None else (int(epi.residual) + int(epi.aux) + int(epi.d)) * c * out.itemsize
-        graph = F64 * 7 * c + c + guarded + one + own  # its verdict alone: one mask (judge.accuracy.passes)
+        graph = F64 * 7 * c + c + guarded + one + own  # its verdict alone: one mask (judge.accuracy.Truth.passes)
         said = "fp64 work arrays (the truth, its error bound, C and each element's error, or those of a CUDA graph's "
         verified = (truth, (said + "replay beside its own A, B and C)", max(work, graph)))
     else:
