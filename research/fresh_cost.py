@@ -1,17 +1,21 @@
-"""What fresh inputs for timed launches cost (docs/verification.md#fresh-inputs-for-timed-launches): saved runs of
-the same kernels on one GPU, some without fresh inputs and some with, compared.
+"""What a change to the timer costs: saved runs of the same kernels on one GPU compared, first written for fresh
+inputs for timed launches (docs/verification.md#fresh-inputs-for-timed-launches), then used for the timer's trials
+(docs/measurements.md#the-main-job).
 
     python research/fresh_cost.py FIRST.json OTHER.json [...]
 
 Per run: its timed cases, their rounds (pairs of launches), the timing phase's seconds, the cost of a round, and
-whether fresh inputs were on; then each case's kernel/cuBLAS ratio in each run against the first's (median and p95
-of the change), so that a change that fresh inputs bring shows beside the spread between runs without them.
+whether fresh inputs were on; a least-squares line through each case's seconds against its rounds (what a case
+costs besides its rounds: the warm-up, CUPTI's per-batch costs, the re-verification; and what a round costs); how
+many cases stopped at each count of rounds. Then each case's kernel/cuBLAS ratio in each run against the first's
+(median and p95 of the change), so that a change a run brings shows beside the spread between runs without it.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -27,12 +31,18 @@ def timed(path: Path) -> dict[str, CaseRecord]:
 
 def main(paths: list[str]) -> None:
     runs = [(Path(p).stem, timed(Path(p))) for p in paths]
-    print("run\tcases\trounds\ttiming s\tus a round\tfresh inputs")
+    print("run\tcases\trounds\ttiming s\tus a round\tfresh inputs\tline: ms a case + us a round\tcases by rounds")
     for name, records in runs:
-        rounds = sum(r.samples for r in records.values())
-        seconds = sum(r.timing_s for r in records.values())
+        samples = np.array([r.samples for r in records.values()], dtype=float)
+        times = np.array([r.timing_s for r in records.values()], dtype=float)
+        rounds, seconds = int(samples.sum()), float(times.sum())
         fresh = sum(r.fresh_inputs for r in records.values())
-        print(f"{name}\t{len(records)}\t{rounds}\t{seconds:.2f}\t{1e6 * seconds / rounds:.1f}\t{fresh}")
+        fixed, per_round = np.linalg.lstsq(np.vstack([np.ones_like(samples), samples]).T, times, rcond=None)[0]
+        counts = " ".join(f"{n}x{k}" for k, n in sorted(Counter(int(x) for x in samples).items()))
+        print(
+            f"{name}\t{len(records)}\t{rounds}\t{seconds:.2f}\t{1e6 * seconds / rounds:.1f}\t{fresh}\t"
+            f"{1e3 * fixed:.1f} + {1e6 * per_round:.0f}\t{counts}"
+        )
     first_name, first = runs[0]
     for name, records in runs[1:]:
         common = sorted(set(first) & set(records))

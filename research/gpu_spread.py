@@ -5,7 +5,8 @@
 RUN.json are saved timed runs (pytest-benchmark JSON with pytest-gemm's records), each from one GPU.
 Prints each run's GPU (its gpu_identity), then the kernel/cuBLAS ratio changes of every other run
 against the first, by shape and precision, then for each baseline file the gate's verdicts on every
-run. Runs saved before records carried their GPU's identity get it from the run's device facts.
+run (among the run's gated cases, as ``pytest-gemm compare`` gives them, before any re-timing). Runs saved before
+records carried their GPU's identity get it from the run's device facts.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_gemm.baselines.store import load
-from pytest_gemm.judge.gate import judge
+from pytest_gemm.judge.gate import gated_cases, judge
 from pytest_gemm.records.case_record import CaseRecord, gpu_identity
 from pytest_gemm.runs.saved import read_run
 
@@ -71,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         gpus = Counter(g for e in baseline.entries.values() for g in (e.get("gpus") or {}))
         print(f"gate against {name} ({file}; GPUs recorded: {', '.join(sorted(gpus)) or 'not said'}):")
         for path, gpu, recs in runs:
-            verdicts = Counter(str(judge(r, baseline.get(r.test)).verdict) for r in recs.values())
+            cases = gated_cases(list(recs.values()))  # the run's share of the false-alarm chance, as the product's
+            verdicts = Counter(str(judge(r, baseline.get(r.test), cases=cases).verdict) for r in recs.values())
             print(f"  {path} (GPU {gpu}): " + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())))
     return 0
 

@@ -28,7 +28,8 @@ LAUNCHES = 3  # a verified case runs the kernel this many times on the same inpu
 
 
 def determinism_fault(prepared: PreparedCase, gc: GuardedMatrix, start: Any, launch: Any) -> Fault | None:
-    """Launch again on the same inputs, C reset to ``start`` each time; a fault if any bit of C differs.
+    """Launch again on the same inputs, C reset to ``start`` each time; a fault if any bit of C differs (in the rows
+    its layout compares: a grouped kernel's rows of no group, where it may write them, hold anything).
 
     ``launch()`` runs the kernel once on the case's buffers and waits for it; ``gc`` holds the
     first launch's result. Kernels that declare ``nondeterministic`` are not checked.
@@ -39,15 +40,21 @@ def determinism_fault(prepared: PreparedCase, gc: GuardedMatrix, start: Any, lau
     view = gc.matrix(uint_type(cp, out.itemsize))
     start = start.reshape(view.shape) if hasattr(start, "reshape") else start  # a batch's: batch x rows x cols
     first = view.copy()
+
+    def compared(mask: Any) -> Any:  # C's mask in logical order, the rows compared
+        logical = prepared.data.logical(mask, "C")
+        rows = prepared.layout.compared_rows(cp, logical.shape[0])
+        return logical if rows is None else logical[rows]
+
     for n in range(2, LAUNCHES + 1):
         view[...] = start
         launch()
-        differs = view != first
+        differs = compared(view != first)
         changed = int(differs.sum())
         if changed:
             # Elements launch n left as they started, though launch 1 wrote them: the kernel remembers
             # earlier launches (a cache keyed by the buffer, a flag in device memory), a timing cheat.
-            skipped = int((differs & (view == start)).sum())
+            skipped = int((differs & compared(view == start)).sum())
             view[...] = first  # judge and report the first launch's output
             where = f"C between launch 1 and launch {n} on the same inputs"
             if skipped:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..judge.accuracy import Truth, element_ratios
-from ..judge.grouped import GroupedTruth, group_misreading, outside_faults
+from ..judge.grouped import GroupedTruth, group_misreading, group_rows, outside_faults
 from ..judge.misread import BATCHES_LISTED as MAX_PAIRS
 from ..judge.misread import misreading
 from ..records.dtypes import DType, get_dtype
@@ -69,6 +69,11 @@ class Layout:
     ) -> list[Fault]:
         """What the layout checks of a verified launch on ``ops`` besides the output's values: nothing."""
         return []
+
+    def compared_rows(self, cp: Any, rows: int) -> Any | None:
+        """Which of the ``rows`` rows of the stacked, logical C the determinism check compares bit for bit between
+        launches: every row (None)."""
+        return None
 
     def misreading(
         self, prepared: Any, got: Any, stats: ErrorStats, bits: tuple[Any, Any, Any], truth: Truth
@@ -127,6 +132,11 @@ class GroupedLayout(Layout):
         found += outside_faults(cp, self.plan, unwritten, self.groups.writes_padding)
         read = None if stats.passed else padding_read(prepared, self.plan, got)
         return found + ([read] if read else [])
+
+    def compared_rows(self, cp: Any, rows: int) -> Any | None:
+        """The groups' rows where the kernel may write rows of no group (``writes_padding``): it may leave anything
+        there, launch after launch (torch's grouped GEMM does); every row otherwise."""
+        return group_rows(cp, self.plan, rows) if self.groups.writes_padding else None
 
     def misreading(
         self, prepared: Any, got: Any, stats: ErrorStats, bits: tuple[Any, Any, Any], truth: Truth

@@ -5,6 +5,7 @@ in tests/conftest.py."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -191,21 +192,30 @@ TIMED = (
 
 
 def recording() -> dict:
-    """Worker outcomes recorded on an H100 by scripts/record_outcomes.py: the device facts and each outcome."""
+    """Worker outcomes recorded on an H100 by scripts/record_outcomes.py: the device facts and each outcome (a new
+    copy at each call: the caller may change it)."""
     import json
 
     return json.loads(RECORDED.read_text())
+
+
+@functools.cache
+def _recorded() -> dict:
+    """:func:`recording`, read once a process, for the readers here that never change it."""
+    return recording()
 
 
 def recorded_outcome(key: str):
     from pytest_gemm.records.outcome import Outcome
     from pytest_gemm.records.plain import from_plain
 
-    return from_plain(Outcome, recording()["outcomes"][key])
+    return from_plain(Outcome, _recorded()["outcomes"][key])
 
 
+@functools.cache
 def recorded_record(key: str):
-    """The record the plugin makes of a recorded timed outcome (through the real verdict code)."""
+    """The record the plugin makes of a recorded timed outcome (through the real verdict code); made once a process
+    (a frozen record: a test that needs another makes it with ``dataclasses.replace``)."""
     from pytest_gemm.judge.case import judge_outcome
     from pytest_gemm.records.shapes import parse_shapes
     from pytest_gemm.specs.cases import expand
@@ -217,7 +227,7 @@ def recorded_record(key: str):
     cases = [c for spec in load_specs(KERNELS / file, shown) for c in expand(spec, parse_shapes(shape))]
     case = next(c for c in cases if c.name == name)
     result = judge_outcome(
-        case, f"{shown}::{name}", recorded_outcome(key), recording()["facts"], source_sha256="0" * 64, save_raw=True
+        case, f"{shown}::{name}", recorded_outcome(key), _recorded()["facts"], source_sha256="0" * 64, save_raw=True
     )
     assert result.timing is not None and result.outcome == "passed"
     return result.timing

@@ -105,6 +105,27 @@ def test_padding_written_passes_where_declared(tmp_path):
     assert _verify(case, lambda A, B, C, index, offsets: _padded(A, B, C, index, offsets, write_padding=True)).passed
 
 
+def test_padding_written_anew_each_launch_passes_where_declared_and_a_groups_row_changing_does_not(tmp_path):
+    """A kernel that may write rows of no group may leave anything there, another value each launch (torch's grouped
+    GEMM does): the determinism check compares the groups' rows only; a group's row that changes still fails it."""
+    launches = iter(range(1, 100))
+
+    def garbage(A, B, C, index, offsets, changing=False):
+        _padded(A, B, C, index, offsets)
+        n = next(launches)
+        C[index < 0] = n  # the padding: another value each launch
+        if changing:
+            C[np.nonzero(index >= 0)[0][0]] += n  # a group's first row: another value each launch
+
+    case = _case(tmp_path, {**PADDED, "writes_padding": True}, Shape(300, 64, 32, groups=4))
+    assert _verify(case, garbage).passed
+    changing = _verify(case, lambda *args: garbage(*args, changing=True))
+    (fault,) = [f for f in changing.faults if f.kind == Check.NONDETERMINISTIC]
+    assert fault.count == 64  # that row's elements, not the padding's
+    undeclared = _verify(_case(tmp_path, PADDED, Shape(300, 64, 32, groups=4)), garbage)
+    assert {Check.PADDING_WRITTEN, Check.NONDETERMINISTIC} <= {f.kind for f in undeclared.faults}
+
+
 def test_padding_read_as_data_is_named(tmp_path):
     case = _case(tmp_path, PADDED, Shape(300, 64, 32, groups=4))
     result = _verify(case, lambda A, B, C, index, offsets: _padded(A, B, C, index, offsets, read_padding=True))
