@@ -42,7 +42,9 @@ def _no_traceback(*texts: str) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _naive_512():
-    return recorded_record(TIMED[0])  # kernels/01_naive.cu::sgemm_naive[fp32-512x512x512]
+    """kernels/01_naive.cu::sgemm_naive[fp32-512x512x512] as recorded, without its raw samples (what a run saves only
+    with --benchmark-save-data: 78 KB a case, which every command here would read again)."""
+    return dataclasses.replace(recorded_record(TIMED[0]), raw=None)
 
 
 def _records(first: int, count: int, gpu: str = H100) -> list:
