@@ -6,8 +6,9 @@ inputs for timed launches (docs/verification.md#fresh-inputs-for-timed-launches)
 
 Per run: its timed cases, their rounds (pairs of launches), the timing phase's seconds, the cost of a round, and
 whether fresh inputs were on; a least-squares line through each case's seconds against its rounds (what a case
-costs besides its rounds: the warm-up, CUPTI's per-batch costs, the re-verification; and what a round costs); how
-many cases stopped at each count of rounds. Then each case's kernel/cuBLAS ratio in each run against the first's
+costs besides its rounds: the warm-up, CUPTI's per-batch costs, the re-verification; and what a round costs; one line
+for cases of every shape, whose rounds cost differently, so a rough split); how many cases stopped at each count
+of rounds. Then each case's kernel/cuBLAS ratio in each run against the first's
 (median and p95 of the change), so that a change a run brings shows beside the spread between runs without it.
 """
 
@@ -37,12 +38,13 @@ def main(paths: list[str]) -> None:
         times = np.array([r.timing_s for r in records.values()], dtype=float)
         rounds, seconds = int(samples.sum()), float(times.sum())
         fresh = sum(r.fresh_inputs for r in records.values())
-        fixed, per_round = np.linalg.lstsq(np.vstack([np.ones_like(samples), samples]).T, times, rcond=None)[0]
-        counts = " ".join(f"{n}x{k}" for k, n in sorted(Counter(int(x) for x in samples).items()))
-        print(
-            f"{name}\t{len(records)}\t{rounds}\t{seconds:.2f}\t{1e6 * seconds / rounds:.1f}\t{fresh}\t"
-            f"{1e3 * fixed:.1f} + {1e6 * per_round:.0f}\t{counts}"
-        )
+        line = "n/a (one count of rounds)"
+        if len(set(samples)) > 1:
+            fixed, per_round = np.linalg.lstsq(np.vstack([np.ones_like(samples), samples]).T, times, rcond=None)[0]
+            line = f"{1e3 * fixed:.1f} + {1e6 * per_round:.0f}"
+        counts = ", ".join(f"{n} at {k}" for k, n in sorted(Counter(int(x) for x in samples).items()))
+        per = f"{1e6 * seconds / rounds:.1f}" if rounds else "n/a"
+        print(f"{name}\t{len(records)}\t{rounds}\t{seconds:.2f}\t{per}\t{fresh}\t{line}\t{counts}")
     first_name, first = runs[0]
     for name, records in runs[1:]:
         common = sorted(set(first) & set(records))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -34,6 +35,13 @@ LAYERS = {
 }
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once a process (the tests here walk every module many times; none changes a
+    tree)."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def _name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -43,7 +51,7 @@ def _imports(path: Path) -> set[str]:
     """Every module ``path`` imports, at any depth of its code, as absolute names."""
     package = _name(path) if path.name == "__init__.py" else _name(path).rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -113,7 +121,7 @@ def test_there_are_no_import_cycles():
 
 def test_no_eval_or_exec_of_text():
     for path in MODULES:
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 assert node.func.id not in ("eval", "exec"), path
 
@@ -158,7 +166,7 @@ def test_the_rule_of_which_gate_verdict_fails_a_test_exists_once():
     """judge.gate.GatePolicy decides it; the plugin, merge and the summary read GateResult.fails."""
     deciding = []
     for path in MODULES:
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.FunctionDef) and _reads_fail_settings_and_verdicts(node):
                 deciding.append(f"{path.relative_to(PACKAGE)}:{node.name}")
     assert deciding == ["judge/gate.py:fails"]
@@ -167,7 +175,7 @@ def test_the_rule_of_which_gate_verdict_fails_a_test_exists_once():
 def test_the_gates_defaults_are_defined_once():
     literals = []
     for path in MODULES:
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Constant) and node.value in (0.05, "0.05"):
                 literals.append(str(path.relative_to(PACKAGE)))
     assert sorted(set(literals)) == ["judge/gate.py", "worker/rounds.py"]  # the threshold, and a batch's length
@@ -219,7 +227,7 @@ def _deciding(words: set[str]) -> dict[str, int]:
     many."""
     found: dict[str, int] = {}
     for path in MODULES:
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         count = sum(bool(_names_in(compare) & words) for compare in _compares(tree))
         if count:
             found[str(path.relative_to(PACKAGE))] = count
@@ -260,7 +268,7 @@ def _made(classes: set[str]) -> set[str]:
     """The modules that call one of ``classes`` (make an instance of it)."""
     found = set()
     for path in MODULES:
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in classes:
                 found.add(str(path.relative_to(PACKAGE)))
     return found

@@ -5,6 +5,7 @@ in tests/conftest.py."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import sys
@@ -209,13 +210,14 @@ def recorded_outcome(key: str):
     from pytest_gemm.records.outcome import Outcome
     from pytest_gemm.records.plain import from_plain
 
-    return from_plain(Outcome, _recorded()["outcomes"][key])
+    return from_plain(Outcome, copy.deepcopy(_recorded()["outcomes"][key]))  # its dicts its own, not the cache's
 
 
 @functools.cache
 def recorded_record(key: str):
     """The record the plugin makes of a recorded timed outcome (through the real verdict code); made once a process
-    (a frozen record: a test that needs another makes it with ``dataclasses.replace``)."""
+    (a frozen record, whose dicts, the NVML readings, no test may change in place: a test that needs another makes it
+    with ``dataclasses.replace``)."""
     from pytest_gemm.judge.case import judge_outcome
     from pytest_gemm.records.shapes import parse_shapes
     from pytest_gemm.specs.cases import expand

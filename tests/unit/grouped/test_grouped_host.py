@@ -105,9 +105,29 @@ def test_padding_written_passes_where_declared(tmp_path):
     assert _verify(case, lambda A, B, C, index, offsets: _padded(A, B, C, index, offsets, write_padding=True)).passed
 
 
-def test_padding_written_anew_each_launch_passes_where_declared_and_a_groups_row_changing_does_not(tmp_path):
+_STORED = """
+from pytest_gemm import gemm_kernel
+
+@gemm_kernel(dtypes=["fp32"], alpha_beta=False, groups={groups}{stored})
+def k(A, B, C, *args):
+    pass
+"""
+
+
+def _stored_case(tmp_path, groups: dict, shape: Shape, stored: str):
+    """A grouped case with C in the storage order ``stored`` says (a header's extra keys)."""
+    (spec,) = parse_py_source(tmp_path / "k.py", _STORED.format(groups=groups, stored=stored))
+    return next(c for c in expand(spec, [shape]) if c.skip_reason is None)
+
+
+ORDERS_OF_C = ["", ", layout='col'", ", storage={'C': 'NxM'}"]  # row-major, all column-major, C alone column-major
+
+
+@pytest.mark.parametrize("stored", ORDERS_OF_C)
+def test_padding_written_anew_each_launch_passes_where_declared_and_a_groups_row_changing_does_not(tmp_path, stored):
     """A kernel that may write rows of no group may leave anything there, another value each launch (torch's grouped
-    GEMM does): the determinism check compares the groups' rows only; a group's row that changes still fails it."""
+    GEMM does): the determinism check compares the groups' rows only, whichever order C is stored in; a group's
+    element that changes still fails it."""
     launches = iter(range(1, 100))
 
     def garbage(A, B, C, index, offsets, changing=False):
@@ -115,15 +135,38 @@ def test_padding_written_anew_each_launch_passes_where_declared_and_a_groups_row
         n = next(launches)
         C[index < 0] = n  # the padding: another value each launch
         if changing:
-            C[np.nonzero(index >= 0)[0][0]] += n  # a group's first row: another value each launch
+            C[np.nonzero(index >= 0)[0][-1], 3] += n  # one element of a group's last row, another value each launch
 
-    case = _case(tmp_path, {**PADDED, "writes_padding": True}, Shape(300, 64, 32, groups=4))
+    case = _stored_case(tmp_path, {**PADDED, "writes_padding": True}, Shape(300, 64, 32, groups=4), stored)
     assert _verify(case, garbage).passed
     changing = _verify(case, lambda *args: garbage(*args, changing=True))
     (fault,) = [f for f in changing.faults if f.kind == Check.NONDETERMINISTIC]
-    assert fault.count == 64  # that row's elements, not the padding's
-    undeclared = _verify(_case(tmp_path, PADDED, Shape(300, 64, 32, groups=4)), garbage)
+    assert fault.count == 1  # that element, not the padding's
+    undeclared = _verify(_stored_case(tmp_path, PADDED, Shape(300, 64, 32, groups=4), stored), garbage)
     assert {Check.PADDING_WRITTEN, Check.NONDETERMINISTIC} <= {f.kind for f in undeclared.faults}
+
+
+@pytest.mark.parametrize("stored", ORDERS_OF_C)
+def test_a_masked_groups_slot_past_its_rows_may_change_each_launch_where_declared(tmp_path, stored):
+    """The same for a masked layout, each group a matrix of its own: the rows past a group's end may change."""
+    launches = iter(range(1, 100))
+
+    def garbage(A, B, C, rows, changing=False):
+        n = next(launches)
+        for g in range(B.shape[0]):
+            m = int(rows[g])
+            C[g, :m] = A[g, :m] @ B[g]
+            C[g, m:] = n  # past the group's rows: another value each launch
+        if changing:
+            g = next(g for g in range(B.shape[0]) if int(rows[g]))
+            C[g, 0, 0] += n
+
+    case = _stored_case(tmp_path, {**MASKED, "writes_padding": True}, Shape(64, 48, 32, groups=3), stored)
+    assert _verify(case, garbage).passed
+    (fault,) = [
+        f for f in _verify(case, lambda *a: garbage(*a, changing=True)).faults if f.kind == Check.NONDETERMINISTIC
+    ]
+    assert fault.count == 1
 
 
 def test_padding_read_as_data_is_named(tmp_path):
