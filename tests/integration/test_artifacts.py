@@ -53,10 +53,11 @@ def _run(project, *args):
     return project.runpytest(*ARGS, *args)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def broken_run(tmp_path_factory) -> Path:
-    """The broken kernels' run at 2048, made once for the module (it takes most of its time): its folder, with its
-    JUnit XML, saved run and report."""
+    """The broken kernels' run at 2048, made once (it takes most of the module's time): its folder, with its JUnit
+    XML, saved run and report. A session's fixture, not the module's: xdist may run other files' tests between this
+    module's on its worker, and a module's fixture is made again after them (it was, twice in the suite's run)."""
     folder = tmp_path_factory.mktemp("broken")
     (folder / "kernels").mkdir()
     (folder / "kernels" / "synthetic.cu").write_text(SYNTHETIC)

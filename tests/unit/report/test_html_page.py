@@ -28,9 +28,14 @@ def _fail(data, emap, name: str) -> str:
     return test
 
 
-@pytest.fixture(scope="module")
+#: one xdist worker: the report the tests read is written once (a session's fixture), not once a worker
+pytestmark = pytest.mark.xdist_group("html_page")
+
+
+@pytest.fixture(scope="session")
 def folder(tmp_path_factory) -> Path:
-    """A report of the recorded H100 run with two failed cases added."""
+    """A report of the recorded H100 run with two failed cases added; written once (xdist may run other files' tests
+    between this module's, after which a module's fixture is made again)."""
     data = read_run(RUN)
     data.command = "pytest --gemm-kernels kernels/ --benchmark-json run.json"
     marks = {(10, 10): (0.0, "unwritten"), (50, 60): (300.0, "over the bound")}
