@@ -40,10 +40,10 @@ def determinism_fault(prepared: PreparedCase, gc: GuardedMatrix, start: Any, lau
     view = gc.matrix(uint_type(cp, out.itemsize))
     start = start.reshape(view.shape) if hasattr(start, "reshape") else start  # a batch's: batch x rows x cols
     first = view.copy()
+    rows = prepared.layout.compared_rows(cp, prepared.data.logical(view, "C").shape[0])  # None: every row
 
     def compared(mask: Any) -> Any:  # C's mask in logical order, the rows compared
         logical = prepared.data.logical(mask, "C")
-        rows = prepared.layout.compared_rows(cp, logical.shape[0])
         return logical if rows is None else logical[rows]
 
     for n in range(2, LAUNCHES + 1):
