@@ -9,6 +9,9 @@
 #   LATERS    the planted slowdowns, in percent of each block's time (default "5 8")
 #   GATE_WORK the scratch copy, kept so that a later call goes on where this one stopped: its baselines are recorded
 #             once, and a run whose JSON is already in OUTDIR is not run again (default: a temporary one, removed)
+#   RECORD_ON the GPUs (CUDA_VISIBLE_DEVICES entries, e.g. "0 1") that each record the baselines, at once, one pytest
+#             on each, into the same file (its lock merges them): every case then has each GPU's own record, as
+#             after recording on each GPU of a host. Default: one recording, as the runs go (on every GPU seen)
 set -uo pipefail
 out=$(realpath -m "$1")  # absolute: the runs happen in the scratch copy
 shift
@@ -25,7 +28,17 @@ sel+=(-m gpu -q)  # the scratch copy's compile cache: only the recording compile
 planted() { sed "s/^#define LATER_PERCENT .*/#define LATER_PERCENT $1/" "$repo/tests/kernels_slow/naive_later.cu" >kernels/01_naive.cu; }
 if [ ! -f recorded ]; then
     planted 0
-    python3 -m pytest "${sel[@]}" --gemm-update-baselines >"$out/fdr/record.log" 2>&1 && touch recorded
+    if [ -z "${RECORD_ON:-}" ]; then
+        python3 -m pytest "${sel[@]}" --gemm-update-baselines >"$out/fdr/record.log" 2>&1 && touch recorded
+    else
+        ok=1
+        for gpu in $RECORD_ON; do
+            CUDA_VISIBLE_DEVICES=$gpu python3 -m pytest "${sel[@]}" --gemm-update-baselines >"$out/fdr/record-$gpu.log" 2>&1 &
+        done
+        for job in $(jobs -p); do wait "$job" || ok=0; done
+        cat "$out"/fdr/record-*.log >"$out/fdr/record.log"
+        [ $ok = 1 ] && touch recorded
+    fi
     echo "== baselines ($SECONDS s): $(grep -E 'json:|passed|failed' "$out/fdr/record.log" | tail -2)"
 fi
 for later in ${LATERS:-5 8}; do

@@ -19,9 +19,9 @@ from pytest_gemm.records.verdicts import NOT_CONFIRMED, GateVerdict
 SLOWED = "kernels/01_naive.cu::"
 
 
-def count(path: Path) -> tuple[int, int, int, int, int, list[float]]:
+def count(path: Path) -> tuple[int, int, int, int, int, list[float], int]:
     """(unchanged cases gated, of them regressed, slowed cases gated, of them regressed, cleared by re-timing, the
-    slowed cases' changes)."""
+    slowed cases' changes, gated cases compared with other GPUs' records: none of the GPU that timed them)."""
     records = [CaseRecord.from_dict(b["extra_info"]["gemm"]) for b in json.loads(path.read_text())["benchmarks"]]
     gated = [r for r in records if r.gate is not None and r.gate.change is not None]
     slowed = [r for r in gated if r.test.startswith(SLOWED)]
@@ -30,18 +30,28 @@ def count(path: Path) -> tuple[int, int, int, int, int, list[float]]:
     caught = sum(1 for r in slowed if r.gate is not None and r.gate.verdict == GateVerdict.REGRESSED)
     cleared = sum(1 for r in gated if r.gate is not None and NOT_CONFIRMED in r.gate.notes)
     changes = [100 * (r.gate.change or 0.0) for r in slowed if r.gate is not None]
-    return len(others), regressed, len(slowed), caught, cleared, changes
+    with_others = sum(1 for r in gated if r.gate is not None and r.gate.compared_with == "others")
+    return len(others), regressed, len(slowed), caught, cleared, changes, with_others
 
 
 def main(paths: list[str]) -> None:
-    columns = ("run", "unchanged gated", "false regressions", "slowed gated", "slowed caught", "cleared", "changes %")
+    columns = (
+        "run",
+        "unchanged gated",
+        "false regressions",
+        "slowed gated",
+        "slowed caught",
+        "cleared",
+        "changes %",
+        "against other GPUs",
+    )
     print("\t".join(columns))
     totals = [0, 0, 0, 0]
     for path in sorted(paths):
-        others, false, slowed, caught, cleared, changes = count(Path(path))
+        others, false, slowed, caught, cleared, changes, with_others = count(Path(path))
         totals = [totals[0] + false, totals[1] + (caught == slowed and slowed > 0), totals[2] + 1, totals[3] + cleared]
         said = " ".join(f"{c:+.1f}" for c in changes)
-        print(f"{Path(path).stem}\t{others}\t{false}\t{slowed}\t{caught}\t{cleared}\t{said}")
+        print(f"{Path(path).stem}\t{others}\t{false}\t{slowed}\t{caught}\t{cleared}\t{said}\t{with_others}")
     print(
         f"all: {totals[0]} false regression(s); the slowed kernel caught in every case in {totals[1]} of {totals[2]} "
         f"run(s); {totals[3]} flagged case(s) cleared by their re-timing"

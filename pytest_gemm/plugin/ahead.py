@@ -1,6 +1,6 @@
 """Cases sent to the GPU workers ahead of their items, so that every GPU has work while pytest reports.
 
-pytest runs items one at a time; as a GPU case starts, the next 2 x (number of GPUs) items' cases are
+pytest runs items one at a time; as a GPU case starts, the next ``AHEAD_PER_GPU`` x (number of GPUs) items' cases are
 queued (under xdist, where only the next item is known, that one). Only items pytest will run with
 nothing else on the GPU are sent ahead: the lookahead stops at any item that is not a GEMM case or a
 compile item (a user's own GPU test, a compute-sanitizer run), and passes over items with a skip,
@@ -24,9 +24,14 @@ from ..specs.cases import launch_geometry, to_request
 from ..specs.spec import KernelFileError
 from .items import GemmCaseItem, GemmCompileItem, GemmFailure
 
-__all__ = ["Lookahead"]
+__all__ = ["AHEAD_PER_GPU", "Lookahead"]
 
 _MARKS_THAT_SKIP = ("skip", "skipif", "xfail")
+
+#: items whose cases are queued ahead, per GPU: enough that a GPU finds work while another runs a long case (a queue of
+#: 2 a GPU left one idle behind each long case: 43.3 s against 41.1 s for the main job on two GPUs, simulated from an
+#: H200 run's own case times); with ``-x``, at most this many cases a GPU run past the first failure
+AHEAD_PER_GPU = 8
 
 
 def _capability(text: str) -> tuple[int, int]:
@@ -76,7 +81,7 @@ class Lookahead:
             return
         if self._order:
             at = self._order.get(item.nodeid, len(self._items))
-            ahead = self._items[at : at + 2 * max(1, len(self._workers().pools))]
+            ahead = self._items[at : at + AHEAD_PER_GPU * max(1, len(self._workers().pools))]
         else:  # an xdist worker knows only its next item
             ahead = [item, nextitem] if nextitem is not None else [item]
         for later in ahead:
