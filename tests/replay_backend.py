@@ -18,6 +18,7 @@ Environment:
                        rows-vary:N (N rows of C differed at M = 1, as the worker's batch invariance check says)
   REPLAY_LOST_FILE     while this file exists, a new worker finds no device (a GPU lost during the run)
   REPLAY_BROKEN        the backend fails to start with this message
+  REPLAY_UUIDS         give each GPU of REPLAY_DEVICES a UUID of its own (GPU-replay-N, N its place in the list)
   REPLAY_DEVICES       the GPUs of a recorded host, by physical index: names separated by ';', each with
                        '@8.0' for a compute capability other than the recording's (default: the recorded GPU
                        alone); CUDA_VISIBLE_DEVICES selects among them as CUDA would
@@ -89,6 +90,9 @@ class ReplayBackend:
             self._facts["name"] = os.environ["REPLAY_GPU"]
         if os.environ.get("REPLAY_UUID"):  # another GPU of the same model
             self._facts["uuid"] = os.environ["REPLAY_UUID"]
+        if os.environ.get("REPLAY_UUIDS"):  # each GPU of the host its own (its place in REPLAY_DEVICES)
+            first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+            self._facts["uuid"] = f"GPU-replay-{first}"
         lost = os.environ.get("REPLAY_LOST_FILE")
         if lost and Path(lost).exists():
             raise DeviceUnavailable("the NVIDIA driver finds no GPU")
@@ -114,6 +118,9 @@ class ReplayBackend:
         names = [n for n in os.environ.get("REPLAY_DEVICES", "").split(";") if n] or [recorded["name"]]
         capability = recorded.get("compute_capability", "9.0")
         devices = [{"name": n.split("@")[0], "capability": n.split("@")[1] if "@" in n else capability} for n in names]
+        if os.environ.get("REPLAY_UUIDS"):
+            for i, device in enumerate(devices):
+                device["uuid"] = f"GPU-replay-{i}"
         outer = os.environ.get("CUDA_VISIBLE_DEVICES")
         if outer is None:
             return devices

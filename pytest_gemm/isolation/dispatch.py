@@ -2,10 +2,11 @@
 
 pytest runs its items one after the other; the session submits the next few cases' requests ahead
 of the item it is running, and each GPU's worker, served by a thread of its own here, takes the
-oldest request it may run. An item then waits for its own case's result (moved to the front of the
-queue if no worker has taken it yet). So all GPUs verify and time at once while the reports, the
-gate, pytest-benchmark and every other plugin see one ordinary pytest process, and no two cases
-ever run on one GPU at the same time (one worker per GPU, one case per worker).
+oldest request it may run (a timed case whose baseline some of the GPUs recorded is left to them until
+its item waits for it). An item then waits for its own case's result (moved to the front of the
+queue if no worker has taken it yet, where the first GPU free takes it). So all GPUs verify and time
+at once while the reports, the gate, pytest-benchmark and every other plugin see one ordinary pytest
+process, and no two cases ever run on one GPU at the same time (one worker per GPU, one case per worker).
 
 The first worker starts unpinned, on the first visible GPU, and says in its hello which devices it
 sees; the others are then pinned, one per GPU (:func:`~.devices.plan_gpus`). A GPU whose worker
@@ -23,6 +24,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..records.case_record import gpu_identity
 from ..records.outcome import Failure, Outcome
 from ..records.request import Request
 from ..records.verdicts import FailureKind
@@ -47,6 +49,8 @@ class Done:
 class _Job:
     request: Request
     allowed: frozenset[int] | None  # the GPUs (indices) that may run it; None: any
+    preferred: frozenset[int] | None = None  # the GPUs that take it while their item does not wait; None: any
+    hurried: bool = False  # its item waits for it: any GPU it is allowed on takes it
     future: Future[Done] = field(default_factory=Future)
 
 
@@ -67,6 +71,7 @@ class GpuWorkers:
         self._threads: list[threading.Thread] = []
         self._closed = False
         self._capability: list[str] = []  # each GPU's compute capability ("9.0")
+        self.identities: list[str] = []  # each GPU's gpu_identity, as its baseline records name it ('' if unknown)
 
     # -- the plan --------------------------------------------------------------------------------
     def _plan(self) -> None:
@@ -83,6 +88,7 @@ class GpuWorkers:
             return  # a backend that does not list its devices: one worker, on the first GPU
         self.gpus, self.note = plan_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), models, self._wanted, self._worker_id)
         self._capability = [str(devices[g.index].get("capability", "")) for g in self.gpus]
+        self.identities = [gpu_identity(devices[g.index]) for g in self.gpus]
         if self.gpus and self.gpus[0].index == 0:
             first.pin = self.gpus[0].entry  # it runs there already; a replacement is pinned there too
             first.keep_standby()  # started now, while pytest compiles and verifies, not beside a timing
@@ -137,10 +143,18 @@ class GpuWorkers:
         return [g for g, cap in zip(self.gpus, self._capability, strict=True) if runs_on(cap)]
 
     # -- cases -----------------------------------------------------------------------------------
-    def submit(self, request: Request, allowed: Collection[int] | None = None) -> Future[Done]:
-        """Queue a case for one of the ``allowed`` GPUs (any, when None); its future holds the outcome."""
+    def submit(
+        self, request: Request, allowed: Collection[int] | None = None, preferred: Collection[int] | None = None
+    ) -> Future[Done]:
+        """Queue a case for one of the ``allowed`` GPUs (any, when None); its future holds the outcome. A case with
+        ``preferred`` GPUs is left to them until its item waits for it (:meth:`hurry`), when the first GPU free
+        takes it."""
         self._plan()
-        job = _Job(request, frozenset(allowed) if allowed is not None else None)
+        job = _Job(
+            request,
+            frozenset(allowed) if allowed is not None else None,
+            frozenset(preferred) if preferred else None,
+        )
         self._start_threads()
         with self._cond:
             if self._closed:
@@ -159,6 +173,7 @@ class GpuWorkers:
         with self._cond:
             for i, job in enumerate(self._queue):
                 if job.future is future:
+                    job.hurried = True
                     self._queue.insert(0, self._queue.pop(i))
                     self._cond.notify_all()
                     return
@@ -190,12 +205,18 @@ class GpuWorkers:
             return True
         return not any(i not in self.retired for i in job.allowed)  # its GPUs are out of service: any may
 
+    def _suits(self, index: int, job: _Job) -> bool:
+        """Whether GPU ``index`` takes the job now: one it prefers, or any once its item waits for it."""
+        if job.hurried or job.preferred is None or index in job.preferred:
+            return True
+        return all(i in self.retired for i in job.preferred)
+
     def _next(self, index: int) -> _Job | None:
         with self._cond:
             while True:
                 if self._closed or index in self.retired:
                     return None
-                job = next((job for job in self._queue if self._may_run(index, job)), None)
+                job = next((job for job in self._queue if self._may_run(index, job) and self._suits(index, job)), None)
                 if job is None:
                     self._cond.wait()
                     continue

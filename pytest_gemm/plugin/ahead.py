@@ -42,8 +42,15 @@ def _capability(text: str) -> tuple[int, int]:
 class Lookahead:
     """The cases queued for items that have not run yet."""
 
-    def __init__(self, settings: Settings, timed: bool, workers: Callable[[], GpuWorkers]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        timed: bool,
+        workers: Callable[[], GpuWorkers],
+        recorded_on: Callable[[str, str], frozenset[str]] = lambda test, model: frozenset(),
+    ) -> None:
         self.settings, self.timed, self._workers = settings, timed, workers
+        self._recorded_on = recorded_on  # the GPUs whose records a case's baseline entry holds (Gate.recorded_on)
         self._ahead: dict[str, tuple[Request, Future[Done]]] = {}  # node id -> its case, submitted ahead
         self._items: list[pytest.Item] = []
         self._order: dict[str, int] = {}  # node id -> its place in the run (without xdist)
@@ -73,7 +80,18 @@ class Lookahead:
             gpus = [gpu for gpu in gpus if model is None or gpu.model == model]
         chosen = [i for i, gpu in enumerate(workers.gpus) if gpu in gpus]
         allowed = chosen if gpus and len(chosen) < len(workers.gpus) else None  # none can run it: its skip says why
-        return workers.submit(request, allowed)
+        preferred = self._recorded_gpus(item.nodeid, workers) if request.timing is not None else None
+        return workers.submit(request, allowed, preferred)
+
+    def _recorded_gpus(self, nodeid: str, workers: GpuWorkers) -> list[int] | None:
+        """The run's GPUs whose records the case's baseline holds, when some do and others do not: the case is timed
+        on one of them unless its item waits for it, so that it is held to its own GPU's record, not to the range of
+        the others' (docs/baselines.md#gpus-of-one-model)."""
+        if len(workers.gpus) < 2 or len(workers.identities) != len(workers.gpus):
+            return None
+        pairs = enumerate(zip(workers.gpus, workers.identities, strict=True))
+        held = [i for i, (gpu, identity) in pairs if identity and identity in self._recorded_on(nodeid, gpu.model)]
+        return held if 0 < len(held) < len(workers.gpus) else None
 
     def run_ahead(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """Queue the cases of the items after this one (and this one's)."""
@@ -107,7 +125,9 @@ class Lookahead:
             return future
         if future is not None:
             self._workers().drop(future)
-        return self._submit(item, request)
+        future = self._submit(item, request)
+        self._workers().hurry(future)  # its item waits now: any GPU takes it
+        return future
 
     def drop(self, nodeid: str) -> None:
         """The item will not run its case (its setup failed or skipped)."""

@@ -74,6 +74,16 @@ class Gate:
             self._baselines[gpu] = for_gpu(known, gpu) if known is not None else load(path, gpu=gpu)
         return self._baselines[gpu]
 
+    def recorded_on(self, test: str, model: str) -> frozenset[str]:
+        """The GPUs (their ``gpu_identity``) whose records the baseline entry of ``test`` holds on GPU model ``model``:
+        none without an entry, or with a file that cannot be read (the case's verdict says why)."""
+        try:
+            baseline = self._baseline(model)
+        except BaselineError:
+            return frozenset()
+        entry = baseline.get(test) if baseline is not None else None
+        return frozenset((entry or {}).get("gpus") or {})
+
     def judge(self, rec: CaseRecord) -> Judged:
         """The gate's verdict on a passing timed case, with the baseline file it was judged against; or, for a file
         that cannot be read (changed since the run read it, or recorded on another GPU model), why not."""

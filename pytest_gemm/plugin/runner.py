@@ -41,7 +41,7 @@ class CaseRunner:
         self.config, self.settings, self.facts, self.cache, self.pictures = config, settings, facts, cache, pictures
         self.gate = Gate(settings.gate, config.rootpath)
         self._workers: GpuWorkers | None = None
-        self.ahead = Lookahead(settings, facts.timed, lambda: self.workers)
+        self.ahead = Lookahead(settings, facts.timed, lambda: self.workers, self.gate.recorded_on)
 
     @property
     def workers(self) -> GpuWorkers:

@@ -44,7 +44,7 @@ from .kinds import KernelStrategy, kernel_strategy
 from .nvml import open_monitor
 from .peers import Peer, peer_strategy
 from .prepared import PreparedCase, Watch
-from .runner import GpuRunner, device_name, open_device
+from .runner import GpuRunner, open_device, visible_devices
 from .timer import Timer
 from .verify import verify
 
@@ -116,14 +116,10 @@ class GpuBackend:
 
     @staticmethod
     def list_devices() -> list[dict[str, str]]:
-        """The devices this process sees, in CUDA's order: each one's name and compute capability."""
+        """The devices this process sees, in CUDA's order: each one's name, compute capability and UUID."""
         import cupy
 
-        devices = []
-        for index in range(cupy.cuda.runtime.getDeviceCount()):
-            props = cupy.cuda.runtime.getDeviceProperties(index)
-            devices.append({"name": device_name(props), "capability": f"{props['major']}.{props['minor']}"})
-        return devices
+        return visible_devices(cupy)
 
     def facts(self) -> dict[str, Any]:
         return self._facts

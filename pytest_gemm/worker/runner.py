@@ -37,6 +37,26 @@ def device_name(props: dict[str, Any]) -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
+def device_uuid(props: dict[str, Any]) -> str:
+    """A device's UUID as NVML and nvidia-smi write it (``GPU-`` and 8-4-4-4-12 hex digits); '' where CUDA gives
+    none."""
+    raw = props.get("uuid")
+    if not isinstance(raw, bytes) or len(raw) != 16:
+        return ""
+    h = raw.hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def visible_devices(cupy: Any) -> list[dict[str, str]]:
+    """The devices this process sees, in CUDA's order: each one's name, compute capability and UUID."""
+    devices = []
+    for index in range(cupy.cuda.runtime.getDeviceCount()):
+        props = cupy.cuda.runtime.getDeviceProperties(index)
+        capability = f"{props['major']}.{props['minor']}"
+        devices.append({"name": device_name(props), "capability": capability, "uuid": device_uuid(props)})
+    return devices
+
+
 def open_device(index: int = 0, cubins: CubinCache | None = None) -> GpuRunner:
     """Open the GPU, or raise :class:`DeviceUnavailable` with the reason."""
     cupy_environment()

@@ -284,3 +284,17 @@ def test_compute_sanitizer_finds_a_race_and_a_read_past_the_end_and_passes_clean
     assert "compute-sanitizer racecheck found" in text and "hazard" in text.lower()
     assert "compute-sanitizer memcheck found" in text and "Invalid __global__ read" in text
     assert "unchecked_k_tail[fp32-67x45x37]" in text  # the edge shape, not a multiple of the tile
+
+
+def test_each_visible_device_names_the_uuid_nvml_gives_its_worker():
+    """The pytest process knows which GPU recorded a case's baseline from the devices the first worker lists (CUDA's
+    UUIDs); each GPU's records are named from NVML's UUID. The two must be one GPU's, or a timed case is never sent
+    to the GPU that recorded it."""
+    pool = WorkerPool(DEFAULT_BACKEND, None, timeout=60)
+    try:
+        assert pool.probe() is None and pool.facts is not None
+        listed = pool.facts["visible_devices"]
+        assert listed[0]["uuid"] == pool.facts["uuid"], listed
+        assert len({device["uuid"] for device in listed}) == len(listed)
+    finally:
+        pool.close()

@@ -181,14 +181,16 @@ def test_the_pytest_process_never_imports_cupy_or_nvml(faults):
 
 
 def test_a_worker_that_dies_between_cases_costs_no_case(faults, monkeypatch):
-    """Killed from outside while idle (here: it exits 0.2 s after answering, while pytest sets the next case up)."""
+    """Killed from outside while idle (here: it exits 0.2 s after answering, while pytest runs a test of the
+    project's own, before which no case is sent ahead, and sets the next case up)."""
     monkeypatch.setenv("REPLAY_ACT", "01_naive.cu::sgemm_naive[fp32-512x512x512]=die-later:9")
     conftest = faults.path / "conftest.py"
     conftest.write_text(
         conftest.read_text() + "\n\ndef pytest_runtest_setup(item):\n    import time\n    time.sleep(0.6)\n"
     )
-    result = faults.runpytest("--gemm-kernels", *GOOD)
-    result.assert_outcomes(passed=3)
+    faults.makepyfile(test_own="def test_own():\n    pass\n")
+    result = faults.runpytest("--gemm-kernels", GOOD[0], "test_own.py", *GOOD[1:])
+    result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["pytest-gemm: 2 GPU worker process(es)*"])
 
 

@@ -204,3 +204,29 @@ def test_last_failed_and_benchmark_only_choose_the_items_as_usual_on_two_gpus(re
     only.assert_outcomes(passed=6)
     saved = json.loads((replay.path / "only.json").read_text())["benchmarks"]
     assert len(saved) == 6 and len({b["fullname"] for b in saved}) == 6 and all(e["timed"] for e in log)
+
+
+def test_a_timed_case_runs_on_the_gpu_that_recorded_its_baseline(replay, monkeypatch):
+    """GPUs of one model time differently, so a case is held to the range of the others' records on a GPU that has
+    none of its own (a wider spread: a smaller slowdown passes). On a host where one GPU recorded a case's baseline,
+    the case is timed there; the first GPU free takes it only when its item waits for it."""
+    monkeypatch.setenv("REPLAY_UUIDS", "1")  # each GPU its own identity, as NVML's UUIDs give them
+    on_second = "a0.7b1.3"
+    _run(replay, monkeypatch, "--gemm-update-baselines", "-k", on_second, outer="1", sleep="0")[0].assert_outcomes(
+        passed=2
+    )
+    _run(replay, monkeypatch, "--gemm-update-baselines", "-k", f"not {on_second}", outer="0", sleep="0")[
+        0
+    ].assert_outcomes(passed=4)
+    entries = json.loads((replay.path / "baselines" / "nvidia-h200.json").read_text())["entries"]
+    assert all(len(entry["gpus"]) == 1 for entry in entries.values())
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")  # both GPUs
+    for _ in range(2):
+        result, log = _run(replay, monkeypatch, sleep="0.5")
+        result.assert_outcomes(passed=6)
+        assert {entry["case"].split("::")[1]: _gpu(entry) for entry in log} == {
+            name: "1" if on_second in name else "0" for name in (e.split("::")[1] for e in entries)
+        }
+        result.stdout.fnmatch_lines(["*: 0 regressed, 0 improved, 6 same, 0 new, 0 unstable"])
+        assert "compared with the range" not in result.stdout.str()

@@ -95,3 +95,30 @@ def test_a_case_for_gpus_out_of_service_goes_to_any_gpu_and_a_waiting_case_goes_
         assert one.ran[1] == "k3"  # k0 was already taken; k3 was moved to the front of what waited
     finally:
         workers.close()
+
+
+def test_a_case_left_to_the_gpus_that_recorded_it_waits_for_them_until_its_item_waits():
+    """A timed case whose baseline one GPU recorded is left to that GPU while it is busy (another GPU takes the
+    cases it may run), and taken by the first GPU free once its item waits for it."""
+    one, two = StandIn("one"), StandIn("two")
+    workers = _workers(one, two)
+    gate, busy = threading.Event(), threading.Event()
+    original = two.run
+    two.run = lambda request: (busy.set(), gate.wait(10), original(request))[2]
+    try:
+        first = workers.submit(_request("k0"), preferred=[1])
+        assert busy.wait(10)  # GPU 1 holds k0
+        left = workers.submit(_request("k1"), preferred=[1])
+        anyone = workers.submit(_request("k2"))
+        assert anyone.result(timeout=10).gpu.index == 0
+        time.sleep(0.2)
+        assert not left.running() and not left.done()  # GPU 0 was free, and left it to GPU 1
+        workers.hurry(left)
+        assert left.result(timeout=10).gpu.index == 0
+        gate.set()
+        assert first.result(timeout=10).gpu.index == 1
+        workers.retired[1] = "its worker cannot start"
+        assert workers.submit(_request("k3"), preferred=[1]).result(timeout=10).gpu.index == 0  # its GPU is out
+    finally:
+        gate.set()
+        workers.close()
