@@ -1,12 +1,13 @@
 """One GPU worker per GPU, fed from one queue: the pytest process's way of using every GPU of a host.
 
-pytest runs its items one after the other; the session submits the next few cases' requests ahead
-of the item it is running, and each GPU's worker, served by a thread of its own here, takes the
-oldest request it may run (a timed case whose baseline some of the GPUs recorded is left to them until
-its item waits for it). An item then waits for its own case's result (moved to the front of the
-queue if no worker has taken it yet, where the first GPU free takes it). So all GPUs verify and time
-at once while the reports, the gate, pytest-benchmark and every other plugin see one ordinary pytest
-process, and no two cases ever run on one GPU at the same time (one worker per GPU, one case per worker).
+pytest runs its items one after the other; the session submits the next few cases' requests ahead of the item
+it is running, and each GPU's worker, served by a thread of its own here, takes the oldest request it may run
+(a timed case whose baseline some of the GPUs recorded is left to them, unless its item waits for it or more
+than LEFT_PER_GPU cases a GPU wait for them while another GPU has nothing to do). An item then waits for its
+own case's result (moved to the front of the queue if no worker has taken it yet, where the first GPU free
+takes it). So all GPUs verify and time at once while the reports, the gate, pytest-benchmark and every other
+plugin see one ordinary pytest process, and no two cases ever run on one GPU at the same time (one worker per
+GPU, one case per worker).
 
 The first worker starts unpinned, on the first visible GPU, and says in its hello which devices it
 sees; the others are then pinned, one per GPU (:func:`~.devices.plan_gpus`). A GPU whose worker
@@ -31,7 +32,11 @@ from ..records.verdicts import FailureKind
 from .devices import Gpu, plan_gpus
 from .workers import WorkerPool
 
-__all__ = ["Done", "GpuWorkers"]
+__all__ = ["LEFT_PER_GPU", "Done", "GpuWorkers"]
+
+#: cases left to the GPUs that recorded them, per GPU, beyond which a GPU with nothing else to do takes one: a case
+#: held to its own GPU's record is worth a short wait, not a GPU idle while another works through a queue of them
+LEFT_PER_GPU = 2
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,7 @@ class GpuWorkers:
         self._closed = False
         self._capability: list[str] = []  # each GPU's compute capability ("9.0")
         self.identities: list[str] = []  # each GPU's gpu_identity, as its baseline records name it ('' if unknown)
+        self._idle: set[int] = set()  # the GPUs (indices) waiting for a case they may take
 
     # -- the plan --------------------------------------------------------------------------------
     def _plan(self) -> None:
@@ -206,21 +212,33 @@ class GpuWorkers:
         return not any(i not in self.retired for i in job.allowed)  # its GPUs are out of service: any may
 
     def _suits(self, index: int, job: _Job) -> bool:
-        """Whether GPU ``index`` takes the job now: one it prefers, or any once its item waits for it."""
+        """Whether GPU ``index`` takes the job now: one it prefers or any GPU may take; one its item waits for; one left
+        to other GPUs when none of them is idle and more than LEFT_PER_GPU cases a GPU are left to them."""
         if job.hurried or job.preferred is None or index in job.preferred:
             return True
-        return all(i in self.retired for i in job.preferred)
+        theirs = job.preferred - self.retired.keys()
+        if not theirs:
+            return True
+        if theirs & self._idle:
+            return False  # one of them takes it now
+        left = sum(1 for other in self._queue if other.preferred is not None and other.preferred & theirs)
+        return left > LEFT_PER_GPU * len(theirs)
 
     def _next(self, index: int) -> _Job | None:
         with self._cond:
             while True:
                 if self._closed or index in self.retired:
+                    self._idle.discard(index)
                     return None
                 job = next((job for job in self._queue if self._may_run(index, job) and self._suits(index, job)), None)
                 if job is None:
+                    self._idle.add(index)
                     self._cond.wait()
                     continue
+                self._idle.discard(index)
                 self._queue.remove(job)
+                if self._idle:
+                    self._cond.notify_all()  # this GPU is busy now: an idle one may take what was left to it
                 if job.future.running() or job.future.set_running_or_notify_cancel():  # running: given back
                     threading.current_thread().job = job.future  # type: ignore[attr-defined]
                     return job

@@ -24,7 +24,7 @@ from ..specs.cases import launch_geometry, to_request
 from ..specs.spec import KernelFileError
 from .items import GemmCaseItem, GemmCompileItem, GemmFailure
 
-__all__ = ["AHEAD_PER_GPU", "Lookahead"]
+__all__ = ["AHEAD_PER_GPU", "Lookahead", "left_to"]
 
 _MARKS_THAT_SKIP = ("skip", "skipif", "xfail")
 
@@ -37,6 +37,26 @@ AHEAD_PER_GPU = 8
 def _capability(text: str) -> tuple[int, int]:
     major, _, minor = text.partition(".")
     return (int(major), int(minor or 0)) if major.isdigit() else (0, 0)
+
+
+def left_to(
+    test: str,
+    models: Sequence[str],
+    identities: Sequence[str],
+    candidates: Sequence[int],
+    recorded_on: Callable[[str, str], frozenset[str]],
+    recording: bool,
+) -> list[int] | None:
+    """The GPUs among ``candidates`` (indices into ``models`` and ``identities``, each GPU's model and gpu_identity) a
+    timed case is left to (docs/baselines.md#gpus-of-one-model): those whose records its baseline entry holds
+    (``recorded_on``), when some do and others do not, so that it is held to its own GPU's record and not to the
+    range of the others'; when ``recording``, those that hold none, so that each GPU gains its own. None: any."""
+    if len(candidates) < 2 or len(identities) != len(models) or not all(identities[i] for i in candidates):
+        return None  # one GPU, or a GPU NVML does not name (its records are not told apart)
+    recorded = [identities[i] in recorded_on(test, models[i]) for i in candidates]
+    if all(recorded) or not any(recorded):
+        return None
+    return [i for i, has in zip(candidates, recorded, strict=True) if has != recording]
 
 
 class Lookahead:
@@ -80,18 +100,12 @@ class Lookahead:
             gpus = [gpu for gpu in gpus if model is None or gpu.model == model]
         chosen = [i for i, gpu in enumerate(workers.gpus) if gpu in gpus]
         allowed = chosen if gpus and len(chosen) < len(workers.gpus) else None  # none can run it: its skip says why
-        preferred = self._recorded_gpus(item.nodeid, workers) if request.timing is not None else None
+        preferred = None
+        if request.timing is not None:
+            models = [gpu.model for gpu in workers.gpus]
+            recording = self.settings.gate.update
+            preferred = left_to(item.nodeid, models, workers.identities, chosen, self._recorded_on, recording)
         return workers.submit(request, allowed, preferred)
-
-    def _recorded_gpus(self, nodeid: str, workers: GpuWorkers) -> list[int] | None:
-        """The run's GPUs whose records the case's baseline holds, when some do and others do not: the case is timed
-        on one of them unless its item waits for it, so that it is held to its own GPU's record, not to the range of
-        the others' (docs/baselines.md#gpus-of-one-model)."""
-        if len(workers.gpus) < 2 or len(workers.identities) != len(workers.gpus):
-            return None
-        pairs = enumerate(zip(workers.gpus, workers.identities, strict=True))
-        held = [i for i, (gpu, identity) in pairs if identity and identity in self._recorded_on(nodeid, gpu.model)]
-        return held if 0 < len(held) < len(workers.gpus) else None
 
     def run_ahead(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """Queue the cases of the items after this one (and this one's)."""

@@ -53,6 +53,7 @@ class Gate:
         self.policy = GatePolicy(settings.fail_new, settings.fail_unstable)
         self._files: dict[Path, BaselineFile] = {}  # the baseline files read at the start
         self._baselines: dict[str, BaselineFile | None] = {}
+        self._unreadable: set[str] = set()  # GPU models whose baseline file recorded_on could not read
         self.cases = 1  # the run's GPU cases, once collected: a false regression's chance is split among them
 
     def check_files(self) -> None:
@@ -77,9 +78,12 @@ class Gate:
     def recorded_on(self, test: str, model: str) -> frozenset[str]:
         """The GPUs (their ``gpu_identity``) whose records the baseline entry of ``test`` holds on GPU model ``model``:
         none without an entry, or with a file that cannot be read (the case's verdict says why)."""
+        if model in self._unreadable:
+            return frozenset()
         try:
             baseline = self._baseline(model)
         except BaselineError:
+            self._unreadable.add(model)  # read once: the verdicts say why
             return frozenset()
         entry = baseline.get(test) if baseline is not None else None
         return frozenset((entry or {}).get("gpus") or {})

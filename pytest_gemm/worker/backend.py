@@ -119,7 +119,7 @@ class GpuBackend:
         """The devices this process sees, in CUDA's order: each one's name, compute capability and UUID."""
         import cupy
 
-        return visible_devices(cupy)
+        return visible_devices(cupy, lambda bus_id: open_monitor(bus_id).uuid())
 
     def facts(self) -> dict[str, Any]:
         return self._facts

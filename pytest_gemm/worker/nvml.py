@@ -52,6 +52,12 @@ class GpuMonitor:
         except Exception:  # NVMLError_NotSupported, NoPermission, FunctionNotFound ...
             return None
 
+    def uuid(self) -> str:
+        """NVML's UUID of the GPU ('' when NVML cannot say)."""
+        if not self.available:
+            return ""
+        return _maybe_text(self._get(lambda: self.nvml.nvmlDeviceGetUUID(self.handle))) or ""
+
     def facts(self) -> dict[str, Any]:
         """What does not change during a run: identity, driver, memory, modes, link, limits, clocks."""
         if not self.available:
@@ -65,7 +71,7 @@ class GpuMonitor:
         return {
             "nvml": True,
             "name": _maybe_text(get(lambda: n.nvmlDeviceGetName(h))),
-            "uuid": _maybe_text(get(lambda: n.nvmlDeviceGetUUID(h))),
+            "uuid": self.uuid() or None,
             "pci_bus_id": _maybe_text(get(lambda: n.nvmlDeviceGetPciInfo(h).busId)),
             "driver_version": _maybe_text(get(n.nvmlSystemGetDriverVersion)),
             "cuda_driver_version": cuda_version(cuda_driver) if cuda_driver else None,

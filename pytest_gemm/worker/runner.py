@@ -6,6 +6,7 @@ the only one that imports CuPy; it runs in worker processes only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ from .errors import DeviceUnavailable
 from .kernels import KernelFiles
 from .tma import operand_map
 
-__all__ = ["GpuRunner", "device_name", "open_device"]
+__all__ = ["GpuRunner", "device_name", "open_device", "visible_devices"]
 
 _FUNC_MAX_THREADS, _FUNC_STATIC_SMEM, _FUNC_NUM_REGS = 0, 1, 4  # CU_FUNC_ATTRIBUTE_*
 _DEV_REGS_PER_BLOCK, _DEV_SMEM_OPTIN = 12, 97  # cudaDevAttrMaxRegistersPerBlock, ...SharedMemoryPerBlockOptin
@@ -37,23 +38,15 @@ def device_name(props: dict[str, Any]) -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
-def device_uuid(props: dict[str, Any]) -> str:
-    """A device's UUID as NVML and nvidia-smi write it (``GPU-`` and 8-4-4-4-12 hex digits); '' where CUDA gives
-    none."""
-    raw = props.get("uuid")
-    if not isinstance(raw, bytes) or len(raw) != 16:
-        return ""
-    h = raw.hex()
-    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-def visible_devices(cupy: Any) -> list[dict[str, str]]:
-    """The devices this process sees, in CUDA's order: each one's name, compute capability and UUID."""
+def visible_devices(cupy: Any, uuid_of: Callable[[str], str]) -> list[dict[str, str]]:
+    """The devices this process sees, in CUDA's order: each one's name, compute capability and UUID (``uuid_of`` its
+    PCI bus id: NVML's, as the GPU's facts give it, so that the two name one GPU alike; '' where unknown)."""
     devices = []
     for index in range(cupy.cuda.runtime.getDeviceCount()):
         props = cupy.cuda.runtime.getDeviceProperties(index)
         capability = f"{props['major']}.{props['minor']}"
-        devices.append({"name": device_name(props), "capability": capability, "uuid": device_uuid(props)})
+        uuid = uuid_of(cupy.cuda.runtime.deviceGetPCIBusId(index))
+        devices.append({"name": device_name(props), "capability": capability, "uuid": uuid})
     return devices
 
 

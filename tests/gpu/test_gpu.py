@@ -293,6 +293,8 @@ def test_each_visible_device_names_the_uuid_nvml_gives_its_worker():
     pool = WorkerPool(DEFAULT_BACKEND, None, timeout=60)
     try:
         assert pool.probe() is None and pool.facts is not None
+        if not pool.facts.get("uuid"):
+            pytest.skip(f"NVML gives this GPU no UUID ({pool.facts.get('nvml_reason', '')})")
         listed = pool.facts["visible_devices"]
         assert listed[0]["uuid"] == pool.facts["uuid"], listed
         assert len({device["uuid"] for device in listed}) == len(listed)

@@ -122,3 +122,43 @@ def test_a_case_left_to_the_gpus_that_recorded_it_waits_for_them_until_its_item_
     finally:
         gate.set()
         workers.close()
+
+
+def test_a_gpu_with_nothing_to_do_takes_cases_left_to_a_busy_gpu_past_the_few_it_may_wait_for():
+    """All the cases left to GPU 0 (it recorded every baseline, say with --gemm-gpus 1): while it is busy, the other
+    GPUs take them until only LEFT_PER_GPU wait for it, so that a preference never leaves the others idle."""
+    busy_one, one, two = StandIn("zero"), StandIn("one"), StandIn("two")
+    workers = _workers(busy_one, one, two)
+    gate, busy = threading.Event(), threading.Event()
+    original = busy_one.run
+    busy_one.run = lambda request: (busy.set(), gate.wait(10), original(request))[2]
+    try:
+        futures = [workers.submit(_request("k0"), preferred=[0])]
+        assert busy.wait(10)  # GPU 0 holds k0
+        futures += [workers.submit(_request(f"k{i}"), preferred=[0]) for i in range(1, 6)]
+        assert all(f.result(timeout=10).gpu.index in (1, 2) for f in futures[1:4])
+        time.sleep(0.2)
+        assert not any(f.running() or f.done() for f in futures[4:])  # LEFT_PER_GPU = 2 wait for GPU 0
+        gate.set()
+        assert [f.result(timeout=10).gpu.index for f in futures[4:]] == [0, 0]
+    finally:
+        gate.set()
+        workers.close()
+
+
+def test_cases_sent_ahead_at_once_go_first_to_their_own_idle_gpu():
+    """The lookahead queues many cases in a row: a GPU with nothing to do leaves the first to their own GPU, idle
+    too, rather than take it because more than LEFT_PER_GPU are queued for it (it may take a later one)."""
+    workers = _workers(StandIn("zero"), StandIn("one"))
+    try:
+        for _ in range(20):
+            while workers._idle != {0, 1}:  # both GPUs wait for work
+                workers.submit(_request("warm")).result(timeout=10)
+                time.sleep(0.01)
+            with workers._cond:  # queued together, as run_ahead does between two waits of a GPU
+                futures = [workers.submit(_request(f"k{i}"), preferred=[1]) for i in range(4)]
+            assert futures[0].result(timeout=10).gpu.index == 1
+            for f in futures:
+                f.result(timeout=10)
+    finally:
+        workers.close()
