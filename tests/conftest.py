@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from filelock import FileLock
 
 from support import KERNELS, NAIVE_BODY, NAIVE_HEADER, RECORDED, REPLAY_CONFTEST, TESTS
+from support.shared import GPU_LOCK
 
 
 def _drawing_imported() -> None:
@@ -48,10 +50,20 @@ def _runs_started_here_are_as_in_a_serial_run(monkeypatch):
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The GPU tests in one xdist group: under `pytest -n auto --dist loadgroup` (the README's command) they run one
-    after the other in one process, never two at once on a GPU (their timings and false-alarm sweeps share it)."""
+    after the other in one process where xdist can group them (not on pytest 9.2: tests/support/shared.py)."""
     for item in items:
         if item.get_closest_marker("gpu") is not None:
             item.add_marker(pytest.mark.xdist_group("gpu"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """A GPU test holds the GPU lock from its setup (a module's GPU run included) to its teardown: never two at once
+    on a GPU (their timings and false-alarm sweeps share it), whichever xdist worker runs them."""
+    if item.get_closest_marker("gpu") is None:
+        return (yield)
+    with FileLock(GPU_LOCK):
+        return (yield)
 
 
 @pytest.fixture

@@ -18,8 +18,9 @@ from pytest_gemm.runs.data import STORED_CELLS
 from pytest_gemm.runs.saved import read_run
 
 from support import TESTS, run_pytest_in
+from support.shared import made_once
 
-pytestmark = pytest.mark.xdist_group("artifacts")  # one xdist worker: the broken kernels' run is made once, not twice
+pytestmark = pytest.mark.xdist_group("artifacts")  # one xdist worker where xdist can group (tests/support/shared.py)
 
 SYNTHETIC = """/* pytest-gemm
 entry = "synthetic<V>"
@@ -53,19 +54,20 @@ def _run(project, *args):
     return project.runpytest(*ARGS, *args)
 
 
-@pytest.fixture(scope="session")
-def broken_run(tmp_path_factory) -> Path:
-    """The broken kernels' run at 2048, made once (it takes most of the module's time): its folder, with its JUnit
-    XML, saved run and report. A session's fixture, not the module's: xdist may run other files' tests between this
-    module's on its worker, and a module's fixture is made again after them (it was, twice in the suite's run)."""
-    folder = tmp_path_factory.mktemp("broken")
+def _broken_run(folder: Path) -> None:
     (folder / "kernels").mkdir()
     (folder / "kernels" / "synthetic.cu").write_text(SYNTHETIC)
     (folder / "conftest.py").write_text(CONFTEST)
     outputs = ("--junitxml", "run.xml", "--benchmark-json", "run.json", "--gemm-report", "report")
     out = run_pytest_in(folder, *ARGS, *outputs)
     assert "15 failed, 3 passed" in out.splitlines()[-1], out[-4000:]
-    return folder
+
+
+@pytest.fixture(scope="session")
+def broken_run(tmp_path_factory, worker_id) -> Path:
+    """The broken kernels' run at 2048, made once for the whole run (it takes most of the module's time), whichever
+    xdist workers run this module's tests: its folder, with its JUnit XML, saved run and report."""
+    return made_once(tmp_path_factory, worker_id, "broken-2048", _broken_run)
 
 
 def test_a_run_of_broken_kernels_at_2048_leaves_small_artifacts(broken_run):

@@ -17,6 +17,7 @@ from pytest_gemm.report.tables import COLUMNS, NUMERIC, cells
 from pytest_gemm.runs.saved import read_run
 
 from support.reports import RUN, assert_self_contained, assert_sensible_png, error_map, failed, pixels_near
+from support.shared import made_once
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -28,22 +29,24 @@ def _fail(data, emap, name: str) -> str:
     return test
 
 
-#: one xdist worker: the report the tests read is written once (a session's fixture), not once a worker
+#: one xdist worker where xdist can group them (the report is made once for the run anyway: tests/support/shared.py)
 pytestmark = pytest.mark.xdist_group("html_page")
 
 
-@pytest.fixture(scope="session")
-def folder(tmp_path_factory) -> Path:
-    """A report of the recorded H100 run with two failed cases added; written once (xdist may run other files' tests
-    between this module's, after which a module's fixture is made again)."""
+def _report(out: Path) -> None:
     data = read_run(RUN)
     data.command = "pytest --gemm-kernels kernels/ --benchmark-json run.json"
     marks = {(10, 10): (0.0, "unwritten"), (50, 60): (300.0, "over the bound")}
     _fail(data, error_map(512, 512, marks=marks), "sgemm_bad[fp32-512x512x512]")
     _fail(data, error_map(300, 700, tile=(32, 128)), "<script>alert(1)</script>[fp32-300x700x512]")
-    out = tmp_path_factory.mktemp("report")
     write_report(data, out)
-    return out
+
+
+@pytest.fixture(scope="session")
+def folder(tmp_path_factory, worker_id) -> Path:
+    """A report of the recorded H100 run with two failed cases added; written once for the run, whichever xdist
+    workers run this module's tests (none writes into it)."""
+    return made_once(tmp_path_factory, worker_id, "html-page-report", _report)
 
 
 def test_the_page_shows_every_picture_the_facts_and_the_tables(folder):
