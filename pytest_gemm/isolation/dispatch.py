@@ -153,8 +153,8 @@ class GpuWorkers:
         self, request: Request, allowed: Collection[int] | None = None, preferred: Collection[int] | None = None
     ) -> Future[Done]:
         """Queue a case for one of the ``allowed`` GPUs (any, when None); its future holds the outcome. A case with
-        ``preferred`` GPUs is left to them until its item waits for it (:meth:`hurry`), when the first GPU free
-        takes it."""
+        ``preferred`` GPUs is left to them, unless its item waits for it (:meth:`hurry`) or more than LEFT_PER_GPU
+        cases a GPU are left to them while another GPU has nothing to do (:meth:`_suits`)."""
         self._plan()
         job = _Job(
             request,
