@@ -29,8 +29,9 @@ __all__ = ["AHEAD_PER_GPU", "Lookahead", "left_to"]
 _MARKS_THAT_SKIP = ("skip", "skipif", "xfail")
 
 #: items whose cases are queued ahead, per GPU: enough that a GPU finds work while another runs a long case (a queue of
-#: 2 a GPU left one idle behind each long case: 43.3 s against 41.1 s for the main job on two GPUs, simulated from an
-#: H200 run's own case times); with ``-x``, at most this many cases a GPU run past the first failure
+#: 2 a GPU left one idle behind each long case: 42.6 s against 41.0 s for the main job's GPU cases on two GPUs, by
+#: research/dispatch_sim.py from an H200 run's own case times); with ``-x``, at most this many cases a GPU run past
+#: the first failure
 AHEAD_PER_GPU = 8
 
 
