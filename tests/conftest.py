@@ -83,7 +83,7 @@ def replay(pytester, monkeypatch):
     monkeypatch.setenv("PYTEST_GEMM_REPLAY", str(RECORDED))
     replay_vars = ("REPLAY_SCALE", "REPLAY_GPU", "REPLAY_THROTTLE", "REPLAY_ACT", "REPLAY_DEVICES", "REPLAY_LOG")
     replay_vars += ("REPLAY_STANDBY", "REPLAY_STARTS", "REPLAY_SLEEP", "REPLAY_LOST_FILE", "REPLAY_UUIDS")
-    replay_vars += ("REPLAY_UUID",)
+    replay_vars += ("REPLAY_UUID", "REPLAY_EXIT")
     for var in (*replay_vars, "GITHUB_STEP_SUMMARY", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(var, raising=False)
     return pytester

@@ -30,10 +30,13 @@ Environment:
                        the GPU backend does
   REPLAY_STARTS        append one JSON line per backend started: its pid, when its start began and ended, and
                        whether it was started as a standby (``warmed``)
+  REPLAY_EXIT          "SECONDS:FILE": a worker's exit takes SECONDS (a CUDA context's teardown), and appends one
+                       JSON line to FILE with its pid, when its exit began and when it ended
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import hashlib
 import json
@@ -67,6 +70,13 @@ def recording_key(shown: str, name: str) -> str:
     return f"{Path(shown).name}::{name}"
 
 
+def _slow_exit(seconds: float, path: str) -> None:
+    began = time.time()
+    time.sleep(seconds)
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(json.dumps({"pid": os.getpid(), "began": began, "ended": time.time()}) + "\n")
+
+
 class ReplayBackend:
     def __init__(self, cubin_cache: str | None = None, warmed: bool = False) -> None:
         began = time.time()
@@ -77,6 +87,9 @@ class ReplayBackend:
             with open(os.environ["REPLAY_STARTS"], "a", encoding="utf-8") as log:
                 line = {"pid": os.getpid(), "start": began, "end": time.time(), "warmed": warmed}
                 log.write(json.dumps(line) + "\n")
+        if os.environ.get("REPLAY_EXIT"):
+            seconds, _, path = os.environ["REPLAY_EXIT"].partition(":")
+            atexit.register(_slow_exit, float(seconds), path)
 
     def _open(self) -> None:
         if os.environ.get("REPLAY_BROKEN"):

@@ -296,8 +296,9 @@ class GpuWorkers:
             finally:
                 thread.job = None  # type: ignore[attr-defined]
 
-    def close(self) -> None:
-        """Stop taking cases, cancel the queued ones, and stop every worker (killing any case still running)."""
+    def close(self, wait: bool = True) -> None:
+        """Stop taking cases, cancel the queued ones, and stop every worker (killing any case still running); without
+        ``wait``, the workers are asked to end and a later close waits for them."""
         with self._cond:
             self._closed = True
             for job in self._queue:
@@ -309,7 +310,10 @@ class GpuWorkers:
         for thread in self._threads:
             thread.join(timeout=60)
         for pool in self.pools:
-            pool.close()
+            if wait:
+                pool.close()
+            else:
+                pool.ask_to_stop()
 
 
 def _why(outcome: Outcome) -> str:

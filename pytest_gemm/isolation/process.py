@@ -50,6 +50,7 @@ class WorkerProcess:
     def __init__(self, command: list[str], pin: str | None = None) -> None:
         self.started = time.monotonic()
         self.killed: float | None = None  # when :meth:`kill_later` killed it
+        self._asked = False  # asked to stop
         self.output: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as the worker lives
         try:
             req_read, self._req_write = os.pipe()
@@ -150,11 +151,16 @@ class WorkerProcess:
         self.output.close()
         return code, output
 
+    def ask_to_stop(self) -> None:
+        """Ask the worker to end, without waiting for it (:meth:`stop` waits)."""
+        if not self._asked:
+            self._asked = True
+            with contextlib.suppress(OSError):
+                send(self.requests, "stop")
+
     def stop(self) -> None:
-        """Ask the worker to end; kill it if it does not."""
-        try:
-            send(self.requests, "stop")
+        """Ask the worker to end (unless asked already); kill it if it has not within 10 s."""
+        self.ask_to_stop()
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
         self.kill()

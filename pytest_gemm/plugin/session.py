@@ -215,7 +215,7 @@ class GemmSession:
         exit status that follows."""
         self.compile_ahead.close()
         if self.runner.started is not None:
-            self.runner.started.close()
+            self.runner.started.close(wait=False)  # their exits go on while the run writes; unconfigure waits
         if not self.facts.controller:
             self.pictures.close()  # the heatmaps it drew as its cases ended are in the folder before it ends
             return  # an xdist worker: the reporting process writes
@@ -231,6 +231,11 @@ class GemmSession:
             rootpath=self.config.rootpath,
         )
         session.exitstatus = self.ending.exit_status
+
+    def pytest_unconfigure(self) -> None:
+        """The workers asked to end with the session have gone (each waited for, or killed) before pytest does."""
+        if self.runner.started is not None:
+            self.runner.started.close()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.ending is None:

@@ -339,3 +339,21 @@ def test_crashes_that_come_faster_than_a_worker_starts_get_more_standby_workers(
     warmed = sorted((s["start"], s["end"]) for s in map(json.loads, starts.read_text().splitlines()) if s["warmed"])
     assert any(later[0] < earlier[1] for earlier, later in itertools.pairwise(warmed))  # two started side by side
     assert len(warmed) <= len(STICKY) + 3  # one for each crash, and at most three kept
+
+
+def test_the_run_writes_its_end_while_its_worker_exits_and_waits_for_it_before_pytest_ends(faults, monkeypatch):
+    """A worker's exit takes time (a CUDA context's teardown: about 1.3 s on an H200). The run asks its workers to end
+    as the session ends and writes its end meanwhile (here the terminal summary), then waits for them: none is left
+    when pytest ends."""
+    exits, summary = faults.path / "exits.jsonl", faults.path / "summary.txt"
+    monkeypatch.setenv("REPLAY_EXIT", f"2:{exits}")
+    conftest = faults.path / "conftest.py"
+    hook = (
+        f"def pytest_terminal_summary():\n    import time\n    open({str(summary)!r}, 'w').write(repr(time.time()))\n"
+    )
+    conftest.write_text(conftest.read_text() + "\n\n" + hook)
+    result = faults.runpytest("--gemm-kernels", GOOD[0])
+    result.assert_outcomes(passed=1)
+    ended = [json.loads(line)["ended"] for line in exits.read_text().splitlines()]  # written as each worker ended
+    assert len(ended) == 1
+    assert float(summary.read_text()) < ended[0]  # the summary did not wait for the worker's exit
