@@ -61,7 +61,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """A GPU test (tests/gpu) holds the GPU lock from its setup (a module's GPU run included) to its teardown: never
     two at once on a GPU (their timings and false-alarm sweeps share it), whichever xdist worker runs them. A GEMM
     case of a kernel folder under tests/ run by pytest-gemm itself takes none: xdist gives each worker its own GPU."""
-    if item.get_closest_marker("gpu") is None or not item.path.is_relative_to(TESTS / "gpu"):
+    if item.get_closest_marker("gpu") is None or not item.path.resolve().is_relative_to(TESTS / "gpu"):
         return (yield)
     with FileLock(GPU_LOCK):
         return (yield)

@@ -161,6 +161,8 @@ class WorkerProcess:
     def stop(self) -> None:
         """Ask the worker to end (unless asked already); kill it if it has not within 10 s."""
         self.ask_to_stop()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=10)
-        self.kill()
+        try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=10)
+        finally:  # killed with everything it started, even when the wait is interrupted (Ctrl-C)
+            self.kill()

@@ -214,8 +214,10 @@ class GemmSession:
         """The one step that ends the run: workers closed, then (in the reporting process) what is written, and the
         exit status that follows."""
         self.compile_ahead.close()
-        if self.runner.started is not None:
-            self.runner.started.close(wait=False)  # their exits go on while the run writes; unconfigure waits
+        workers = self.runner.started
+        if workers is not None:  # in the reporting process their exits go on while it writes; the cleanup waits
+            workers.close(wait=not self.facts.controller)  # an xdist worker writes nothing, and is soon shut down
+            self.config.add_cleanup(workers.close)  # run even where another plugin's unconfigure raises
         if not self.facts.controller:
             self.pictures.close()  # the heatmaps it drew as its cases ended are in the folder before it ends
             return  # an xdist worker: the reporting process writes
@@ -231,11 +233,6 @@ class GemmSession:
             rootpath=self.config.rootpath,
         )
         session.exitstatus = self.ending.exit_status
-
-    def pytest_unconfigure(self) -> None:
-        """The workers asked to end with the session have gone (each waited for, or killed) before pytest does."""
-        if self.runner.started is not None:
-            self.runner.started.close()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.ending is None:

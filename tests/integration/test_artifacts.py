@@ -64,10 +64,10 @@ def _broken_run(folder: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def broken_run(tmp_path_factory, worker_id) -> Path:
+def broken_run(pytestconfig, tmp_path_factory) -> Path:
     """The broken kernels' run at 2048, made once for the whole run (it takes most of the module's time), whichever
     xdist workers run this module's tests: its folder, with its JUnit XML, saved run and report."""
-    return made_once(tmp_path_factory, worker_id, "broken-2048", _broken_run)
+    return made_once(pytestconfig, tmp_path_factory, "broken-2048", _broken_run)
 
 
 def test_a_run_of_broken_kernels_at_2048_leaves_small_artifacts(broken_run):

@@ -24,16 +24,17 @@ __all__ = ["GPU_LOCK", "made_once"]
 GPU_LOCK = Path(tempfile.gettempdir()) / f"pytest-gemm-tests-gpu-{os.getuid() if hasattr(os, 'getuid') else 0}.lock"
 
 
-def made_once(factory: pytest.TempPathFactory, worker_id: str, name: str, make: Callable[[Path], None]) -> Path:
+def made_once(config: pytest.Config, factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
     """The folder ``name``, made by ``make(folder)`` once for the whole run: by the first xdist worker that asks, the
     others waiting for it and then reading it (a make that raised is made again by the next to ask)."""
-    if worker_id == "master":  # no xdist: this process alone
+    worker = getattr(config, "workerinput", None)  # an xdist worker's (no xdist, or -p no:xdist: None)
+    if worker is None:  # this process alone
         folder = factory.mktemp(name)
         make(folder)
         return folder
-    folder = factory.getbasetemp().parent / name
+    folder = factory.getbasetemp().parent / f"{name}-{worker['testrunuid']}"  # this run's, wherever basetemp is
     with FileLock(f"{folder}.lock"):
-        done = folder.parent / f"{name}.made"  # beside it: the folder holds what make wrote, nothing else
+        done = folder.parent / f"{folder.name}.made"  # beside it: the folder holds what make wrote, nothing else
         if not done.exists():
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir()

@@ -43,10 +43,10 @@ def _report(out: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def folder(tmp_path_factory, worker_id) -> Path:
+def folder(pytestconfig, tmp_path_factory) -> Path:
     """A report of the recorded H100 run with two failed cases added; written once for the run, whichever xdist
     workers run this module's tests (none writes into it)."""
-    return made_once(tmp_path_factory, worker_id, "html-page-report", _report)
+    return made_once(pytestconfig, tmp_path_factory, "html-page-report", _report)
 
 
 def test_the_page_shows_every_picture_the_facts_and_the_tables(folder):
