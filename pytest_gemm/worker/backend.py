@@ -86,7 +86,8 @@ class GpuBackend:
         self.cp = self.runner.cp
         self.monitor = open_monitor(self.runner.pci_bus_id)
         # which GPU this is, and which others this process sees (the pytest process plans its GPUs from them)
-        seen = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "visible_devices": self.list_devices()}
+        listed = visible_devices(self.cp, lambda bus_id: open_monitor(bus_id).uuid())  # name, capability, NVML's UUID
+        seen = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "visible_devices": listed}
         self._facts = {"available": True, **self.runner.facts(), **self.monitor.facts(), **seen}
         self.timer = Timer(self.runner)  # compiles its kernels in a thread, while the warm-up verifies
         self._watch: Watch | None = None  # the warm-up's launches are not watched: they need not wait for the timer
@@ -113,13 +114,6 @@ class GpuBackend:
                     raise RuntimeError(f"the worker's warm-up failed: {outcome.failure.message}")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-
-    @staticmethod
-    def list_devices() -> list[dict[str, str]]:
-        """The devices this process sees, in CUDA's order: each one's name, compute capability and UUID."""
-        import cupy
-
-        return visible_devices(cupy, lambda bus_id: open_monitor(bus_id).uuid())
 
     def facts(self) -> dict[str, Any]:
         return self._facts
