@@ -101,7 +101,10 @@ class GpuWorkers:
         else:  # an xdist worker whose GPU is another: this one goes
             first.close()
             self.pools = []
-        self.pools = self.pools + [self._make(g.entry) for g in self.gpus[len(self.pools) :]]
+        others = [self._make(g.entry) for g in self.gpus[len(self.pools) :]]
+        for pool in others:  # each with its standby at once: a standby started after its worker delays its first timing
+            pool.start_ahead(first.standby)
+        self.pools = self.pools + others
         self._start_threads()  # the other GPUs' workers start now, side by side, while pytest goes on
 
     def _start_threads(self) -> None:

@@ -124,7 +124,7 @@ class WorkerPool:
             if pin != self.pin:  # started before this pool was pinned to its GPU
                 self._bury(process)
                 continue
-            if not process.replies.poll(0):
+            if self.facts is not None and not process.replies.poll(0):  # not a first worker started ahead
                 self.standbys = min(STANDBY_MOST, self.standbys + 1)
             return process
         return None
@@ -141,6 +141,18 @@ class WorkerPool:
                 self._standby.append((WorkerProcess([*self.command, "--warmed"], self.pin), self.pin))
             except OSError:  # no standby: the next replacement starts a worker, as without one
                 return
+
+    def start_ahead(self, standby: bool) -> None:
+        """Start this pool's worker and its standbys now, side by side, without waiting for them: for a GPU planned
+        after the run's first worker said hello, which told whether a start is costly (``standby``) and warmed
+        CuPy's cache (``--warmed``). Its first timing then waits for no standby started after its worker."""
+        with self._lock:
+            self.standby = standby
+            for _ in range(1 + (self.standbys if standby else 0)):  # the worker (the first taken), then standbys
+                try:
+                    self._standby.append((WorkerProcess([*self.command, "--warmed"], self.pin), self.pin))
+                except OSError:  # the first case starts one, as without this
+                    return
 
     def _bury(self, process: WorkerProcess) -> None:
         """Kill a worker without waiting for it to go (timing waits, :meth:`_quiet`); reap those that have gone."""

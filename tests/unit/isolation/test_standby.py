@@ -56,6 +56,21 @@ class SlowStandby(Crashing):
         return Outcome(skip=f"ran in {os.getpid()}")
 
 
+class Announced(Crashing):
+    """Says in a file when it starts (warmed or not), takes a second to start; seed 1 crashes, other cases run."""
+
+    def __init__(self, cubin_cache=None, warmed=False):
+        with open(os.environ["STARTS"], "a") as log:
+            log.write(f"{os.getpid()} {'warmed' if warmed else 'cold'}\\n")
+        time.sleep(1.0)
+
+    def run(self, request, notify):
+        if request.seed == 1:
+            return super().run(request, notify)
+        notify("load")
+        return Outcome(skip=f"ran in {os.getpid()}")
+
+
 class ShortOfMemory(Crashing):
     """Refused for want of memory while a standby is alive (a file says so), else run."""
 
@@ -146,5 +161,29 @@ def test_a_case_short_of_memory_beside_a_standby_runs_again_without_it(backends,
         outcome = pool.run(_request())
         assert outcome.skip == "ran with the memory to itself"
         assert (tmp_path / "attempts.txt").read_text().count("attempt") == 2
+    finally:
+        pool.close()
+
+
+def _starts(path: Path) -> list[list[str]]:
+    return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_gpu_planned_after_the_first_hello_starts_its_worker_and_standby_at_once(backends, tmp_path, monkeypatch):
+    monkeypatch.setenv("STARTS", str(tmp_path / "starts.txt"))
+    pool = WorkerPool("standby_backends:Announced", None, timeout=30)
+    try:
+        pool.start_ahead(standby=True)
+        deadline = time.monotonic() + 20
+        while len(_starts(tmp_path / "starts.txt")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        started = _starts(tmp_path / "starts.txt")
+        assert [kind for _, kind in started] == ["warmed", "warmed"]  # both before any case, neither waiting
+        pids = {pid for pid, _ in started}
+        ran = {pool.run(_request(seed)).skip for seed in (0, 2, 3)}
+        assert len(ran) == 1 and (worker := ran.pop()).removeprefix("ran in ") in pids  # one became the worker
+        assert pool.standbys == 1  # a first worker still starting is no sign of crashes faster than a start
+        assert pool.run(_request(1)).failure is not None  # a crash: the next case runs on the standby started ahead
+        assert pool.run(_request(0)).skip == f"ran in {(pids - {worker.removeprefix('ran in ')}).pop()}"
     finally:
         pool.close()
