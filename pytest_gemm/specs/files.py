@@ -108,13 +108,14 @@ def _py_facts(path: Path, *, test_module: bool) -> PyFacts | None:
     return _facts(str(path), stamp, not test_module)
 
 
-#: what a file too large to read whole is searched for: what would make it a kernel file (its size is then said)
-_MARKS = {".cu": HEADER_START, ".py": DECLARING}
+#: what a file too large to read whole is searched for: what would make it a kernel file (its size is then said), and
+#: the text each match holds
+_MARKS = {".cu": (HEADER_START, "pytest-gemm"), ".py": (DECLARING, "gemm_kernel")}
 
 
 @functools.lru_cache(maxsize=256)
 def _holds_mark(path: str, _stamp: tuple[int, ...]) -> bool:
-    return holds(Path(path), _MARKS[Path(path).suffix])
+    return holds(Path(path), *_MARKS[Path(path).suffix])
 
 
 def is_kernel_file(path: Path, *, test_module: bool) -> bool:

@@ -88,8 +88,9 @@ _CHUNK = 1 << 20
 _OVERLAP = 4096
 
 
-def holds(path: Path, pattern: re.Pattern[str]) -> bool:
-    """Whether a regular file, too large to read whole, holds text that ``pattern`` matches: read a MB at a time,
+def holds(path: Path, pattern: re.Pattern[str], needle: str) -> bool:
+    """Whether a regular file, too large to read whole, holds text that ``pattern`` matches, each of whose matches
+    holds ``needle`` (a piece without it is not searched: the regex is slow on MBs of anything): read a MB at a time,
     as far as its size when opened (a file that grows is not followed), decoded as :func:`decode_cu` decodes (UTF-8,
     or UTF-16/32 by its byte order mark; bytes that do not decode are replaced). False when it cannot be read or
     is not a regular file; a match longer than 4096 characters across two pieces is not seen."""
@@ -112,7 +113,7 @@ def holds(path: Path, pattern: re.Pattern[str]) -> bool:
                 decoder = codecs.getincrementaldecoder(codec)(errors="replace")
             left -= len(data)
             text = tail + decoder.decode(data, final=left <= 0)
-            if pattern.search(text) is not None:
+            if needle in text and pattern.search(text) is not None:
                 return True
             tail = text[-_OVERLAP:]
         return False

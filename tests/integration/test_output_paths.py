@@ -509,13 +509,16 @@ def test_each_subcommand_takes_only_the_options_it_uses(tmp_path, command, takes
 
 
 # -- earlier reports adopted, the step summary's folder, merge into a run's folder, --co ---------------------------
-def _old_report(folder: Path) -> Path:
+@pytest.fixture(scope="session")
+def old_report_template(tmp_path_factory) -> Path:
     """A report folder as the release before the marker wrote it: write_report's files (page, run, charts, a failed
-    case's heatmap) and no marker; and a file manager's hidden file, which is nobody's."""
+    case's heatmap) and no marker; and a file manager's hidden file, which is nobody's. Drawn once (its pictures
+    were most of these tests' time): its files do not depend on the folder's name or place."""
     from pytest_gemm.report.folder import write_report
     from pytest_gemm.runs.saved import read_run
 
-    source = folder.parent / f".{folder.name}-source.json"
+    folder = tmp_path_factory.mktemp("old-report") / "report"
+    source = folder.parent / "source.json"
     _write(source, _saved_run())
     write_report(read_run(source), folder)
     source.unlink()
@@ -528,14 +531,25 @@ def _old_report(folder: Path) -> Path:
     return folder
 
 
+@pytest.fixture
+def old_report(old_report_template):
+    """``old_report(folder)``: a copy of the earlier release's report folder made at ``folder``."""
+
+    def make(folder: Path) -> Path:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        return Path(shutil.copytree(old_report_template, folder, symlinks=True))
+
+    return make
+
+
 def _contents(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
-def test_plot_adopts_a_report_folder_written_before_the_marker_to_redraw_it(tmp_path):
+def test_plot_adopts_a_report_folder_written_before_the_marker_to_redraw_it(tmp_path, old_report):
     """`pytest-gemm plot s1/run.json --out s1`, the documented redraw, into a folder the
     previous release wrote (no marker): adopted and marked, its run.json kept; a marked one is redrawn as well."""
-    folder = _old_report(tmp_path / "s1")
+    folder = old_report(tmp_path / "s1")
     run = (folder / "run.json").read_bytes()
     result = _cli(tmp_path, "plot", "s1/run.json", "--out", "s1")
     assert result.returncode == 0, result.stderr
@@ -544,18 +558,18 @@ def test_plot_adopts_a_report_folder_written_before_the_marker_to_redraw_it(tmp_
     assert _cli(tmp_path, "plot", "s1/run.json", "--out", "s1").returncode == 0
 
 
-def test_gemm_report_adopts_a_report_folder_written_before_the_marker(replay):
+def test_gemm_report_adopts_a_report_folder_written_before_the_marker(replay, old_report):
     """--gemm-report DIR naming a folder the previous release wrote runs and writes there."""
-    folder = _old_report(replay.path / "rep")
+    folder = old_report(replay.path / "rep")
     _run(replay, "--gemm-report", "rep").assert_outcomes(passed=6)
     assert (folder / MARKER).is_file()
     assert len(json.loads((folder / "run.json").read_text())["gemm"]["tests"]) == 6  # this run's
 
 
-def test_the_folder_beside_pytest_html_written_before_the_marker_is_adopted(replay):
+def test_the_folder_beside_pytest_html_written_before_the_marker_is_adopted(replay, old_report):
     """pytest-html users' automatic gemm-report/ folder, as the previous release left it."""
     pytest.importorskip("pytest_html", reason="pytest-html is not installed")
-    folder = _old_report(replay.path / "html" / "gemm-report")
+    folder = old_report(replay.path / "html" / "gemm-report")
     result = _run(replay, "--html", "html/page.html")
     result.assert_outcomes(passed=6)
     assert result.ret == pytest.ExitCode.OK and (folder / MARKER).is_file()
@@ -596,11 +610,11 @@ def _spoil(folder: Path, how: str) -> None:
         ("index.html-link", "index.html"),
     ],
 )
-def test_an_unmarked_folder_is_adopted_only_when_all_of_it_is_pytest_gemms(tmp_path, how, listed):
+def test_an_unmarked_folder_is_adopted_only_when_all_of_it_is_pytest_gemms(tmp_path, how, listed, old_report):
     """An unmarked folder with anything pytest-gemm does not write there (a user's file, page,
     JSON or picture, a folder, a link) is refused, naming only that; nothing in it changes."""
     _write(tmp_path / "run.json", _saved_run())
-    folder = _old_report(tmp_path / "s1")
+    folder = old_report(tmp_path / "s1")
     _spoil(folder, how)
     before = _contents(folder)
     result = _cli(tmp_path, "plot", "run.json", "--out", "s1")
@@ -650,25 +664,29 @@ def test_merge_refuses_a_step_summary_in_a_folder_that_does_not_exist_before_wri
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
 
 
-def _shard_report(folder: Path, shard: int) -> None:
-    """A shard's report folder as pytest --gemm-report writes it (marked), holding the shard's run.json."""
+@pytest.fixture(scope="session")
+def shard_report(tmp_path_factory) -> Path:
+    """Shard 1 of 2's report folder as pytest --gemm-report writes it (marked), holding the shard's run.json; drawn
+    once, and copied where a test wants it."""
     from pytest_gemm.report.folder import write_report
     from pytest_gemm.runs.saved import read_run
 
-    source = folder.parent / f".{folder.name}-source.json"
-    _write(source, _saved_run((shard, 2)))
+    folder = tmp_path_factory.mktemp("shard-report") / "report"
+    source = folder.parent / "source.json"
+    _write(source, _saved_run((1, 2)))
     write_report(read_run(source), folder)
     source.unlink()
+    return folder
 
 
 @pytest.mark.parametrize(
     ("report", "said"),
     [("s1", "--report s1: holds s1/run.json"), ("./s1/", "--report ./s1/: holds s1/run.json"), (".", "--report .:")],
 )
-def test_merge_report_refuses_a_folder_that_holds_one_of_its_runs(tmp_path, report, said):
+def test_merge_report_refuses_a_folder_that_holds_one_of_its_runs(tmp_path, report, said, shard_report):
     """merge --report s1, where s1 holds shard 1's run.json, would put the merged page beside shard
     1's run: refused before anything is written (the folder being pytest-gemm's is no excuse)."""
-    _shard_report(tmp_path / "s1", 1)
+    shutil.copytree(shard_report, tmp_path / "s1", symlinks=True)
     _write(tmp_path / "s2" / "run.json", _saved_run((2, 2)))
     before = _contents(tmp_path / "s1")
     result = _cli(tmp_path, "merge", "s1/run.json", "s2/run.json", "--out", "m.json", "--report", report)
@@ -683,9 +701,9 @@ def test_merge_report_refuses_a_folder_that_holds_one_of_its_runs(tmp_path, repo
     assert (tmp_path / "merged" / "index.html").is_file()
 
 
-def test_plot_may_redraw_a_report_folder_from_its_own_run(tmp_path):
+def test_plot_may_redraw_a_report_folder_from_its_own_run(tmp_path, shard_report):
     """The other way round: plotting a report's own run.json into its folder redraws the same run (kept)."""
-    _shard_report(tmp_path / "s1", 1)
+    shutil.copytree(shard_report, tmp_path / "s1", symlinks=True)
     run = (tmp_path / "s1" / "run.json").read_bytes()
     result = _cli(tmp_path, "plot", "s1/run.json", "--out", "s1")
     assert result.returncode == 0, result.stderr
@@ -693,11 +711,11 @@ def test_plot_may_redraw_a_report_folder_from_its_own_run(tmp_path):
 
 
 @pytest.mark.parametrize("option", ["--co", "--help", "--fixtures"])
-def test_a_run_that_runs_no_test_checks_the_report_folder_but_creates_nothing(replay, option):
+def test_a_run_that_runs_no_test_checks_the_report_folder_but_creates_nothing(replay, option, old_report):
     """--collect-only (and --help, --fixtures) with --gemm-report DIR create no folder
     and mark none (an earlier report stays unmarked), but a folder that would be refused still is; a run that runs
     tests creates and marks it."""
-    old = _old_report(replay.path / "old")
+    old = old_report(replay.path / "old")
     before = _contents(old)
     for folder in ("rep", "old"):
         result = _run(replay, "--gemm-report", folder, option)
