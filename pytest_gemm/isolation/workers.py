@@ -144,13 +144,15 @@ class WorkerPool:
 
     def start_ahead(self, standby: bool) -> None:
         """Start this pool's worker and its standbys now, side by side, without waiting for them: for a GPU planned
-        after the run's first worker said hello, which told whether a start is costly (``standby``) and warmed
-        CuPy's cache (``--warmed``). Its first timing then waits for no standby started after its worker."""
+        after the run's first worker said hello, which told whether a start is costly (``standby``: then CuPy's
+        cache is warm, ``--warmed``, which only such a backend takes). Its first timing then waits for no standby
+        started after its worker."""
+        command = [*self.command, "--warmed"] if standby else self.command
         with self._lock:
             self.standby = standby
             for _ in range(1 + (self.standbys if standby else 0)):  # the worker (the first taken), then standbys
                 try:
-                    self._standby.append((WorkerProcess([*self.command, "--warmed"], self.pin), self.pin))
+                    self._standby.append((WorkerProcess(command, self.pin), self.pin))
                 except OSError:  # the first case starts one, as without this
                     return
 

@@ -71,6 +71,21 @@ class Announced(Crashing):
         return Outcome(skip=f"ran in {os.getpid()}")
 
 
+class Cheap:
+    """A backend whose start costs nothing: no standby, and no ``warmed`` argument."""
+
+    def __init__(self, cubin_cache=None):
+        with open(os.environ["STARTS"], "a") as log:
+            log.write(f"{os.getpid()} cold\\n")
+
+    def facts(self):
+        return {"name": "stand-in"}
+
+    def run(self, request, notify):
+        notify("load")
+        return Outcome(skip=f"ran in {os.getpid()}")
+
+
 class ShortOfMemory(Crashing):
     """Refused for want of memory while a standby is alive (a file says so), else run."""
 
@@ -185,5 +200,22 @@ def test_a_gpu_planned_after_the_first_hello_starts_its_worker_and_standby_at_on
         assert pool.standbys == 1  # a first worker still starting is no sign of crashes faster than a start
         assert pool.run(_request(1)).failure is not None  # a crash: the next case runs on the standby started ahead
         assert pool.run(_request(0)).skip == f"ran in {(pids - {worker.removeprefix('ran in ')}).pop()}"
+    finally:
+        pool.close()
+
+
+def test_a_gpu_whose_start_is_cheap_starts_its_worker_ahead_alone(backends, tmp_path, monkeypatch):
+    monkeypatch.setenv("STARTS", str(tmp_path / "starts.txt"))
+    pool = WorkerPool("standby_backends:Cheap", None, timeout=30)
+    try:
+        pool.start_ahead(standby=False)
+        deadline = time.monotonic() + 20
+        while not _starts(tmp_path / "starts.txt") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _starts(tmp_path / "starts.txt"), "no worker started before the first case"
+        ran = {pool.run(_request(seed)).skip for seed in range(3)}
+        started = _starts(tmp_path / "starts.txt")
+        assert [kind for _, kind in started] == ["cold"]  # the one worker, started ahead, and no standby
+        assert ran == {f"ran in {started[0][0]}"}
     finally:
         pool.close()
