@@ -28,8 +28,8 @@ Environment:
                        when it started, began timing (after the pool's word; null when untimed) and ended (time.time())
   REPLAY_STANDBY       the backend's start takes this many seconds, and it asks the pool for a standby worker, as
                        the GPU backend does
-  REPLAY_STARTS        append one JSON line per backend started: its pid, when its start began and ended, and
-                       whether it was started as a standby (``warmed``)
+  REPLAY_STARTS        append one JSON line per backend started: its pid, CUDA_VISIBLE_DEVICES, when its start
+                       began and ended, and whether it was started warmed (a standby, or a worker started ahead)
   REPLAY_EXIT          "SECONDS:FILE": a worker's exit takes SECONDS (a CUDA context's teardown), and appends one
                        JSON line to FILE with its pid, when its exit began and when it ended
 """
@@ -86,6 +86,7 @@ class ReplayBackend:
         if os.environ.get("REPLAY_STARTS"):
             with open(os.environ["REPLAY_STARTS"], "a", encoding="utf-8") as log:
                 line = {"pid": os.getpid(), "start": began, "end": time.time(), "warmed": warmed}
+                line["pin"] = os.environ.get("CUDA_VISIBLE_DEVICES")
                 log.write(json.dumps(line) + "\n")
         if os.environ.get("REPLAY_EXIT"):
             seconds, _, path = os.environ["REPLAY_EXIT"].partition(":")

@@ -10,9 +10,9 @@ plugin see one ordinary pytest process, and no two cases ever run on one GPU at 
 GPU, one case per worker).
 
 The first worker starts unpinned, on the first visible GPU, and says in its hello which devices it
-sees; the others are then pinned, one per GPU (:func:`~.devices.plan_gpus`). A GPU whose worker
-cannot start (no device, or failed starts) is taken out of service while another still serves, and
-its cases go to the others.
+sees; the others are then pinned, one per GPU (:func:`~.devices.plan_gpus`), each started with its
+standby. A GPU whose worker cannot start (no device, or failed starts) is taken out of service while
+another still serves, and its cases go to the others.
 """
 
 from __future__ import annotations
@@ -101,11 +101,12 @@ class GpuWorkers:
         else:  # an xdist worker whose GPU is another: this one goes
             first.close()
             self.pools = []
-        others = [self._make(g.entry) for g in self.gpus[len(self.pools) :]]
-        for pool in others:  # each with its standby at once: a standby started after its worker delays its first timing
-            pool.start_ahead(first.standby)
-        self.pools = self.pools + others
-        self._start_threads()  # the other GPUs' workers start now, side by side, while pytest goes on
+        first_arch = str(devices[0].get("capability", ""))  # CuPy's cache, which the first worker warmed, is per arch
+        self.pools = self.pools + [self._make(g.entry) for g in self.gpus[len(self.pools) :]]
+        for i, pool in enumerate(self.pools):  # with its standby at once: one started after it delays its first timing
+            if pool is not first and first.standby and self._capability[i] == first_arch:
+                pool.start_ahead()
+        self._start_threads()  # the other GPUs' threads greet their workers (or start them) while pytest goes on
 
     def _start_threads(self) -> None:
         with self._cond:
@@ -257,6 +258,7 @@ class GpuWorkers:
             if not serving:
                 return False
             self.retired[index] = why
+            self.pools[index].interrupt()  # its standbys, started ahead, hold the GPU no longer
             if job is not None:
                 self._queue.insert(0, job)
             self._cond.notify_all()

@@ -100,6 +100,8 @@ class WorkerPool:
                 return greeted
             if self._closed or self._interrupted:  # it was killed to end the run, or to drop the case
                 return Failure(FailureKind.INTERNAL, "the run is ending: no GPU worker is started", "start")
+            if self.facts is None:  # a first worker started ahead: a failed start, and the next try takes the next
+                return greeted
             self._start_failures.pop()  # a standby that could not start: a new worker is tried, and its failure counts
             self.standby = self.standby and self._standby_failed < STANDBY_FAILURES
         try:
@@ -118,7 +120,7 @@ class WorkerPool:
     # -- the standby -----------------------------------------------------------------------------
     def _take_standby(self) -> WorkerProcess | None:
         """The oldest standby worker (it becomes the worker); one not started yet means that workers are lost
-        faster than one starts, and one more is kept from now on."""
+        faster than one starts, and one more is kept from now on (not so for a first worker started ahead)."""
         while self._standby:
             process, pin = self._standby.pop(0)
             if pin != self.pin:  # started before this pool was pinned to its GPU
@@ -131,8 +133,8 @@ class WorkerPool:
 
     def keep_standby(self) -> None:
         """Start standby workers, where this pool keeps them, until it has :attr:`standbys` pinned where it runs.
-        They start once a worker of this pool has said hello, so they find CuPy's cache warm (``--warmed``: a
-        shorter warm-up)."""
+        They start once a worker of this run has said hello (here, or before :meth:`start_ahead`), so they find
+        CuPy's cache warm (``--warmed``: a shorter warm-up)."""
         for process, pin in [entry for entry in self._standby if entry[1] != self.pin]:
             self._bury(process)
             self._standby.remove((process, pin))
@@ -142,17 +144,15 @@ class WorkerPool:
             except OSError:  # no standby: the next replacement starts a worker, as without one
                 return
 
-    def start_ahead(self, standby: bool) -> None:
-        """Start this pool's worker and its standbys now, side by side, without waiting for them: for a GPU planned
-        after the run's first worker said hello, which told whether a start is costly (``standby``: then CuPy's
-        cache is warm, ``--warmed``, which only such a backend takes). Its first timing then waits for no standby
-        started after its worker."""
-        command = [*self.command, "--warmed"] if standby else self.command
+    def start_ahead(self) -> None:
+        """Start this pool's worker and its standbys now, side by side, without waiting for them (``--warmed``): for a
+        GPU planned after the run's first worker, of the same architecture, said its start is costly and warmed CuPy's
+        cache. Its first timing then waits for no standby started after its worker."""
         with self._lock:
-            self.standby = standby
-            for _ in range(1 + (self.standbys if standby else 0)):  # the worker (the first taken), then standbys
+            self.standby = True
+            for _ in range(1 + self.standbys):  # the worker (the first taken), then its standbys
                 try:
-                    self._standby.append((WorkerProcess(command, self.pin), self.pin))
+                    self._standby.append((WorkerProcess([*self.command, "--warmed"], self.pin), self.pin))
                 except OSError:  # the first case starts one, as without this
                     return
 

@@ -229,3 +229,23 @@ def test_a_timed_case_runs_on_the_gpu_that_recorded_its_baseline(replay, monkeyp
     }
     result.stdout.fnmatch_lines(["*: 0 regressed, 0 improved, 6 same, 0 new, 0 unstable"])
     assert "compared with the range" not in result.stdout.str()
+
+
+ANOTHER_ARCH = ["NVIDIA H200", "NVIDIA A100-SXM4-80GB@8.0"]
+
+
+@pytest.mark.parametrize(("devices", "ahead"), [(H200_X2, True), (ANOTHER_ARCH, False)], ids=["same", "other"])
+def test_a_later_gpu_of_the_first_ones_arch_starts_its_worker_and_standby_at_once(replay, monkeypatch, devices, ahead):
+    """A GPU after the first starts its worker and its standby side by side, both warmed (the first worker filled
+    CuPy's cache, which is per architecture): its first timing waits for no standby started only after its worker.
+    A GPU of another architecture starts as the first did: a full warm-up, then its standby."""
+    starts = replay.path / "starts.jsonl"
+    monkeypatch.setenv("REPLAY_STANDBY", "1")  # a start takes a second, and the backend keeps standbys
+    monkeypatch.setenv("REPLAY_STARTS", str(starts))
+    result, _ = _run(replay, monkeypatch, devices=devices, sleep="0")
+    result.assert_outcomes(passed=6)
+    second = sorted((s for s in _log(starts) if s["pin"] == "1"), key=lambda s: s["start"])
+    assert len(second) == 2, second  # its worker and one standby: nothing crashed
+    assert [s["warmed"] for s in second] == ([True, True] if ahead else [False, True])
+    side_by_side = second[1]["start"] < second[0]["end"]
+    assert side_by_side == ahead, second

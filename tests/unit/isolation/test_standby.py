@@ -1,6 +1,7 @@
 """Standby workers (isolation.workers; docs/architecture.md#the-boundary), through a real pool of real worker processes
 with small backends written here: crashes in a row leave no process behind, an interrupt while a standby starts
-starts no other worker, and a case short of memory while standbys hold some runs again without them."""
+starts no other worker, a case short of memory while standbys hold some runs again without them, and a worker
+started ahead beside its standby becomes the worker."""
 
 from __future__ import annotations
 
@@ -67,21 +68,6 @@ class Announced(Crashing):
     def run(self, request, notify):
         if request.seed == 1:
             return super().run(request, notify)
-        notify("load")
-        return Outcome(skip=f"ran in {os.getpid()}")
-
-
-class Cheap:
-    """A backend whose start costs nothing: no standby, and no ``warmed`` argument."""
-
-    def __init__(self, cubin_cache=None):
-        with open(os.environ["STARTS"], "a") as log:
-            log.write(f"{os.getpid()} cold\\n")
-
-    def facts(self):
-        return {"name": "stand-in"}
-
-    def run(self, request, notify):
         notify("load")
         return Outcome(skip=f"ran in {os.getpid()}")
 
@@ -188,7 +174,7 @@ def test_a_gpu_planned_after_the_first_hello_starts_its_worker_and_standby_at_on
     monkeypatch.setenv("STARTS", str(tmp_path / "starts.txt"))
     pool = WorkerPool("standby_backends:Announced", None, timeout=30)
     try:
-        pool.start_ahead(standby=True)
+        pool.start_ahead()
         deadline = time.monotonic() + 20
         while len(_starts(tmp_path / "starts.txt")) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -200,22 +186,5 @@ def test_a_gpu_planned_after_the_first_hello_starts_its_worker_and_standby_at_on
         assert pool.standbys == 1  # a first worker still starting is no sign of crashes faster than a start
         assert pool.run(_request(1)).failure is not None  # a crash: the next case runs on the standby started ahead
         assert pool.run(_request(0)).skip == f"ran in {(pids - {worker.removeprefix('ran in ')}).pop()}"
-    finally:
-        pool.close()
-
-
-def test_a_gpu_whose_start_is_cheap_starts_its_worker_ahead_alone(backends, tmp_path, monkeypatch):
-    monkeypatch.setenv("STARTS", str(tmp_path / "starts.txt"))
-    pool = WorkerPool("standby_backends:Cheap", None, timeout=30)
-    try:
-        pool.start_ahead(standby=False)
-        deadline = time.monotonic() + 20
-        while not _starts(tmp_path / "starts.txt") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _starts(tmp_path / "starts.txt"), "no worker started before the first case"
-        ran = {pool.run(_request(seed)).skip for seed in range(3)}
-        started = _starts(tmp_path / "starts.txt")
-        assert [kind for _, kind in started] == ["cold"]  # the one worker, started ahead, and no standby
-        assert ran == {f"ran in {started[0][0]}"}
     finally:
         pool.close()
