@@ -93,7 +93,8 @@ class GpuWorkers:
         if not models:
             return  # a backend that does not list its devices: one worker, on the first GPU
         self.gpus, self.note = plan_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), models, self._wanted, self._worker_id)
-        self._capability = [str(devices[g.index].get("capability", "")) for g in self.gpus]
+        arch = [str(d.get("capability", "")) for d in devices]  # each device's compute capability ("9.0")
+        self._capability = [arch[g.index] for g in self.gpus]
         self.identities = [gpu_identity(devices[g.index]) for g in self.gpus]
         if self.gpus and self.gpus[0].index == 0:
             first.pin = self.gpus[0].entry  # it runs there already; a replacement is pinned there too
@@ -101,11 +102,10 @@ class GpuWorkers:
         else:  # an xdist worker whose GPU is another: this one goes
             first.close()
             self.pools = []
-        first_arch = str(devices[0].get("capability", ""))  # CuPy's cache, which the first worker warmed, is per arch
         self.pools = self.pools + [self._make(g.entry) for g in self.gpus[len(self.pools) :]]
-        for i, pool in enumerate(self.pools):  # with its standby at once: one started after it delays its first timing
-            if pool is not first and first.standby and self._capability[i] == first_arch:
-                pool.start_ahead()
+        for gpu, pool in zip(self.gpus, self.pools, strict=True):  # with its standby: one started after it delays
+            if pool is not first and first.standby and arch[gpu.index] == arch[0]:  # its first timing; CuPy's cache,
+                pool.start_ahead()  # which the first worker (device 0) warmed, is per architecture
         self._start_threads()  # the other GPUs' threads greet their workers (or start them) while pytest goes on
 
     def _start_threads(self) -> None:

@@ -139,9 +139,7 @@ class WorkerPool:
             self._bury(process)
             self._standby.remove((process, pin))
         while self.standby and len(self._standby) < self.standbys and not (self._closed or self.gave_up):
-            try:
-                self._standby.append((WorkerProcess([*self.command, "--warmed"], self.pin), self.pin))
-            except OSError:  # no standby: the next replacement starts a worker, as without one
+            if not self._start_warmed():  # no standby: the next replacement starts a worker, as without one
                 return
 
     def start_ahead(self) -> None:
@@ -151,10 +149,16 @@ class WorkerPool:
         with self._lock:
             self.standby = True
             for _ in range(1 + self.standbys):  # the worker (the first taken), then its standbys
-                try:
-                    self._standby.append((WorkerProcess([*self.command, "--warmed"], self.pin), self.pin))
-                except OSError:  # the first case starts one, as without this
+                if not self._start_warmed():  # the first case starts one, as without this
                     return
+
+    def _start_warmed(self) -> bool:
+        """Start a worker with ``--warmed`` among the standbys (the first taken is the worker); False if refused."""
+        try:
+            self._standby.append((WorkerProcess([*self.command, "--warmed"], self.pin), self.pin))
+        except OSError:
+            return False
+        return True
 
     def _bury(self, process: WorkerProcess) -> None:
         """Kill a worker without waiting for it to go (timing waits, :meth:`_quiet`); reap those that have gone."""

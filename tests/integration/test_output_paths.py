@@ -23,6 +23,7 @@ from pytest_gemm.report.outputs import MARKER
 
 from support import BROKEN, ROOT, recorded_outcome, recorded_records, recording
 from support.cli import cli
+from support.shared import made_once
 
 NAIVE = "kernels/01_naive.cu::sgemm_naive"
 CASE_512 = f"{NAIVE}[fp32-512x512x512]"
@@ -509,26 +510,35 @@ def test_each_subcommand_takes_only_the_options_it_uses(tmp_path, command, takes
 
 
 # -- earlier reports adopted, the step summary's folder, merge into a run's folder, --co ---------------------------
-@pytest.fixture(scope="session")
-def old_report_template(tmp_path_factory) -> Path:
-    """A report folder as the release before the marker wrote it: write_report's files (page, run, charts, a failed
-    case's heatmap) and no marker; and a file manager's hidden file, which is nobody's. Drawn once (its pictures
-    were most of these tests' time): its files do not depend on the folder's name or place."""
+def _draw(folder: Path, run: dict) -> None:
+    """The report folder write_report draws at ``folder`` for ``run``, read from a saved copy (removed after)."""
     from pytest_gemm.report.folder import write_report
     from pytest_gemm.runs.saved import read_run
 
-    folder = tmp_path_factory.mktemp("old-report") / "report"
-    source = folder.parent / "source.json"
-    _write(source, _saved_run())
+    source = folder.parent / f".{folder.name}-source.json"
+    _write(source, run)
     write_report(read_run(source), folder)
     source.unlink()
+
+
+def _draw_old_report(outer: Path) -> None:
+    """A report folder as the release before the marker wrote it, at ``outer/report``: write_report's files (page,
+    run, charts, a failed case's heatmap) and no marker; and a file manager's hidden file, which is nobody's."""
+    folder = outer / "report"
+    _draw(folder, _saved_run())
     (folder / MARKER).unlink()
     (folder / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
     files = _files(folder)
     assert {"index.html", "run.json", "tflops-fp32.png", "errors"} <= files and any(
         name.startswith("errors/") and name.endswith(".png") for name in files
     ), files
-    return folder
+
+
+@pytest.fixture(scope="session")
+def old_report_template(pytestconfig, tmp_path_factory) -> Path:
+    """The earlier release's report folder (:func:`_draw_old_report`), drawn once for the run (its pictures were most
+    of these tests' time) and copied by each test: its files do not depend on the folder's name or place."""
+    return made_once(pytestconfig, tmp_path_factory, "old-report", _draw_old_report) / "report"
 
 
 @pytest.fixture
@@ -665,18 +675,13 @@ def test_merge_refuses_a_step_summary_in_a_folder_that_does_not_exist_before_wri
 
 
 @pytest.fixture(scope="session")
-def shard_report(tmp_path_factory) -> Path:
+def shard_report(pytestconfig, tmp_path_factory) -> Path:
     """Shard 1 of 2's report folder as pytest --gemm-report writes it (marked), holding the shard's run.json; drawn
-    once, and copied where a test wants it."""
-    from pytest_gemm.report.folder import write_report
-    from pytest_gemm.runs.saved import read_run
-
-    folder = tmp_path_factory.mktemp("shard-report") / "report"
-    source = folder.parent / "source.json"
-    _write(source, _saved_run((1, 2)))
-    write_report(read_run(source), folder)
-    source.unlink()
-    return folder
+    once for the run, and copied where a test wants it."""
+    folder = made_once(
+        pytestconfig, tmp_path_factory, "shard-report", lambda outer: _draw(outer / "report", _saved_run((1, 2)))
+    )
+    return folder / "report"
 
 
 @pytest.mark.parametrize(
