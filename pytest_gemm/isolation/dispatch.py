@@ -11,9 +11,9 @@ GPU, one case per worker).
 
 The first worker starts unpinned, on the first visible GPU, and says in its hello which devices it
 sees; the others are then pinned, one per GPU (:func:`~.devices.plan_gpus`), each started with its
-standby. The session may begin this plan in a thread of its own as collection starts (:meth:`GpuWorkers.begin`),
-so that the workers start beside the collection. A GPU whose worker cannot start (no device, or failed starts) is
-taken out of service while another still serves, and its cases go to the others.
+standby. The session may start the first worker as collection starts (:meth:`GpuWorkers.begin`), and read its hello
+once collected. A GPU whose worker cannot start (no device, or failed starts) is taken out of service while
+another still serves, and its cases go to the others.
 """
 
 from __future__ import annotations
@@ -79,44 +79,22 @@ class GpuWorkers:
         self._capability: list[str] = []  # each GPU's compute capability ("9.0")
         self.identities: list[str] = []  # each GPU's gpu_identity, as its baseline records name it ('' if unknown)
         self._idle: set[int] = set()  # the GPUs (indices) waiting for a case they may take
-        self._planning = threading.Lock()  # held while the GPUs are planned: whoever needs the plan waits for it
-        self._planner: threading.Thread | None = None  # the thread planning them, where :meth:`begin` started one
-        self._released = threading.Event()  # set once every worker is closed: the planning thread may end
-        self._plan_error: BaseException | None = None  # what escaped the planning thread, raised to the next caller
+        self._begun: WorkerPool | None = None  # the first GPU's, its worker started before the plan (:meth:`begin`)
 
     # -- the plan --------------------------------------------------------------------------------
     def begin(self) -> None:
-        """Plan the GPUs in a thread of its own (the first worker's start, then the other GPUs' and the standbys'),
-        without waiting for it: whatever needs the plan later waits for that thread."""
-        with self._cond:
-            if self._planner is not None or self.pools or self._closed:
-                return
-            self._planner = threading.Thread(target=self._plan_aside, name="pytest-gemm plan", daemon=True)
-        self._planner.start()
-
-    def _plan_aside(self) -> None:
-        try:
-            self._plan()
-        except BaseException as exc:  # said to the next caller, as if it had planned
-            self._plan_error = exc
-        # A worker dies with the thread that started it (PR_SET_PDEATHSIG is per thread, worker/serve.py): this one
-        # lives as long as the workers it started may
-        self._released.wait()
+        """Start the first worker now, without waiting for it: the plan reads its hello."""
+        if not self.pools and self._begun is None and not self._closed:
+            self._begun = self._make(None)
+            self._begun.begin()
 
     def _plan(self) -> None:
-        """Start the first worker, unpinned, and pin one per GPU from the devices it sees (once; a caller waits for a
-        plan under way)."""
-        with self._planning:
-            error, self._plan_error = self._plan_error, None
-            if error is not None:
-                raise error
-            if not self.pools and not self._closed:
-                self._plan_gpus()
-
-    def _plan_gpus(self) -> None:
-        first = self._make(None)
+        """Start the first worker, unpinned (or greet the one begun), and pin one per GPU from the devices it sees."""
+        if self.pools:
+            return
+        first = self._begun or self._make(None)
         self.pools = [first]
-        if os.name != "posix" or first.probe() is not None or self._closed:
+        if os.name != "posix" or first.probe() is not None:
             return  # no device (every case skips with the reason), or no worker can start (each case says why)
         devices = (first.facts or {}).get("visible_devices") or []
         models = [str(d.get("name", "")) for d in devices if isinstance(d, dict)]
@@ -340,21 +318,16 @@ class GpuWorkers:
                 job.future.cancel()
             self._queue.clear()
             self._cond.notify_all()
-        for pool in self.pools:
+        pools = self.pools or ([self._begun] if self._begun else [])  # begun, not planned: its worker alone
+        for pool in pools:
             pool.interrupt()  # a case queued ahead that no item waits for now (-x, Ctrl-C), or a worker starting
-        if self._planner is not None:  # a plan under way starts nothing more once closed: its pools are all known then
-            with self._planning:
-                for pool in self.pools:
-                    pool.interrupt()
         for thread in self._threads:
             thread.join(timeout=60)
-        for pool in self.pools:
+        for pool in pools:
             if wait:
                 pool.close()
             else:
                 pool.ask_to_stop()
-        if wait:
-            self._released.set()
 
 
 def _why(outcome: Outcome) -> str:

@@ -86,9 +86,9 @@ class GemmSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection(self, session: pytest.Session) -> None:
-        """Where this process runs GPU cases, their workers start as collection starts, beside it (each takes about
-        as long as the main job's collection: docs/measurements.md#the-main-job); a run left with no GPU case to run
-        closes them once collected."""
+        """Where this process runs GPU cases, the first GPU worker starts as collection starts, beside it (its start
+        takes about as long as the main job's collection: docs/measurements.md#the-main-job); a run left with no GPU
+        case to run closes it once collected."""
         if self._runs_cases_here():
             self.runner.workers.begin()
 

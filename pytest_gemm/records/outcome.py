@@ -231,6 +231,12 @@ class Failure:
     details: tuple[str, ...] = ()  # more lines: the numbers that broke a limit, a Python kernel's traceback
     replace_worker: bool = False  # the worker cannot be used again (lost CUDA context, killed, dead)
 
+    @property
+    def short_of_memory(self) -> bool:
+        """The case was refused for want of the GPU's memory, or ran out of it."""
+        oom = self.kind == FailureKind.CUDA_ERROR and self.message.startswith(OUT_OF_MEMORY)
+        return self.kind == FailureKind.TOO_BIG or oom
+
 
 def internal_failure(exc: BaseException, phase: str) -> Failure:
     """A fault of pytest-gemm's own code: the exception and the last 12 entries of its traceback; the worker

@@ -276,7 +276,7 @@ def test_the_workers_start_beside_the_collection(replay, monkeypatch):
     at = float(collected.read_text())
     first = min(_log(starts), key=lambda s: s["start"])
     assert first["pin"] is None and first["start"] < at, (first, at)
-    assert first["pid"] in {entry["pid"] for entry in log}  # it lives on once its start's thread ended, and serves
+    assert first["pid"] in {entry["pid"] for entry in log}  # the worker begun with the collection serves
 
     starts.unlink()
     result = replay.runpytest("--gemm-kernels", "kernels/01_naive.cu", "-m", "gemm_compile")
