@@ -11,8 +11,7 @@ GPU, one case per worker).
 
 The first worker starts unpinned, on the first visible GPU, and says in its hello which devices it
 sees; the others are then pinned, one per GPU (:func:`~.devices.plan_gpus`), each started with its
-standby. The session may start the first worker as collection starts (:meth:`GpuWorkers.begin`), and read its hello
-once collected. A GPU whose worker cannot start (no device, or failed starts) is taken out of service while
+standby. A GPU whose worker cannot start (no device, or failed starts) is taken out of service while
 another still serves, and its cases go to the others.
 """
 
@@ -79,20 +78,13 @@ class GpuWorkers:
         self._capability: list[str] = []  # each GPU's compute capability ("9.0")
         self.identities: list[str] = []  # each GPU's gpu_identity, as its baseline records name it ('' if unknown)
         self._idle: set[int] = set()  # the GPUs (indices) waiting for a case they may take
-        self._begun: WorkerPool | None = None  # the first GPU's, its worker started before the plan (:meth:`begin`)
 
     # -- the plan --------------------------------------------------------------------------------
-    def begin(self) -> None:
-        """Start the first worker now, without waiting for it: the plan reads its hello."""
-        if not self.pools and self._begun is None and not self._closed:
-            self._begun = self._make(None)
-            self._begun.begin()
-
     def _plan(self) -> None:
-        """Start the first worker, unpinned (or greet the one begun), and pin one per GPU from the devices it sees."""
+        """Start the first worker, unpinned, and pin one per GPU from the devices it sees."""
         if self.pools:
             return
-        first = self._begun or self._make(None)
+        first = self._make(None)
         self.pools = [first]
         if os.name != "posix" or first.probe() is not None:
             return  # no device (every case skips with the reason), or no worker can start (each case says why)
@@ -318,12 +310,11 @@ class GpuWorkers:
                 job.future.cancel()
             self._queue.clear()
             self._cond.notify_all()
-        pools = self.pools or ([self._begun] if self._begun else [])  # begun, not planned: its worker alone
-        for pool in pools:
+        for pool in self.pools:
             pool.interrupt()  # a case queued ahead that no item waits for now (-x, Ctrl-C), or a worker starting
         for thread in self._threads:
             thread.join(timeout=60)
-        for pool in pools:
+        for pool in self.pools:
             if wait:
                 pool.close()
             else:

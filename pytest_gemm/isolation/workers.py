@@ -1,16 +1,19 @@
 """A GPU worker process owned by the pytest process: started on demand, time-limited, replaced when lost.
 
-One worker runs cases at a time, one after the other: a worker keeps its CUDA context, its loaded kernels and its
-cuBLAS handle from case to case. It is replaced when a case leaves it unusable: a sticky CUDA error, a time limit (the
-process group is killed), or its death. The worker's stdout and stderr go to a file; what it printed while running a
-case (a kernel's printf, a Python kernel's prints) comes back with that case's outcome.
+One worker runs cases at a time, one after the other: a worker keeps its CUDA context, its loaded
+kernels and its cuBLAS handle from case to case. It is replaced when a case leaves it unusable: a
+sticky CUDA error, a time limit (the process group is killed), or its death. The worker's stdout and
+stderr go to a file; what it printed while running a case (a kernel's printf, a Python kernel's
+prints) comes back with that case's outcome.
 
-Where a worker's start is costly (the GPU worker's: CuPy's import, a CUDA context, the warm-up), the pool keeps a
-standby worker started beside the one that runs cases, so that a replaced worker costs the case that lost it and
-nothing more: the next case runs on the standby, and a new standby starts. Where workers are lost faster than one
-starts (a kernel that crashes at every shape), it keeps more, up to :data:`STANDBY_MOST`. Nothing of the pool's runs
-beside a case's timing: a worker asks before it times (``serve.py``), and the pool answers once the standby has
-finished starting and the workers it killed have gone (docs/architecture.md#the-boundary).
+Where a worker's start is costly (the GPU worker's: CuPy's import, a CUDA context, the warm-up), the
+pool keeps a standby worker started beside the one that runs cases, so that a replaced worker costs
+the case that lost it and nothing more: the next case runs on the standby, and a new standby starts.
+Where workers are lost faster than one starts (a kernel that crashes at every shape), it keeps more,
+up to :data:`STANDBY_MOST`.
+Nothing of the pool's runs beside a case's timing: a worker asks before it times
+(``serve.py``), and the pool answers once the standby has finished starting and the workers it killed
+have gone (docs/architecture.md#the-boundary).
 """
 
 from __future__ import annotations
@@ -136,7 +139,7 @@ class WorkerPool:
             self._bury(process)
             self._standby.remove((process, pin))
         while self.standby and len(self._standby) < self.standbys and not (self._closed or self.gave_up):
-            if not self._start_aside("--warmed"):  # no standby: the next replacement starts a worker, as without one
+            if not self._start_warmed():  # no standby: the next replacement starts a worker, as without one
                 return
 
     def start_ahead(self) -> None:
@@ -146,19 +149,13 @@ class WorkerPool:
         with self._lock:
             self.standby = True
             for _ in range(1 + self.standbys):  # the worker (the first taken), then its standbys
-                if not self._start_aside("--warmed"):  # the first case starts one, as without this
+                if not self._start_warmed():  # the first case starts one, as without this
                     return
 
-    def begin(self) -> None:
-        """Start this pool's first worker now, without waiting for its hello (its first case, or a probe, reads it)."""
-        with self._lock:
-            if self._process is None and not self._standby and not self._closed:
-                self._start_aside()
-
-    def _start_aside(self, *flags: str) -> bool:
-        """Start a worker among the standbys (the first taken is the worker); False if refused."""
+    def _start_warmed(self) -> bool:
+        """Start a worker with ``--warmed`` among the standbys (the first taken is the worker); False if refused."""
         try:
-            self._standby.append((WorkerProcess([*self.command, *flags], self.pin), self.pin))
+            self._standby.append((WorkerProcess([*self.command, "--warmed"], self.pin), self.pin))
         except OSError:
             return False
         return True

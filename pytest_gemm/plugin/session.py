@@ -84,19 +84,6 @@ class GemmSession:
         if reason is not None:
             raise pytest.UsageError(f"{label('require-gpu')}: no CUDA device ({reason})")
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection(self, session: pytest.Session) -> None:
-        """Where this process runs GPU cases, the first GPU worker starts as collection starts, beside it (its start
-        takes about as long as the main job's collection: docs/measurements.md#the-main-job); a run left with no GPU
-        case to run closes it once collected."""
-        if self._runs_cases_here():
-            self.runner.workers.begin()
-
-    def _runs_cases_here(self) -> bool:
-        """GPU cases of this run, if any, run in this process (not under --collect-only, not in xdist's workers)."""
-        here = self.facts.controller and self.facts.posix and not self.facts.xdist
-        return here and not self.config.getoption("collectonly")
-
     @pytest.hookimpl(wrapper=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> Generator[None]:
         """After every other selection: keep this shard's tests (a shard is not a narrower selection), and give each
@@ -137,8 +124,6 @@ class GemmSession:
             self.compile_ahead.start(jobs_of(session.items, GemmCompileItem))
         runnable = [i for i in session.items if isinstance(i, GemmCaseItem) and i.case.skip_reason is None]
         if not runnable:
-            if self._runs_cases_here():  # the workers begun with the collection have nothing to run
-                self.runner.forget_workers()
             return
         if not self.facts.xdist:
             self.runner.ahead.order(session.items)

@@ -2,9 +2,11 @@
 
 Each hostile file (a dtype or test id that leaves the project, an interval that does not hold its estimate, an
 impossible count or time, a link to ``/dev/zero``, a FIFO, a file past the size limit, a folder) is answered by the
-``pytest-gemm`` command (in a process of its own, with a time limit, so a regression cannot hang the suite) or the
-plugin with one line naming the file, its key path and the rule, status 2 (the plugin: a usage error), and nothing
-written: every file of the project keeps its bytes and mode. A damaged baseline file is replaced only with
+``pytest-gemm`` command or the plugin with one line naming the file, its key path and the rule, status 2 (the plugin:
+a usage error), and nothing written: every file of the project keeps its bytes and mode. A file that a regression
+would read for ever (a device, a FIFO, a file past the size limit) is given to the command in a process of its own,
+with a time limit, so that the regression fails its test and does not hang the suite; the others in this process
+(``support.cli``). A damaged baseline file is replaced only with
 ``--force``, keeping its mode, a copy kept aside.
 """
 
@@ -22,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from support import TIMED, recorded_record, recording
+from support.cli import cli as _cli
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_FILE = "baselines/nvidia-h100-80gb-hbm3.json"
@@ -30,7 +33,8 @@ LIMIT_S = 60
 FIRST = "benchmarks[0].extra_info.gemm"
 
 
-def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+def _bounded(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """The command in a process of its own, with a time limit: for a file a regression would read for ever."""
     return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=LIMIT_S)
 
 
@@ -115,9 +119,9 @@ def _refused(result: subprocess.CompletedProcess, message: str) -> None:
     assert "Traceback" not in result.stdout
 
 
-def _each_command(project: Path, run: str, message: str) -> None:
+def _each_command(project: Path, run: str, message: str, bounded: bool = False) -> None:
     """``update --from``, ``compare``, ``plot`` and ``merge`` of the hostile run: each refused in the same words,
-    nothing written or changed."""
+    nothing written or changed (``bounded``: each in a process of its own, with a time limit)."""
     before = _tree(project)
     for command in (
         ["update", "--from", run],
@@ -125,7 +129,7 @@ def _each_command(project: Path, run: str, message: str) -> None:
         ["plot", run, "--out", "report"],
         ["merge", run, "--out", "merged.json", "--update-baselines"],
     ):
-        _refused(_cli(project, *command), message)
+        _refused((_bounded if bounded else _cli)(project, *command), message)
         assert _tree(project) == before, command
 
 
@@ -317,10 +321,12 @@ def test_a_baseline_file_linked_to_dev_zero_is_refused_at_once(project):
     (project / "baselines" / "zero.json").symlink_to("/dev/zero")
     before = _tree(project)
     zero = "baselines/zero.json: is a symlink to /dev/zero, a character device, not a regular file"
-    _refused(_cli(project, "show"), zero)
-    _refused(_cli(project, "prune"), zero)
-    _refused(_cli(project, "show", "/dev/zero"), "/dev/zero: is a character device, not a regular file")
-    _refused(_cli(project, "compare", "run.json", "/dev/zero"), "/dev/zero: is a character device, not a regular file")
+    _refused(_bounded(project, "show"), zero)
+    _refused(_bounded(project, "prune"), zero)
+    _refused(_bounded(project, "show", "/dev/zero"), "/dev/zero: is a character device, not a regular file")
+    _refused(
+        _bounded(project, "compare", "run.json", "/dev/zero"), "/dev/zero: is a character device, not a regular file"
+    )
     assert _tree(project) == before
 
 
@@ -329,7 +335,7 @@ def test_a_baseline_file_linked_to_dev_zero_is_refused_at_once(project):
 def test_a_device_given_as_a_saved_run_is_refused_without_reading_it(project, device, command):
     before = _tree(project)
     extra = ["--out", "report"] if command == ["plot"] else []
-    _refused(_cli(project, *command, device, *extra), f"{device}: is a character device, not a regular file")
+    _refused(_bounded(project, *command, device, *extra), f"{device}: is a character device, not a regular file")
     assert _tree(project) == before
 
 
@@ -338,9 +344,9 @@ def test_a_fifo_baseline_file_never_hangs_a_command(project):
     os.mkfifo(project / "baselines" / "fifo.json")
     before = _tree(project)
     fifo = "baselines/fifo.json: is a FIFO, not a regular file"
-    _refused(_cli(project, "show"), fifo)
-    _refused(_cli(project, "prune"), fifo)
-    _refused(_cli(project, "show", "baselines/fifo.json"), fifo)
+    _refused(_bounded(project, "show"), fifo)
+    _refused(_bounded(project, "prune"), fifo)
+    _refused(_bounded(project, "show", "baselines/fifo.json"), fifo)
     assert _tree(project) == before
 
 
@@ -349,7 +355,7 @@ def test_a_saved_run_past_the_size_limit_is_refused_without_reading_it(project):
     huge = project / "huge.json"
     with open(huge, "wb") as handle:
         handle.truncate(1_200_000_000)
-    _each_command(project, "huge.json", "huge.json: is 1.2 GB; a saved run may be at most 1 GB")
+    _each_command(project, "huge.json", "huge.json: is 1.2 GB; a saved run may be at most 1 GB", bounded=True)
 
 
 def test_a_baseline_file_past_the_size_limit_is_refused_and_never_replaced(project):
@@ -358,8 +364,8 @@ def test_a_baseline_file_past_the_size_limit_is_refused_and_never_replaced(proje
         handle.truncate(300_000_000)
     before = _tree(project)
     too_large = f"{H100_FILE}: is 300 MB; a baseline file may be at most 256 MB"
-    _refused(_cli(project, "show"), too_large)
-    update = _cli(project, "update", "--from", "run.json", "--force")
+    _refused(_bounded(project, "show"), too_large)
+    update = _bounded(project, "update", "--from", "run.json", "--force")
     _refused(update, f"{too_large}; nothing changed; the run stays in run.json: run this again once that is fixed")
     assert _tree(project) == before
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
 from collections import defaultdict
 
@@ -250,37 +249,3 @@ def test_a_later_gpu_of_the_first_ones_arch_starts_its_worker_and_standby_at_onc
     assert [s["warmed"] for s in second] == ([True, True] if ahead else [False, True])
     side_by_side = second[1]["start"] < second[0]["end"]
     assert side_by_side == ahead, second
-
-
-SLOW_COLLECTION = """
-
-def pytest_collection_modifyitems(items):
-    import os, time
-    time.sleep(1.5)  # a collection as long as a worker's start
-    with open(os.environ["COLLECTED_AT"], "w", encoding="utf-8") as said:
-        said.write(str(time.time()))
-"""
-
-
-def test_the_workers_start_beside_the_collection(replay, monkeypatch):
-    """The first worker starts as collection starts, not once it ended. A run left with no GPU case closes the
-    workers it began."""
-    conftest = replay.path / "conftest.py"
-    conftest.write_text(conftest.read_text() + SLOW_COLLECTION)
-    starts, collected = replay.path / "starts.jsonl", replay.path / "collected_at"
-    monkeypatch.setenv("REPLAY_STANDBY", "1")  # a start takes a second
-    monkeypatch.setenv("REPLAY_STARTS", str(starts))
-    monkeypatch.setenv("COLLECTED_AT", str(collected))
-    result, log = _run(replay, monkeypatch, sleep="0.2")
-    result.assert_outcomes(passed=6)
-    at = float(collected.read_text())
-    first = min(_log(starts), key=lambda s: s["start"])
-    assert first["pin"] is None and first["start"] < at, (first, at)
-    assert first["pid"] in {entry["pid"] for entry in log}  # the worker begun with the collection serves
-
-    starts.unlink()
-    result = replay.runpytest("--gemm-kernels", "kernels/01_naive.cu", "-m", "gemm_compile")
-    result.assert_outcomes(passed=2)
-    for start in _log(starts) if starts.exists() else []:  # begun with the collection, then closed
-        with pytest.raises(ProcessLookupError):
-            os.kill(start["pid"], 0)

@@ -1,9 +1,10 @@
 """The ``pytest-gemm`` command as a test runs it: :func:`cli` calls its ``main`` in this process (a subprocess's start
 and imports cost about half a second a call, hundreds of calls in the suite), with what a user's shell gives it: the
 working directory, the environment, text streams that escape what they cannot encode. A command that draws (``plot``,
-``merge --report``) runs in a process of its own, as a user's does: matplotlib's state is a process's, and what other
-tests left in it broke a drawing in this one. A test that needs what only a process has (a signal, a umask of its own,
-a time limit, a stream that cannot encode) runs ``python -m pytest_gemm.cli`` itself."""
+``merge --report``) draws here too: the suite imports what drawing imports before any test (``tests/conftest.py``), so
+that no pytester run puts a half-imported matplotlib back in ``sys.modules``. A test that needs what only a process
+has (a signal, a umask of its own, a time limit, a stream that cannot encode) runs ``python -m pytest_gemm.cli``
+itself."""
 
 from __future__ import annotations
 
@@ -32,9 +33,6 @@ def cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.
     as a subprocess would give them (an exception it lets out is printed as Python prints one, status 1)."""
     from pytest_gemm.cli import main
 
-    if args[:1] == ("plot",) or "--report" in args:  # drawing: matplotlib's state of its own
-        command = [sys.executable, "-m", "pytest_gemm.cli", *args]
-        return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     out, err = _stream(), _stream()
     before, here = dict(os.environ), os.getcwd()
     try:
