@@ -1,8 +1,9 @@
 """Data is never lost: baseline updates at once, file modes, and runs checked before recording.
 
 Covers the concurrent updates, a NaN ratio, a negative median and the file modes of docs/bad-input.md. The saved
-runs are built from the H100 recording through the public runs/ API (no GPU); the commands run as a user runs them,
-in processes of their own.
+runs are built from the H100 recording through the public runs/ API (no GPU); the commands run as a user runs them:
+in processes of their own where processes meet (updates at once, a lock held, a umask), else in this one
+(``support.cli``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from support import KERNELS, ROOT, TESTS, TIMED, recorded_record, recording
+from support.cli import cli
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -31,7 +33,10 @@ LOCK_FILE = "baselines/.nvidia-h100-80gb-hbm3.json.lock"
 CLI = [sys.executable, "-m", "pytest_gemm.cli"]
 
 
-def _cli(cwd: Path, *args: str, umask: int = -1) -> subprocess.CompletedProcess:
+def _cli(cwd: Path, *args: str, umask: int = -1, process: bool = False) -> subprocess.CompletedProcess:
+    """The command in this process, or (``process``, or a ``umask`` of its own) in a process of its own."""
+    if not process and umask == -1:
+        return cli(cwd, *args)
     return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, umask=umask, timeout=120)
 
 
@@ -242,7 +247,7 @@ def test_prune_keeps_what_another_process_recorded_while_it_looked(project, monk
 
     def looking(self, key, entry):
         if not seen:  # another process records while prune reads the kernel files
-            seen.append(_cli(project, "update", "--from", "meanwhile.json"))
+            seen.append(_cli(project, "update", "--from", "meanwhile.json", process=True))
         return real(self, key, entry)
 
     monkeypatch.setattr(update.KernelCases, "gone_reason", looking)
