@@ -5,6 +5,7 @@ saying why, and each grouped fault reaches the test's failure text, named (docs/
 from __future__ import annotations
 
 from support import TESTS
+from support.cli import cli
 
 KERNELS = """
 import numpy as np
@@ -60,16 +61,14 @@ def plain(A, B, C, alpha, beta):
 """
 
 
-def _run(pytester, *args, subprocess: bool = False):
-    """The kernels above run by the host backend; in a process of its own where the run draws pictures (matplotlib
-    imported in pytester's own process would be half unloaded after it, breaking later tests' pictures)."""
+def _run(pytester, *args):
+    """The kernels above run by the host backend."""
     pytester.makepyfile(grouped_kernels=KERNELS)
     pytester.makeconftest(
         f"import sys\nsys.path.insert(0, {str(TESTS)!r})\n\n\ndef pytest_gemm_worker_backend(config):\n"
         "    return 'host_backend:HostBackend'\n"
     )
-    run = pytester.runpytest_subprocess if subprocess else pytester.runpytest
-    return run("--gemm-kernels", "grouped_kernels.py", "-m", "gpu", "-rA", *args)
+    return pytester.runpytest("--gemm-kernels", "grouped_kernels.py", "-m", "gpu", "-rA", *args)
 
 
 def test_grouped_kernels_are_judged_group_by_group_through_the_plugin(pytester):
@@ -98,7 +97,7 @@ def test_a_grouped_failure_reaches_the_report_and_reads_back(pytester):
     import json
 
     args = ("--gemm-shapes", "300x64x32g4", "--gemm-report", "report", "-k", "off_by_one or slots")
-    result = _run(pytester, *args, subprocess=True)
+    result = _run(pytester, *args)
     result.assert_outcomes(failed=2)
     folder = pytester.path / "report"
     page = (folder / "index.html").read_text()
@@ -107,6 +106,6 @@ def test_a_grouped_failure_reaches_the_report_and_reads_back(pytester):
     data = json.loads((folder / "run.json").read_text())
     assert "300x64x32g4" in json.dumps(data)
     assert any(folder.glob("errors/*.png")), sorted(p.name for p in folder.rglob("*"))
-    again = pytester.run("pytest-gemm", "plot", str(folder / "run.json"), "--out", str(pytester.path / "again"))
-    assert again.ret == 0, again.stdout.str() + again.stderr.str()
+    again = cli(pytester.path, "plot", str(folder / "run.json"), "--out", str(pytester.path / "again"))
+    assert again.returncode == 0, again.stdout + again.stderr
     assert "rows past a group" in (pytester.path / "again" / "index.html").read_text()

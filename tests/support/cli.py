@@ -2,9 +2,10 @@
 and imports cost about half a second a call, hundreds of calls in the suite), with what a user's shell gives it: the
 working directory, the environment, text streams that escape what they cannot encode. A command that draws (``plot``,
 ``merge --report``) draws here too: the suite imports what drawing imports before any test (``tests/conftest.py``), so
-that no pytester run puts a half-imported matplotlib back in ``sys.modules``. A test that needs what only a process
-has (a signal, a umask of its own, a time limit, a stream that cannot encode) runs ``python -m pytest_gemm.cli``
-itself."""
+that no pytester run puts a half-imported matplotlib back in ``sys.modules``. (``plot`` of a run with many error maps
+forks processes to draw them, ``report/folder.py``: a test that draws that many from an xdist worker, which has
+threads of its own, runs the command in a process.) A test that needs what only a process has (a signal, a umask of
+its own, a time limit, a stream that cannot encode) runs ``python -m pytest_gemm.cli`` itself."""
 
 from __future__ import annotations
 
