@@ -6,8 +6,7 @@ impossible count or time, a link to ``/dev/zero``, a FIFO, a file past the size 
 a usage error), and nothing written: every file of the project keeps its bytes and mode. A file that a regression
 would read for ever (a device, a FIFO, a file past the size limit) is given to the command in a process of its own,
 with a time limit, so that the regression fails its test and does not hang the suite; the others in this process
-(``support.cli``). A damaged baseline file is replaced only with
-``--force``, keeping its mode, a copy kept aside.
+(``support.cli``). A damaged baseline file is replaced only with ``--force``, keeping its mode, a copy kept aside.
 """
 
 from __future__ import annotations
