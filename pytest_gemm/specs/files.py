@@ -14,7 +14,17 @@ from .cufile import parse_cu_source
 from .errors import KernelFileError
 from .includes import with_local_includes
 from .pyfile import DECLARING, DECORATOR, PyFacts, parse_py_source, py_facts
-from .source import HEADER_START, decode_cu, decode_py, file_problem, has_header, holds, is_oversize, read_kernel_bytes
+from .source import (
+    HEADER_START,
+    HEADER_WORD,
+    decode_cu,
+    decode_py,
+    file_problem,
+    has_header,
+    holds,
+    is_oversize,
+    read_kernel_bytes,
+)
 from .spec import KernelSpec, Variant
 
 __all__ = [
@@ -110,7 +120,7 @@ def _py_facts(path: Path, *, test_module: bool) -> PyFacts | None:
 
 #: what a file too large to read whole is searched for: what would make it a kernel file (its size is then said), and
 #: the text each match holds
-_MARKS = {".cu": (HEADER_START, "pytest-gemm"), ".py": (DECLARING, DECORATOR)}
+_MARKS = {".cu": (HEADER_START, HEADER_WORD), ".py": (DECLARING, DECORATOR)}
 
 
 @functools.lru_cache(maxsize=256)

@@ -23,6 +23,7 @@ from .errors import KernelFileError
 __all__ = [
     "HEADER",
     "HEADER_START",
+    "HEADER_WORD",
     "MAX_KERNEL_FILE_BYTES",
     "decode_cu",
     "decode_py",
@@ -34,8 +35,10 @@ __all__ = [
     "unix_line_ends",
 ]
 
+#: The word that opens a ``.cu`` file's header comment (text that can hold no header lacks it).
+HEADER_WORD = "pytest-gemm"
 #: Where a ``.cu`` file's pytest-gemm header begins: ``/* pytest-gemm`` and the end of its line.
-HEADER_START = re.compile(r"/\*\s*pytest-gemm[ \t]*\r?\n")
+HEADER_START = re.compile(rf"/\*\s*{HEADER_WORD}[ \t]*\r?\n")
 #: A ``.cu`` file's pytest-gemm header: a ``/* pytest-gemm`` block comment (in text whose line ends are ``\n``).
 HEADER = re.compile(HEADER_START.pattern + r"(.*?)\*/", re.DOTALL)
 

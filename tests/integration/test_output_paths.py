@@ -541,15 +541,16 @@ def old_report_template(pytestconfig, tmp_path_factory) -> Path:
     return made_once(pytestconfig, tmp_path_factory, "old-report", _draw_old_report) / "report"
 
 
+def _copy(template: Path, folder: Path) -> Path:
+    """A copy of a report folder drawn once (its links kept as links) made at ``folder``."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copytree(template, folder, symlinks=True))
+
+
 @pytest.fixture
 def old_report(old_report_template):
     """``old_report(folder)``: a copy of the earlier release's report folder made at ``folder``."""
-
-    def make(folder: Path) -> Path:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        return Path(shutil.copytree(old_report_template, folder, symlinks=True))
-
-    return make
+    return lambda folder: _copy(old_report_template, folder)
 
 
 def _contents(folder: Path) -> dict[str, bytes]:
@@ -691,7 +692,7 @@ def shard_report(pytestconfig, tmp_path_factory) -> Path:
 def test_merge_report_refuses_a_folder_that_holds_one_of_its_runs(tmp_path, report, said, shard_report):
     """merge --report s1, where s1 holds shard 1's run.json, would put the merged page beside shard
     1's run: refused before anything is written (the folder being pytest-gemm's is no excuse)."""
-    shutil.copytree(shard_report, tmp_path / "s1", symlinks=True)
+    _copy(shard_report, tmp_path / "s1")
     _write(tmp_path / "s2" / "run.json", _saved_run((2, 2)))
     before = _contents(tmp_path / "s1")
     result = _cli(tmp_path, "merge", "s1/run.json", "s2/run.json", "--out", "m.json", "--report", report)
@@ -708,7 +709,7 @@ def test_merge_report_refuses_a_folder_that_holds_one_of_its_runs(tmp_path, repo
 
 def test_plot_may_redraw_a_report_folder_from_its_own_run(tmp_path, shard_report):
     """The other way round: plotting a report's own run.json into its folder redraws the same run (kept)."""
-    shutil.copytree(shard_report, tmp_path / "s1", symlinks=True)
+    _copy(shard_report, tmp_path / "s1")
     run = (tmp_path / "s1" / "run.json").read_bytes()
     result = _cli(tmp_path, "plot", "s1/run.json", "--out", "s1")
     assert result.returncode == 0, result.stderr
