@@ -16,7 +16,8 @@ SHAPES = "256x256x256,384x640x512"
 @pytest.fixture(scope="module")
 def rows_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("rows")
-    return run_kernel_files(work, TESTS / "kernels_rows", ("rows.cu",), "--gemm-shapes", SHAPES, "-v")
+    # -vv after run_kernel_files' -q: the full timing table, a row per timed case
+    return run_kernel_files(work, TESTS / "kernels_rows", ("rows.cu",), "--gemm-shapes", SHAPES, "-vv")
 
 
 def _names(kernel: str, ab: str = "") -> set[str]:

@@ -20,7 +20,8 @@ SHAPES = "256x256x256,384x640x512"
 @pytest.fixture(scope="module")
 def graphs_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("graphs")
-    return run_kernel_files(work, TESTS / "kernels_graphs", ("graphs.py",), "--gemm-shapes", SHAPES, "-v")
+    # -vv after run_kernel_files' -q: the full timing table, a row per timed case
+    return run_kernel_files(work, TESTS / "kernels_graphs", ("graphs.py",), "--gemm-shapes", SHAPES, "-vv")
 
 
 def _names(kernel: str) -> set[str]:
