@@ -12,7 +12,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Gpu", "plan_gpus", "timing_model", "visible_entries", "xdist_index"]
+__all__ = ["DRIVER_DEVICE", "Gpu", "plan_gpus", "timing_model", "visible_entries", "xdist_index"]
+
+DRIVER_DEVICE = "/dev/nvidiactl"  # the NVIDIA driver's control device: a host without it has no NVIDIA GPU to use
 
 
 @dataclass(frozen=True)

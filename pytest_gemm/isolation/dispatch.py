@@ -29,7 +29,7 @@ from ..records.case_record import gpu_identity
 from ..records.outcome import Failure, Outcome
 from ..records.request import Request
 from ..records.verdicts import FailureKind
-from .devices import Gpu, plan_gpus
+from .devices import DRIVER_DEVICE, Gpu, plan_gpus
 from .workers import WorkerPool
 
 __all__ = ["LEFT_PER_GPU", "Done", "GpuWorkers"]
@@ -63,10 +63,19 @@ class GpuWorkers:
     """The GPU workers of one pytest process: one per GPU it uses, each pinned to its GPU."""
 
     def __init__(
-        self, backend: str, cubin_cache: str | None, timeout: float, *, wanted: int | None, worker_id: str | None
+        self,
+        backend: str,
+        cubin_cache: str | None,
+        timeout: float,
+        *,
+        wanted: int | None,
+        worker_id: str | None,
+        costly: bool = False,
     ) -> None:
-        self._make = lambda pin: WorkerPool(backend, cubin_cache, timeout, pin=pin)
+        self._pool = lambda pin: WorkerPool(backend, cubin_cache, timeout, pin=pin)
         self._wanted, self._worker_id = wanted, worker_id
+        self._costly = costly  # the backend's start is costly (the GPU backend's): the first worker's standby starts
+        self.imports: tuple[str, ...] = ()  # the libraries the run's cases may import in their workers (expect)
         self.gpus: list[Gpu] = []
         self.pools: list[WorkerPool] = []
         self.note: str | None = None  # said once: fewer GPUs than asked for, GPUs out of service
@@ -86,6 +95,8 @@ class GpuWorkers:
             return
         first = self._make(None)
         self.pools = [first]
+        if self._costly and os.path.exists(DRIVER_DEVICE):  # beside it: elsewhere it would find no device either
+            first.start_first()
         if os.name != "posix" or first.probe() is not None:
             return  # no device (every case skips with the reason), or no worker can start (each case says why)
         devices = (first.facts or {}).get("visible_devices") or []
@@ -97,7 +108,7 @@ class GpuWorkers:
         self._capability = [arch[g.index] for g in self.gpus]
         self.identities = [gpu_identity(devices[g.index]) for g in self.gpus]
         if self.gpus and self.gpus[0].index == 0:
-            first.pin = self.gpus[0].entry  # it runs there already; a replacement is pinned there too
+            first.pin_to(self.gpus[0].entry)  # it runs there already; a replacement is pinned there too
             first.keep_standby()  # started now, while pytest compiles and verifies, not beside a timing
         else:  # an xdist worker whose GPU is another: this one goes
             first.close()
@@ -107,6 +118,18 @@ class GpuWorkers:
             if pool is not first and first.standby and arch[gpu.index] == arch[0]:  # its first timing; CuPy's cache,
                 pool.start_ahead()  # which the first worker (device 0) warmed, is per architecture
         self._start_threads()  # the other GPUs' threads greet their workers (or start them) while pytest goes on
+
+    def _make(self, pin: str | None) -> WorkerPool:
+        pool = self._pool(pin)
+        pool.imports = self.imports
+        return pool
+
+    def expect(self, imports: Collection[str]) -> None:
+        """The libraries the run's cases may import in their workers (``Request.imports``): each GPU's standbys import
+        them once started, so that the first case to use one finds a worker that has (``WorkerPool._promote``)."""
+        self.imports = tuple(sorted(set(imports)))
+        for pool in self.pools:
+            pool.imports = self.imports
 
     def _start_threads(self) -> None:
         with self._cond:

@@ -12,14 +12,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from multiprocessing.connection import Connection
-from typing import IO
+from typing import IO, Any
 
-from .protocol import send
+from .protocol import receive, send
 
-__all__ = ["WorkerProcess", "describe_exit", "worker_environment"]
+__all__ = ["REAP_WAIT", "Dying", "WorkerProcess", "describe_exit", "worker_environment"]
 
 _OUTPUT_TAIL = 64 * 1024  # bytes of a worker's output kept per case
+REAP_WAIT = 30.0  # seconds a killed worker may take to go before timing starts without waiting for it
 
 
 def worker_environment() -> dict[str, str]:
@@ -88,6 +90,46 @@ class WorkerProcess:
         self.requests = Connection(self._req_write, readable=False)
         self.replies = Connection(self._rep_read, writable=False)
         self.pid = self.popen.pid
+        self._first: tuple[str, Any] | None = None  # its first message (hello, or why it cannot start), once read
+        self.imported: frozenset[str] = frozenset()  # the libraries it said it imported when asked (``prepare``)
+        self.served = False  # it ran a case: no longer a fresh worker
+
+    def first_message(self, wait: float) -> tuple[str, Any] | None:
+        """Its first message (``hello``, or why it cannot start), waiting up to ``wait`` seconds; None if it has not
+        come. EOFError or OSError: the worker went without one."""
+        if self._first is None and self.replies.poll(wait):
+            self._first = receive(self.replies)
+        return self._first
+
+    def settled(self, wait: float) -> bool:
+        """Whether it has finished starting (its first message, or its end, came), waiting up to ``wait`` seconds."""
+        try:
+            return self.first_message(wait) is not None
+        except (EOFError, OSError):
+            return True
+
+    @property
+    def greeted(self) -> bool:
+        """Its hello has been read: it started and waits for requests."""
+        return self._first is not None and self._first[0] == "hello"
+
+    def note(self, kind: str, body: Any) -> None:
+        """Take in a message a worker sends about itself between a case's messages (``imported``)."""
+        if kind == "imported" and isinstance(body, list):
+            self.imported |= frozenset(str(name) for name in body)
+
+    def read_news(self) -> None:
+        """Read, without waiting, what a worker that waits between cases has said (its hello, the libraries it
+        imported)."""
+        with contextlib.suppress(EOFError, OSError):
+            if self.settled(0) and self.greeted:
+                while self.replies.poll(0):
+                    self.note(*receive(self.replies))
+
+    def prepare(self, imports: Collection[str]) -> None:
+        """Ask a worker that waits between cases to give back the GPU memory it keeps and import ``imports``."""
+        with contextlib.suppress(OSError):
+            send(self.requests, "prepare", sorted(imports))
 
     def output_since(self, offset: int) -> str:
         """What the worker wrote from ``offset`` on (its last 64 KiB), read without moving the shared offset."""
@@ -166,3 +208,26 @@ class WorkerProcess:
                 self.popen.wait(timeout=10)
         finally:  # killed with everything it started, even when the wait is interrupted (Ctrl-C)
             self.kill()
+
+
+class Dying:
+    """Workers killed without waiting for them to go (a process leaving a CUDA context takes its time)."""
+
+    def __init__(self) -> None:
+        self._processes: list[WorkerProcess] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._processes)
+
+    def add(self, process: WorkerProcess) -> None:
+        """Kill a worker without waiting for it to go (timing waits, :meth:`reap`); forget those that have gone."""
+        process.kill_later()
+        self._processes.append(process)
+        self.reap(wait=False)
+
+    def reap(self, wait: bool) -> None:
+        """Forget the killed workers that have gone; with ``wait``, wait for each until REAP_WAIT after its kill (one
+        stuck in the driver past that is waited for no more)."""
+        now = time.monotonic()
+        left = [(p, max(0.0, (p.killed or now) + REAP_WAIT - now) if wait else 0.0) for p in self._processes]
+        self._processes = [process for process, seconds in left if not process.reaped(seconds)]

@@ -3,8 +3,11 @@
 Each message is ``{"kind": ..., "body": ...}``; bodies are plain records (:mod:`..records.plain`).
 From the worker: ``hello`` (its device facts, its process id and whether the pool should keep a
 standby worker; once), ``unavailable`` (why there is no device), ``broken`` (it could not start),
-``phase`` (it began a phase of the current case) and ``outcome``. To the worker: ``run`` (a
-request), ``go`` and ``stop``.
+``phase`` (it began a phase of the current case), ``outcome`` and ``imported`` (the libraries of
+``records.request.IMPORTS`` it has imported: when asked, and before an outcome whose case imported
+one). To the worker: ``run`` (a request), ``go``, ``stop`` and ``prepare`` (between cases: give back
+the GPU memory it caches and import some of them, so that a standby has them before a case needs
+them).
 
 A worker that enters :data:`TIME_PHASE` sends its ``phase`` message and waits for ``go`` before it
 times anything: the pool answers once nothing else of its own uses the GPU (a standby worker that is

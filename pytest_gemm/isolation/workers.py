@@ -10,7 +10,7 @@ Where a worker's start is costly (the GPU worker's: CuPy's import, a CUDA contex
 pool keeps a standby worker started beside the one that runs cases, so that a replaced worker costs
 the case that lost it and nothing more: the next case runs on the standby, and a new standby starts.
 Where workers are lost faster than one starts (a kernel that crashes at every shape), it keeps more,
-up to :data:`STANDBY_MOST`.
+up to :data:`~.standby.STANDBY_MOST` (:mod:`.standby`).
 Nothing of the pool's runs beside a case's timing: a worker asks before it times
 (``serve.py``), and the pool answers once the standby has finished starting and the workers it killed
 have gone (docs/architecture.md#the-boundary).
@@ -27,24 +27,22 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ..records.outcome import Failure, Outcome
+from ..records.outcome import Failure, Outcome, not_compiled_again
 from ..records.plain import PlainError, from_plain, to_plain
 from ..records.request import Request
 from ..records.verdicts import FailureKind
-from .process import WorkerProcess, describe_exit
+from .process import Dying, WorkerProcess, describe_exit
 from .protocol import TIME_PHASE, receive, send
+from .standby import START_TIMEOUT, Standbys
 
 __all__ = ["WorkerPool"]
 
-START_TIMEOUT = 180.0  # seconds a new worker may take to start: import CuPy, open the device, warm up
 EXIT_WAIT = 5.0  # seconds a worker that closed its pipe may take to exit, before it is killed
 START_FAILURES = 2  # consecutive failed starts after which the remaining cases fail at once
-STANDBY_MOST = 3  # standby workers kept at most: as many as crashes that come faster than a worker starts need
 STANDBY_FAILURES = 2  # standbys in a row that could not start, after which none is kept (a new worker starts as before)
-REAP_WAIT = 30.0  # seconds a killed worker may take to go before timing starts without waiting for it
 
 
-class WorkerPool:
+class WorkerPool(Standbys):
     """One GPU worker that runs cases (replaced whenever it is lost) and its standbys, pinned to ``pin`` when
     given."""
 
@@ -64,12 +62,13 @@ class WorkerPool:
         self.standby = False  # the backend's start is costly (its hello says so): a standby is kept ready
         self.standbys = 1  # how many are kept: one more each time a case needed a standby that had not started yet
         self._standby_failed = 0  # standbys in a row that could not start
-        self._standby: list[tuple[WorkerProcess, str | None]] = []  # started ahead (hello not read), with their pins
-        self._dying: list[WorkerProcess] = []  # killed, not yet gone
+        self._standby: list[tuple[WorkerProcess, str | None]] = []  # started ahead, or waiting in turn, with their pins
+        self._dying = Dying()  # killed, not yet gone
         self._closed = False  # closed: no worker is started any more
         self._start_failures: list[Failure] = []  # consecutive failed starts
         self._lock = threading.RLock()  # one caller at a time: the thread serving it, or a probe
         self._no_compile: set[tuple] = set()  # variants whose compile timed out here: never compiled again
+        self.imports: tuple[str, ...] = ()  # libraries its standbys import once started (:meth:`_promote`)
 
     @property
     def start_failed(self) -> bool:
@@ -82,7 +81,7 @@ class WorkerPool:
         return self.unavailable is not None or self.lost is not None or len(self._start_failures) >= START_FAILURES
 
     # -- the worker ------------------------------------------------------------------------------
-    def _start(self) -> WorkerProcess | Failure:
+    def _start(self, fresh: bool = False) -> WorkerProcess | Failure:
         if self.lost is not None:
             message = f"the GPU was lost earlier in this run ({self.lost}); no GPU worker is started any more"
             return Failure(FailureKind.CUDA_ERROR, message, "start")
@@ -92,7 +91,7 @@ class WorkerPool:
             return Failure(first.kind, first.message, "start", details + first.details)
         if self._closed:
             return Failure(FailureKind.INTERNAL, "the run is ending: no GPU worker is started", "start")
-        standby = self._take_standby()
+        standby = self._take_standby(fresh)
         if standby is not None:
             greeted = self._greet_interruptibly(standby)
             self._standby_failed = 0 if isinstance(greeted, WorkerProcess) else self._standby_failed + 1
@@ -117,88 +116,15 @@ class WorkerPool:
         finally:
             self._starting = None
 
-    # -- the standby -----------------------------------------------------------------------------
-    def _take_standby(self) -> WorkerProcess | None:
-        """The oldest standby worker (it becomes the worker); one not started yet means that workers are lost
-        faster than one starts, and one more is kept from now on (not so for a first worker started ahead)."""
-        while self._standby:
-            process, pin = self._standby.pop(0)
-            if pin != self.pin:  # started before this pool was pinned to its GPU
-                self._bury(process)
-                continue
-            if self.facts is not None and not process.replies.poll(0):  # not a first worker started ahead
-                self.standbys = min(STANDBY_MOST, self.standbys + 1)
-            return process
-        return None
-
-    def keep_standby(self) -> None:
-        """Start standby workers, where this pool keeps them, until it has :attr:`standbys` pinned where it runs.
-        They start once a worker of this run has said hello (here, or before :meth:`start_ahead`), so they find
-        CuPy's cache warm (``--warmed``: a shorter warm-up)."""
-        for process, pin in [entry for entry in self._standby if entry[1] != self.pin]:
-            self._bury(process)
-            self._standby.remove((process, pin))
-        while self.standby and len(self._standby) < self.standbys and not (self._closed or self.gave_up):
-            if not self._start_warmed():  # no standby: the next replacement starts a worker, as without one
-                return
-
-    def start_ahead(self) -> None:
-        """Start this pool's worker and its standbys now, side by side, without waiting for them (``--warmed``): for a
-        GPU planned after the run's first worker, of the same architecture, said its start is costly and warmed CuPy's
-        cache. Its first timing then waits for no standby started after its worker."""
-        with self._lock:
-            self.standby = True
-            for _ in range(1 + self.standbys):  # the worker (the first taken), then its standbys
-                if not self._start_warmed():  # the first case starts one, as without this
-                    return
-
-    def _start_warmed(self) -> bool:
-        """Start a worker with ``--warmed`` among the standbys (the first taken is the worker); False if refused."""
-        try:
-            self._standby.append((WorkerProcess([*self.command, "--warmed"], self.pin), self.pin))
-        except OSError:
-            return False
-        return True
-
-    def _bury(self, process: WorkerProcess) -> None:
-        """Kill a worker without waiting for it to go (timing waits, :meth:`_quiet`); reap those that have gone."""
-        process.kill_later()
-        self._dying.append(process)
-        self._reap(wait=False)
-
-    def _reap(self, wait: bool) -> None:
-        """Forget the killed workers that have gone; with ``wait``, wait for each until REAP_WAIT after its kill (one
-        stuck in the driver past that is waited for no more)."""
-        now = time.monotonic()
-        left = [(p, max(0.0, (p.killed or now) + REAP_WAIT - now) if wait else 0.0) for p in self._dying]
-        self._dying = [process for process, seconds in left if not process.reaped(seconds)]
-
-    def _quiet(self) -> None:
-        """Before a case's timing: wait until each standby has started (its hello, or its end, is waiting to be read;
-        at most START_TIMEOUT from its start) and every killed worker has gone, so that nothing of the pool's shares
-        the GPU with the timing."""
-        for entry in list(self._standby):
-            limit = max(0.0, entry[0].started + START_TIMEOUT - time.monotonic())
-            if not entry[0].replies.poll(limit):  # it did not start in time: a replacement starts one
-                self._bury(entry[0])
-                self._standby.remove(entry)
-        self._reap(wait=True)
-
-    def _alone(self) -> None:
-        """Give a case the GPU's memory to itself: the standbys killed, every killed worker gone."""
-        for process, _ in self._standby:
-            self._bury(process)
-        self._standby = []
-        self._reap(wait=True)
-
     def _greet(self, process: WorkerProcess) -> WorkerProcess | Failure:
         """Wait for a new worker's hello."""
         try:
-            if not process.replies.poll(START_TIMEOUT):
+            first = process.first_message(START_TIMEOUT)
+            if first is None:
                 process.kill()
                 message = f"the GPU worker did not start within {START_TIMEOUT:g} s"
                 return self._failed_start(Failure(FailureKind.TIMEOUT, message, "start"))
-            kind, body = receive(process.replies)
+            kind, body = first
         except (EOFError, OSError):
             code, output = process.kill_and_read(0, grace=EXIT_WAIT)
             detail = tuple(output.strip().splitlines()[-20:])
@@ -234,7 +160,7 @@ class WorkerPool:
     def _discard(self) -> None:
         """Kill the current worker, if any; the next case runs on the standby, or starts a new one."""
         if self._process is not None:
-            self._bury(self._process)
+            self._dying.add(self._process)
             self._process = None
 
     def probe(self) -> str | None:
@@ -275,7 +201,7 @@ class WorkerPool:
             for process, _ in self._standby:
                 process.stop()
             self._standby = []
-            self._reap(wait=True)
+            self._dying.reap(wait=True)
 
     # -- one case --------------------------------------------------------------------------------
     def _limit(self, phase: str, request: Request) -> float:
@@ -307,8 +233,10 @@ class WorkerPool:
             self._discard()  # asked for, or it died between cases (killed from outside, a kernel's thread)
         variant = (request.path, request.kernel, request.params, request.dtype)
         if variant in self._no_compile:  # a compile past the limit costs the limit once a variant, not once a case
-            return Outcome(failure=_not_compiled_again(request))
-        process = self._process or self._start()
+            return Outcome(failure=not_compiled_again(request.compile_timeout))
+        if request.imports:
+            self._promote(request.imports)
+        process = self._process or self._start(request.fresh_worker)
         if isinstance(process, Failure):
             if self.unavailable is not None:
                 return Outcome(skip=f"no CUDA device: {self.unavailable}")
@@ -316,7 +244,7 @@ class WorkerPool:
         if not alone:
             self.keep_standby()
         offset = process.output_end()
-        self.running = True
+        process.served = self.running = True
         try:
             outcome = self._exchange(process, request, offset)
         except BaseException:
@@ -357,7 +285,9 @@ class WorkerPool:
                     except OSError:
                         return self._lost(process, offset, FailureKind.WORKER_DIED, "", TIME_PHASE)
                 phase, start = str(body), time.monotonic()
-            elif kind == "outcome":
+            elif kind != "outcome":
+                process.note(kind, body)  # between the phases' messages: what it said of itself (``imported``)
+            else:
                 try:
                     return from_plain(Outcome, body)
                 except PlainError as exc:
@@ -376,16 +306,3 @@ class WorkerPool:
             )
             details = (f"the worker was killed and replaced; --gemm-{option} sets the limit",)
         return Outcome(failure=Failure(kind, message, phase, details, replace_worker=True), output=output)
-
-
-def _not_compiled_again(request: Request) -> Failure:
-    """The failure of a case whose variant's compile timed out in an earlier case on this worker's GPU."""
-    return Failure(
-        FailureKind.TIMEOUT,
-        f"timed out after {request.compile_timeout:g} s",
-        "compile",
-        (
-            "an earlier case of this variant did not compile within the limit either; it is not compiled again in "
-            "this run; --gemm-compile-timeout (ini gemm_compile_timeout) sets the limit",
-        ),
-    )

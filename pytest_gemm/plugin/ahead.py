@@ -80,6 +80,8 @@ class Lookahead:
         """The run's items, in the order pytest runs them (after every plugin chose and sorted them)."""
         self._items = list(items)
         self._order = {item.nodeid: i for i, item in enumerate(self._items)}
+        cases = [item.case for item in self._items if isinstance(item, GemmCaseItem) and not item.case.skip_reason]
+        self._workers().expect({name for case in cases for name in case.imports})
 
     def request(self, item: GemmCaseItem, timed: bool) -> Request:
         """The case's request; raises GemmFailure for a launch CUDA would refuse (it never leaves here)."""

@@ -23,13 +23,13 @@ from ..specs.cases import (
     case_seed,
     check_launch,
     expand,
-    sanitize_case,
     to_request,
     variant_shared_mem,
     variant_threads,
 )
 from ..specs.files import case_path, read_specs
 from ..specs.limits import KernelResources, launch_problems, limits_for_arch, near_limits, occupancy
+from ..specs.sanitizing import sanitize_case
 from ..specs.spec import KernelFileError, KernelSpec, Variant
 from .benchmark import DeviceClock
 from .compile_ahead import timeout_text

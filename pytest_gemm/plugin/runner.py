@@ -49,7 +49,12 @@ class CaseRunner:
         if self._workers is None:
             backend = self.config.hook.pytest_gemm_worker_backend(config=self.config) or DEFAULT_BACKEND
             self._workers = GpuWorkers(
-                backend, self.cache, self.settings.timeout, wanted=self.settings.gpus, worker_id=self.facts.worker_id
+                backend,
+                self.cache,
+                self.settings.timeout,
+                wanted=self.settings.gpus,
+                worker_id=self.facts.worker_id,
+                costly=backend == DEFAULT_BACKEND,
             )
         return self._workers
 

@@ -94,6 +94,11 @@ class Epilogue:
             raise ValueError("declares nothing: give a bias, an activation, a residual, or D apart from C")
 
     @property
+    def imports(self) -> tuple[str, ...]:
+        """The libraries its peer is reached through (worker/epilogue_peer.py)."""
+        return ("torch",)
+
+    @property
     def operands(self) -> tuple[str, ...]:
         """The epilogue's operands besides D, as the kernel takes them: the bias, the residual, aux."""
         return tuple(name for name, on in (("bias", self.bias), ("residual", self.residual), ("aux", self.aux)) if on)

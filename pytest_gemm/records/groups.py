@@ -112,6 +112,11 @@ class GroupPlan:
     K: int
 
     @property
+    def imports(self) -> tuple[str, ...]:
+        """The libraries its groups' peers are reached through (worker/grouped_peer.py, worker/grouped_fp8_peer.py)."""
+        return ("torch",)
+
+    @property
     def count(self) -> int:
         return len(self.sizes)
 

@@ -29,6 +29,7 @@ __all__ = [
     "Verification",
     "cuda_version",
     "internal_failure",
+    "not_compiled_again",
 ]
 
 #: how a failure that ran out of the GPU's memory while it ran begins (a CUDA error; TOO_BIG: refused before it ran)
@@ -244,6 +245,19 @@ def internal_failure(exc: BaseException, phase: str) -> Failure:
     chunks = traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:]
     details = tuple(line.rstrip() for chunk in chunks for line in chunk.splitlines())
     return Failure(FailureKind.INTERNAL, f"{type(exc).__name__}: {exc}", phase, details, replace_worker=True)
+
+
+def not_compiled_again(compile_timeout: float) -> Failure:
+    """The failure of a case whose variant's compile timed out in an earlier case on this worker's GPU."""
+    return Failure(
+        FailureKind.TIMEOUT,
+        f"timed out after {compile_timeout:g} s",
+        "compile",
+        (
+            "an earlier case of this variant did not compile within the limit either; it is not compiled again in "
+            "this run; --gemm-compile-timeout (ini gemm_compile_timeout) sets the limit",
+        ),
+    )
 
 
 def cuda_version(value: int) -> str:

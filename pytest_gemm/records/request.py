@@ -13,6 +13,7 @@ from .shapes import Shape
 
 __all__ = [
     "COMPILE_TIMEOUT",
+    "IMPORTS",
     "MAX_TIME_RANGE",
     "NOISE_RANGE",
     "SANITIZER_TOOLS",
@@ -25,6 +26,10 @@ __all__ = [
 #: seconds one NVRTC compile may take (--gemm-compile-timeout): the bundled kernels' variants take 0.44 s on average
 #: (84 in 37.1 s on the H100 machine), a kernel that unrolls a loop over 32768 iterations took 60 s and 1.7 GB
 COMPILE_TIMEOUT = 300.0
+
+#: the libraries a worker may be asked to import ahead of the cases that use them (the protocol's ``prepare``): those a
+#: case's kernel or peer may need beyond the worker's own, and costly to import
+IMPORTS = ("torch",)
 
 #: the allowed values (low, high) of the settings a saved run carries and ``pytest-gemm merge`` compares: seconds a
 #: phase may run (--gemm-timeout, --gemm-compile-timeout), a case's timing cap (--gemm-max-time), the noise target
@@ -74,3 +79,4 @@ class Request:
     timing: TimingSettings | None = None
     compile_timeout: float = COMPILE_TIMEOUT  # seconds the worker may spend compiling the kernel (its phase's limit)
     fresh_worker: bool = False  # run in a worker started for it (a flagged regression timed again: nothing it shares)
+    imports: tuple[str, ...] = ()  # those of IMPORTS its worker may import for it: a hint (isolation.standby)

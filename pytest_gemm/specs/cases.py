@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..records.declarations import Declarations
 from ..records.dtypes import DType, accumulating, get_dtype
 from ..records.groups import GroupPlan, group_plan
-from ..records.request import COMPILE_TIMEOUT, Request, TimingSettings
+from ..records.request import COMPILE_TIMEOUT, IMPORTS, Request, TimingSettings
 from ..records.shapes import Shape
 from ..records.storage import ORDER_FLAGS, Storage
 from .expr import Expression, ExpressionError
@@ -17,14 +17,11 @@ from .families import family_of
 from .footprint import int_args_problem, kernel_sizes
 from .header_keys import DEVICE_NAMES, SHAPE_NAMES
 from .limits import MAX_BLOCK, MAX_GRID, MAX_SHARED_PER_BLOCK, MAX_THREADS_PER_BLOCK
-from .spec import KernelFileError, KernelSpec, Variant
+from .spec import ARRAYS, KernelFileError, KernelSpec, Variant
 from .tensor_maps import TensorMapSpec
 
 __all__ = [
     "AB_CASES",
-    "SANITIZE_BATCH",
-    "SANITIZE_GROUPS",
-    "SANITIZE_SHAPES",
     "AlphaBeta",
     "Case",
     "LaunchGeometry",
@@ -35,7 +32,6 @@ __all__ = [
     "launch_geometry",
     "precision",
     "refused",
-    "sanitize_case",
     "scalar_pairs",
     "tensor_map_box",
     "to_request",
@@ -107,6 +103,16 @@ class Case:
         return case_plan(self.spec, self.shape)
 
     @property
+    def imports(self) -> tuple[str, ...]:
+        """Those of IMPORTS a worker may import for this case: what a Python kernel's arrays need (ARRAYS), and what
+        its peer is reached through (its family's, its groups', its epilogue's; worker/peers.py), so that the pool can
+        have a worker ready with them (isolation.standby)."""
+        found = {ARRAYS[self.spec.arrays], *family_of(self.dtype).imports}
+        for part in (self.plan, self.spec.epilogue):
+            found.update(part.imports if part else ())
+        return tuple(sorted(found & set(IMPORTS)))
+
+    @property
     def c_prior(self) -> bool:
         """C starts with finite prior data: beta != 0, or the kernel declares ``always_reads_c``."""
         return self.ab.prior or self.spec.always_reads_c
@@ -138,6 +144,7 @@ def to_request(
         seed=seed,
         timing=timing,
         compile_timeout=compile_timeout,
+        imports=case.imports,
     )
 
 
@@ -364,37 +371,3 @@ def variant_shared_mem(spec: KernelSpec, variant: Variant) -> int | str:
     except ExpressionError as exc:
         raise KernelFileError(spec.path, str(exc), line=spec.line, key="shared_mem") from None
     return int(v)
-
-
-#: the shapes compute-sanitizer runs on, first that a kernel's rules allow: small, and no multiple of common
-#: tile sizes, so that edge handling is exercised; then gentler ones for kernels that require multiples (100x104x80:
-#: tails in M, N and K for a kernel that needs K % 16, as one-byte FP8 rows under TMA do)
-SANITIZE_SHAPES = (
-    Shape(67, 45, 37),
-    Shape(100, 100, 50),
-    Shape(96, 80, 72),
-    Shape(100, 104, 80),
-    Shape(128, 128, 128),
-    Shape(256, 256, 256),
-)
-
-
-#: the batch a batched kernel runs under compute-sanitizer, and the groups a grouped kernel does (the edge sizes: an
-#: empty group and a group of 5 rows among them)
-SANITIZE_BATCH = 3
-SANITIZE_GROUPS = 4
-
-
-def sanitize_case(spec: KernelSpec, dtypes: list[str] | None = None) -> Case | None:
-    """The one case compute-sanitizer runs for a kernel: its first variant and dtype, alpha = 1, beta = 0, at the
-    first of SANITIZE_SHAPES its rules allow (None when none is allowed, or no dtype is selected); a batched kernel's
-    at a batch of :data:`SANITIZE_BATCH` first, so that its batch strides are exercised too; a grouped kernel's at
-    :data:`SANITIZE_GROUPS` groups (it runs no other shape)."""
-    batched = [Shape(s.M, s.N, s.K, SANITIZE_BATCH) for s in SANITIZE_SHAPES] if spec.batched else []
-    if spec.groups is not None:
-        batched = [Shape(s.M, s.N, s.K, groups=SANITIZE_GROUPS) for s in SANITIZE_SHAPES]
-    for shape in (*batched, *SANITIZE_SHAPES):
-        for case in expand(spec, [shape], dtypes):
-            if case.skip_reason is None and case.ab == AB_CASES[0]:
-                return case
-    return None

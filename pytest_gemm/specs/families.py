@@ -39,6 +39,7 @@ class InputFamily:
     figures: bool = False  # its peers' own figures (calc_diff, cosine) are reported beside the bound (the one rule)
     skip: Callable[[Shape], str | None] = _no_skip  # why a shape is not run (its sums would overflow)
     accumulates: tuple[tuple[str, str], ...] = ()  # (dtype, what it accumulates in) where that is not fp32
+    imports: tuple[str, ...] = ()  # the libraries its peer is reached through (worker/peers.py), beyond CuPy
 
     def accumulation(self, dtype: str) -> str:
         """What inputs of ``dtype`` accumulate in unless the kernel declares otherwise: fp64 for fp64, int32 for INT8,
@@ -67,7 +68,9 @@ class InputFamily:
 
 
 FLOAT = InputFamily("float", ("fp32", "tf32", "fp16", "bf16", "fp64"), accumulates=(("fp64", "fp64"),))
-SCALED = InputFamily("FP8", FP8, scaled=True, alpha_beta=False, outputs=("bf16", "fp16", "fp32"), figures=True)
+SCALED = InputFamily(
+    "FP8", FP8, scaled=True, alpha_beta=False, outputs=("bf16", "fp16", "fp32"), figures=True, imports=("torch",)
+)
 INTEGER = InputFamily(
     "INT8",
     ("int8",),

@@ -118,6 +118,12 @@ class GpuBackend:
     def facts(self) -> dict[str, Any]:
         return self._facts
 
+    def rest(self) -> None:
+        """Give back the GPU memory kept for reuse (CuPy's pools, torch's): asked of a standby that waits."""
+        self.cp.get_default_memory_pool().free_all_blocks()
+        self.cp.get_default_pinned_memory_pool().free_all_blocks()
+        _release_torch()
+
     def run(self, request: Request, notify: Callable[[str], None]) -> Outcome:
         before = dict(self.runner.compiles)
         try:

@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import ctypes
 import importlib
+import importlib.util
 import os
 import signal
 import sys
@@ -24,7 +25,7 @@ from typing import Any
 from ..isolation.protocol import TIME_PHASE, receive, send
 from ..records.outcome import Failure, Outcome, cuda_version, internal_failure
 from ..records.plain import from_plain, to_plain
-from ..records.request import Request
+from ..records.request import IMPORTS, Request
 from ..records.verdicts import FailureKind
 from .compile_watch import CompileWatch
 
@@ -136,11 +137,17 @@ def main(argv: list[str] | None = None) -> int:
                 if kind != "go":
                     raise RuntimeError(f"the pytest process sent {kind!r} where it says when to time")
 
+    said: list[str] = []  # the libraries of IMPORTS the pool was told this worker has
     while True:
         try:
             kind, body = receive(requests)
         except (EOFError, OSError):
             return 0
+        if kind == "prepare":  # between cases: an idle worker readied for the cases to come
+            _prepare(backend, body)
+            with watch.lock:
+                said = _say_imported(replies, None)
+            continue
         if kind != "run":
             return 0
         outcome, last = _answer(backend, body, notify, watch)
@@ -149,9 +156,31 @@ def main(argv: list[str] | None = None) -> int:
         _flush_c_stdio()
         with watch.lock:
             watch.enter("")
+            said = _say_imported(replies, said)  # a case that imported one needs no other worker for it
             send(replies, "outcome", to_plain(outcome))
         if last:
             return 0
+
+
+def _prepare(backend: Any, imports: Any) -> None:
+    """Give back the GPU memory the backend caches (a standby may wait long), then import those of ``imports`` that a
+    pool may ask for (IMPORTS) and are installed. A library that fails to import is left to the case that needs it,
+    which says why."""
+    with contextlib.suppress(Exception):
+        getattr(backend, "rest", lambda: None)()
+    for name in imports if isinstance(imports, list) else []:
+        if name in IMPORTS and importlib.util.find_spec(name) is not None:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+
+
+def _say_imported(replies: Connection, said: list[str] | None) -> list[str]:
+    """Tell the pool which of IMPORTS this worker has imported, where that changed since ``said`` (always for None: the
+    answer to ``prepare``); what it now has."""
+    held = [name for name in IMPORTS if name in sys.modules]
+    if held != said:
+        send(replies, "imported", held)
+    return held
 
 
 def _answer(backend: Any, body: Any, notify: Any, watch: CompileWatch) -> tuple[Outcome, bool]:

@@ -134,7 +134,7 @@ def test_a_grouped_kernel_runs_grouped_shapes_and_another_kernel_skips_them():
 
 def test_a_grouped_kernel_runs_under_compute_sanitizer_at_grouped_shape():
     """The one case compute-sanitizer runs for a grouped kernel is grouped (4 groups, an empty one among them)."""
-    from pytest_gemm.specs.cases import SANITIZE_GROUPS, sanitize_case
+    from pytest_gemm.specs.sanitizing import SANITIZE_GROUPS, sanitize_case
 
     spec = _cu(name="grouped", args=["M", "N", "K", "A", "B", "C", "group_ends"], groups={"layout": "contiguous"})
     case = sanitize_case(spec)

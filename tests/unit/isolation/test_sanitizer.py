@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pytest_gemm.isolation.sanitizer import read_report
 from pytest_gemm.records.shapes import Shape
-from pytest_gemm.specs.cases import sanitize_case
 from pytest_gemm.specs.cufile import parse_cu_file
+from pytest_gemm.specs.sanitizing import sanitize_case
 
 from support import BROKEN, KERNELS
 

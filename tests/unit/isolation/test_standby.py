@@ -1,10 +1,12 @@
 """Standby workers (isolation.workers; docs/architecture.md#the-boundary), through a real pool of real worker processes
 with small backends written here: crashes in a row leave no process behind, an interrupt while a standby starts
-starts no other worker, a case short of memory while standbys hold some runs again without them, and a worker
-started ahead beside its standby becomes the worker."""
+starts no other worker, a case short of memory while standbys hold some runs again without them, a worker
+started ahead beside its standby becomes the worker, and a case that imports a library runs on a standby that imported
+it ahead."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import textwrap
@@ -22,7 +24,7 @@ from pytest_gemm.records.verdicts import FailureKind
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="GPU workers need Linux (and /proc is read here)")
 
 BACKENDS = '''
-import os, time
+import os, sys, time
 from pathlib import Path
 from pytest_gemm.records.outcome import Failure, Outcome
 from pytest_gemm.records.verdicts import FailureKind
@@ -70,6 +72,22 @@ class Announced(Crashing):
             return super().run(request, notify)
         notify("load")
         return Outcome(skip=f"ran in {os.getpid()}")
+
+
+class Importing(Announced):
+    """Says whether the library it may be asked to import ahead is imported, and when it gives back its memory."""
+
+    def run(self, request, notify):
+        if request.seed == 1:
+            return super().run(request, notify)
+        notify("load")
+        if request.seed == 3:  # a kernel file that imports the library itself
+            import torch  # noqa: F401
+        return Outcome(skip=f"ran in {os.getpid()} with{'' if 'torch' in sys.modules else 'out'} torch")
+
+    def rest(self):
+        with open(os.environ["RESTS"], "a") as log:
+            log.write(f"{os.getpid()}\\n")
 
 
 class ShortOfMemory(Crashing):
@@ -186,5 +204,104 @@ def test_a_gpu_planned_after_the_first_hello_starts_its_worker_and_standby_at_on
         assert pool.standbys == 1  # a first worker still starting is no sign of crashes faster than a start
         assert pool.run(_request(1)).failure is not None  # a crash: the next case runs on the standby started ahead
         assert pool.run(_request(0)).skip == f"ran in {(pids - {worker.removeprefix('ran in ')}).pop()}"
+    finally:
+        pool.close()
+
+
+#: a stand-in for the library a standby imports ahead (the real one is not needed to test who imports it when)
+LIBRARY = "import os\nwith open(os.environ['IMPORTS'], 'a') as log:\n    log.write(f'{os.getpid()} {__name__}\\n')\n"
+
+
+def _wait_for(check, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_a_case_that_imports_a_library_runs_on_a_standby_that_imported_it_and_the_worker_waits_in_its_place(
+    backends, tmp_path, monkeypatch
+):
+    for name in ("torch", "not_allowed"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(LIBRARY)
+    for name in ("STARTS", "IMPORTS", "RESTS"):
+        monkeypatch.setenv(name, str(tmp_path / f"{name.lower()}.txt"))
+    pool = WorkerPool("standby_backends:Importing", None, timeout=30)
+    pool.imports = ("torch", "not_allowed")  # only the protocol's own (torch) is imported, whatever a pool asks
+    uses = dataclasses.replace(_request(), imports=("torch",))
+    try:
+        assert pool.probe() is None
+        worker = pool.run(_request()).skip
+        assert worker is not None and worker.endswith("without torch")
+        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 1)
+        [[standby, _]] = _starts(tmp_path / "starts.txt")[1:]
+        assert _starts(tmp_path / "imports.txt") == [[standby, "torch"]]  # the standby, once started
+        assert pool.run(_request(2)).skip == worker  # a case that needs nothing of it stays on the worker
+        assert pool.run(uses).skip == f"ran in {standby} with torch"
+        assert pool.run(_request()).skip == f"ran in {standby} with torch"
+        first = worker.split()[2]
+        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 2)
+        assert _starts(tmp_path / "imports.txt")[1] == [first, "torch"]  # the worker, waiting as a standby in turn
+        assert _starts(tmp_path / "rests.txt")[-1] == [first]  # having given back the memory it kept
+        assert len(_starts(tmp_path / "starts.txt")) == 2  # and no worker started for it: none for a timing to wait
+        assert pool.run(_request(1)).failure is not None  # a crash: the next case runs on the worker in waiting
+        assert pool.run(uses).skip == f"ran in {first} with torch"
+        assert not (tmp_path / "not_allowed.txt").exists()
+    finally:
+        pool.close()
+
+
+def test_a_fresh_worker_is_never_one_that_ran_cases(backends, tmp_path, monkeypatch):
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(LIBRARY)
+    for name in ("STARTS", "IMPORTS", "RESTS"):
+        monkeypatch.setenv(name, str(tmp_path / f"{name.lower()}.txt"))
+    pool = WorkerPool("standby_backends:Importing", None, timeout=30)
+    pool.imports = ("torch",)
+    try:
+        assert pool.probe() is None
+        first = pool.run(_request()).skip
+        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 1)
+        second = pool.run(dataclasses.replace(_request(), imports=("torch",))).skip  # the first waits in its place
+        again = pool.run(dataclasses.replace(_request(), fresh_worker=True)).skip
+        assert again not in (first, second.replace(" with torch", " without torch"))
+        assert again is not None and again.split()[2] not in {first.split()[2], second.split()[2]}
+    finally:
+        pool.close()
+
+
+def test_the_first_worker_and_its_standby_start_side_by_side(backends, tmp_path, monkeypatch):
+    monkeypatch.setenv("STARTS", str(tmp_path / "starts.txt"))
+    pool = WorkerPool("standby_backends:Announced", None, timeout=30)
+    try:
+        pool.start_first()
+        _wait_for(lambda: len(_starts(tmp_path / "starts.txt")) == 2)
+        started = _starts(tmp_path / "starts.txt")
+        assert sorted(kind for _, kind in started) == ["cold", "warmed"]  # before any case: the worker in full
+        assert pool.probe() is None
+        cold = next(pid for pid, kind in started if kind == "cold")
+        assert pool.run(_request()).skip == f"ran in {cold}"
+        pool.pin_to("0")  # the GPU it runs on, planned once it said hello: its standby started unpinned runs there
+        pool.keep_standby()
+        assert pool.run(_request(1)).failure is not None
+        warmed = next(pid for pid, kind in started if kind == "warmed")
+        assert pool.run(_request()).skip == f"ran in {warmed}"
+    finally:
+        pool.close()
+
+
+def test_a_worker_that_imported_the_library_in_a_case_keeps_the_cases_that_use_it(backends, tmp_path, monkeypatch):
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(LIBRARY)
+    for name in ("STARTS", "IMPORTS", "RESTS"):
+        monkeypatch.setenv(name, str(tmp_path / f"{name.lower()}.txt"))
+    pool = WorkerPool("standby_backends:Importing", None, timeout=30)
+    pool.imports = ("torch",)
+    try:
+        assert pool.probe() is None
+        worker = pool.run(_request()).skip
+        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 1)  # the standby has it
+        assert pool.run(_request(3)).skip == worker.replace("without", "with")  # the worker imported it itself
+        assert pool.run(dataclasses.replace(_request(), imports=("torch",))).skip == worker.replace("without", "with")
     finally:
         pool.close()
