@@ -74,7 +74,7 @@ class GpuWorkers:
     ) -> None:
         self._pool = lambda pin: WorkerPool(backend, cubin_cache, timeout, pin=pin)
         self._wanted, self._worker_id = wanted, worker_id
-        self._costly = costly  # the backend's start is costly (the GPU backend's): the first worker's standby starts
+        self._costly = costly  # the first worker's standby starts beside it (the GPU backend's costly start, no xdist)
         self.imports: tuple[str, ...] = ()  # the libraries the run's cases may import in their workers (expect)
         self.gpus: list[Gpu] = []
         self.pools: list[WorkerPool] = []

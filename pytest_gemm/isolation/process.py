@@ -49,7 +49,7 @@ def describe_exit(code: int | None) -> str:
 class WorkerProcess:
     """One running worker: the process, its two pipes and its output file."""
 
-    def __init__(self, command: list[str], pin: str | None = None) -> None:
+    def __init__(self, command: list[str], pin: str | None = None, imports: Collection[str] = ()) -> None:
         self.started = time.monotonic()
         self.killed: float | None = None  # when :meth:`kill_later` killed it
         self._asked = False  # asked to stop
@@ -70,8 +70,9 @@ class WorkerProcess:
         if pin is not None:  # the one GPU this worker may see (an entry of this process's own list)
             env["CUDA_VISIBLE_DEVICES"] = pin
         try:
+            ahead = [arg for name in imports for arg in ("--import", name)]
             self.popen = subprocess.Popen(
-                [*command, "--requests", str(req_read), "--replies", str(rep_write)],
+                [*command, *ahead, "--requests", str(req_read), "--replies", str(rep_write)],
                 pass_fds=(req_read, rep_write),
                 stdin=subprocess.DEVNULL,
                 stdout=self.output,
@@ -91,7 +92,9 @@ class WorkerProcess:
         self.replies = Connection(self._rep_read, writable=False)
         self.pid = self.popen.pid
         self._first: tuple[str, Any] | None = None  # its first message (hello, or why it cannot start), once read
-        self.imported: frozenset[str] = frozenset()  # the libraries it said it imported when asked (``prepare``)
+        self.imports = frozenset(imports)  # the libraries it imports ahead, after its hello (``--import``)
+        self.imported: frozenset[str] = frozenset()  # those it said it has (``imported``: after them, and cases')
+        self._answered = not imports  # it said what it imported ahead
         self.served = False  # it ran a case: no longer a fresh worker
 
     def first_message(self, wait: float) -> tuple[str, Any] | None:
@@ -113,23 +116,33 @@ class WorkerProcess:
         """Its hello has been read: it started and waits for requests."""
         return self._first is not None and self._first[0] == "hello"
 
+    def ready(self, wait: float) -> bool:
+        """Whether it has started and said what it imported ahead (it imports once its hello is sent, on the CPU
+        alone), waiting up to ``wait`` seconds; a worker that went, or that cannot start, is ready to be told so."""
+        deadline = time.monotonic() + wait
+        if not self.settled(wait):
+            return False
+        try:
+            while self.greeted and not self._answered:
+                if not self.replies.poll(max(0.0, deadline - time.monotonic())):
+                    return False
+                self.note(*receive(self.replies))
+        except (EOFError, OSError):
+            pass
+        return True
+
     def note(self, kind: str, body: Any) -> None:
         """Take in a message a worker sends about itself between a case's messages (``imported``)."""
         if kind == "imported" and isinstance(body, list):
             self.imported |= frozenset(str(name) for name in body)
+            self._answered = True
 
     def read_news(self) -> None:
-        """Read, without waiting, what a worker that waits between cases has said (its hello, the libraries it
-        imported)."""
+        """Read, without waiting, what a worker that waits between cases has said (its hello, what it imported)."""
         with contextlib.suppress(EOFError, OSError):
             if self.settled(0) and self.greeted:
                 while self.replies.poll(0):
                     self.note(*receive(self.replies))
-
-    def prepare(self, imports: Collection[str]) -> None:
-        """Ask a worker that waits between cases to give back the GPU memory it keeps and import ``imports``."""
-        with contextlib.suppress(OSError):
-            send(self.requests, "prepare", sorted(imports))
 
     def output_since(self, offset: int) -> str:
         """What the worker wrote from ``offset`` on (its last 64 KiB), read without moving the shared offset."""

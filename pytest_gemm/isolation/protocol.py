@@ -4,10 +4,9 @@ Each message is ``{"kind": ..., "body": ...}``; bodies are plain records (:mod:`
 From the worker: ``hello`` (its device facts, its process id and whether the pool should keep a
 standby worker; once), ``unavailable`` (why there is no device), ``broken`` (it could not start),
 ``phase`` (it began a phase of the current case), ``outcome`` and ``imported`` (the libraries of
-``records.request.IMPORTS`` it has imported: when asked, and before an outcome whose case imported
-one). To the worker: ``run`` (a request), ``go``, ``stop`` and ``prepare`` (between cases: give back
-the GPU memory it caches and import some of them, so that a standby has them before a case needs
-them).
+``records.request.IMPORTS`` it has imported: once it imported those it was started to import ahead,
+``--import``, and before an outcome whose case imported one). To the worker: ``run`` (a request),
+``go`` and ``stop``.
 
 A worker that enters :data:`TIME_PHASE` sends its ``phase`` message and waits for ``go`` before it
 times anything: the pool answers once nothing else of its own uses the GPU (a standby worker that is

@@ -54,8 +54,9 @@ class Standbys:
         return None
 
     def _promote(self, imports: tuple[str, ...]) -> None:
-        """Run a case that imports a library on a standby that has it imported, where the worker has not: the worker
-        waits as a standby in its place (no new one starts, so no timing waits for one) and imports it in turn."""
+        """Run a case that imports a library on a standby that has it imported, where the worker has not (it says so
+        of a library a case of its own imported): the worker waits as a standby in its place, so no new one starts and
+        no timing waits for one."""
         if self._process is None or set(imports) <= self._process.imported:
             return
         for entry in self._standby:
@@ -63,31 +64,31 @@ class Standbys:
             if entry[1] == self.pin and entry[0].greeted and set(imports) <= entry[0].imported:
                 self._standby.remove(entry)
                 self._standby.append((self._process, self.pin))
-                self._process.prepare(self.imports)
                 self._process = entry[0]
                 return
 
     def keep_standby(self) -> None:
-        """Start standby workers, where this pool keeps them, until it has :attr:`standbys` pinned where it runs.
-        They start once a worker of this run has said hello (here, or before :meth:`start_ahead`), so they find
-        CuPy's cache warm (``--warmed``: a shorter warm-up)."""
+        """Start standby workers, where this pool keeps them, until it has :attr:`standbys` pinned where it runs, each
+        importing :attr:`imports` ahead. They start once a worker of this run has said hello (here, or before
+        :meth:`start_ahead`), so they find CuPy's cache warm (``--warmed``: a shorter warm-up); the first worker's own
+        standby (:meth:`start_first`) warms up in full."""
         for process, pin in [entry for entry in self._standby if entry[1] != self.pin]:
             self._dying.add(process)
             self._standby.remove((process, pin))
         while self.standby and len(self._standby) < self.standbys and not (self._closed or self.gave_up):
-            if not self._start_warmed(standby=True):  # none: the next replacement starts a worker, as without one
+            if not self._start_warmed(self.imports):  # none: the next replacement starts a worker, as without one
                 return
 
     def start_first(self) -> None:
         """Start the run's first worker and its standby side by side, without waiting for them: the standby's start
-        goes on beside the worker's, and the first timing, which waits for it, waits no longer. A standby that finds
-        CuPy's cache cold compiles beside the worker, as a second worker would."""
+        goes on beside the worker's, and the first timing, which waits for it, waits no longer. Both warm up in full
+        (CuPy's cache may be cold), the standby importing :attr:`imports` ahead."""
         with self._lock:
             try:
                 self._standby.append((WorkerProcess(self.command, self.pin), self.pin))
+                self._standby.append((WorkerProcess(self.command, self.pin, self.imports), self.pin))
             except OSError:
                 return
-            self._start_warmed(standby=True)
 
     def pin_to(self, entry: str) -> None:
         """Pin it to the GPU its unpinned workers run on (the first visible one): a standby started unpinned too."""
@@ -102,25 +103,22 @@ class Standbys:
         with self._lock:
             self.standby = True
             for i in range(1 + self.standbys):  # the worker (the first taken), then its standbys
-                if not self._start_warmed(standby=i > 0):  # the first case starts one, as without this
+                if not self._start_warmed(self.imports if i else ()):  # the first case starts one, as without this
                     return
 
-    def _start_warmed(self, standby: bool) -> bool:
-        """Start a worker with ``--warmed`` among the standbys (the first taken is the worker), a ``standby`` asked to
-        import :attr:`imports` once started; False if refused."""
+    def _start_warmed(self, imports: tuple[str, ...]) -> bool:
+        """Start a worker with ``--warmed`` among the standbys (the first taken is the worker), importing ``imports``
+        ahead; False if refused."""
         try:
-            process = WorkerProcess([*self.command, "--warmed"], self.pin)
+            self._standby.append((WorkerProcess([*self.command, "--warmed"], self.pin, imports), self.pin))
         except OSError:
             return False
-        if standby and self.imports:
-            process.prepare(self.imports)
-        self._standby.append((process, self.pin))
         return True
 
     def _quiet(self) -> None:
         """Before a case's timing: wait until each standby has started (its hello, or its end, is waiting to be read;
         at most START_TIMEOUT from its start) and every killed worker has gone, so that nothing of the pool's shares
-        the GPU with the timing."""
+        the GPU with the timing. What a standby imports ahead, after its hello, runs on the CPU alone."""
         for entry in list(self._standby):
             limit = max(0.0, entry[0].started + START_TIMEOUT - time.monotonic())
             if not entry[0].settled(limit):  # it did not start in time: a replacement starts one

@@ -117,7 +117,8 @@ class WorkerPool(Standbys):
             self._starting = None
 
     def _greet(self, process: WorkerProcess) -> WorkerProcess | Failure:
-        """Wait for a new worker's hello."""
+        """Wait for a new worker's hello, and for what it imports ahead (a case sent before would wait for that within
+        its own time limit)."""
         try:
             first = process.first_message(START_TIMEOUT)
             if first is None:
@@ -125,6 +126,7 @@ class WorkerPool(Standbys):
                 message = f"the GPU worker did not start within {START_TIMEOUT:g} s"
                 return self._failed_start(Failure(FailureKind.TIMEOUT, message, "start"))
             kind, body = first
+            process.ready(START_TIMEOUT)
         except (EOFError, OSError):
             code, output = process.kill_and_read(0, grace=EXIT_WAIT)
             detail = tuple(output.strip().splitlines()[-20:])

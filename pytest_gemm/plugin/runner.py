@@ -54,7 +54,7 @@ class CaseRunner:
                 self.settings.timeout,
                 wanted=self.settings.gpus,
                 worker_id=self.facts.worker_id,
-                costly=backend == DEFAULT_BACKEND,
+                costly=backend == DEFAULT_BACKEND and not self.facts.xdist,  # xdist: a worker may take another GPU
             )
         return self._workers
 

@@ -118,11 +118,10 @@ class GpuBackend:
     def facts(self) -> dict[str, Any]:
         return self._facts
 
-    def rest(self) -> None:
-        """Give back the GPU memory kept for reuse (CuPy's pools, torch's): asked of a standby that waits."""
-        self.cp.get_default_memory_pool().free_all_blocks()
-        self.cp.get_default_pinned_memory_pool().free_all_blocks()
-        _release_torch()
+    def before_imports(self) -> None:
+        """Before libraries are imported ahead (``--import``): CUPTI's clock set up first, as a worker that times before
+        any case imports torch has it; set up after torch brought its own libcupti, it refuses (cupti_buffers.py)."""
+        self.timer.set_up_cupti()
 
     def run(self, request: Request, notify: Callable[[str], None]) -> Outcome:
         before = dict(self.runner.compiles)
@@ -285,7 +284,7 @@ class GpuBackend:
 
 
 def _torch_on_gpu() -> Any:
-    """torch, where a kernel file imported it and it has used the GPU in this worker; else None."""
+    """torch, where it is imported (by a kernel file, a peer, or ahead) and has used the GPU here; else None."""
     torch = sys.modules.get("torch")
     return torch if torch is not None and torch.cuda.is_initialized() else None
 

@@ -3,7 +3,7 @@
 ``GELU_BIAS`` epilogues) it is that one call; otherwise ``torch.addmm`` for ``alpha A B + beta C`` followed by torch's
 own bias add, activation and residual add, each a kernel of its own (research/epilogue_peer_probe.py measures both).
 The peer's bias, residual and C (where the kernel writes D apart from C) are its own copies, made once a case; it
-writes D where the kernel would. torch is imported here only. Part of the worker package.
+writes D where the kernel would. torch is imported here (or ahead, by a standby). Part of the worker package.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ FP8 case. torch's ``_scaled_mm`` reaches cuBLASLt's own FP8 kernels on Hopper fo
 says why torch rather than nvmath-python). cuBLASLt reads A row-major and B column-major (B stored N x K) and its own
 layout of the scales, so the peer is given copies in those layouts, made once per set of operands, outside any timed
 call: the same FP8 bytes and the same scales (UE8M0 ones as the fp32 powers of two they are). torch is imported here
-only."""
+(or ahead, by a standby)."""
 
 from __future__ import annotations
 

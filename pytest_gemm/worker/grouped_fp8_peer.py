@@ -4,7 +4,7 @@ faster where measured). torch has no grouped FP8 GEMM with DeepSeek-V3's 1 x 128
 (research/grouped_fp8_peer_probe.py, docs/verification.md#grouped-fp8). In the loop each group's rows are computed
 rounded up to a multiple of 4 (cuBLASLt's 1 x 128 blocks take no other M) into its own padding, which the group's
 peer may write. Copies in cuBLASLt's layouts (B column-major, the scales' own layouts) are made once per set of
-operands, outside the timed call. torch is imported here only. Part of the worker package.
+operands, outside the timed call. torch is imported here (or ahead, by a standby). Part of the worker package.
 """
 
 from __future__ import annotations

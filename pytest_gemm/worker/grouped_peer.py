@@ -3,7 +3,7 @@ Hopper): contiguous groups as a 2-D A with offsets of the groups' padded ends, m
 rows computed), K-grouped as a 2-D A and B with offsets along K. torch takes A with K contiguous and B with K
 contiguous in each group (B stored N x K), so an operand stored the other way is copied once per set of operands,
 outside the timed call. Alpha and beta, where a case has them, are applied after the product. torch is imported
-here only. Part of the worker package.
+here (or ahead, by a standby). Part of the worker package.
 """
 
 from __future__ import annotations

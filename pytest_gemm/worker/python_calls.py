@@ -1,7 +1,7 @@
 """A Python kernel's call: views of the operands as stored, as CuPy arrays, or as torch tensors for the kernels that
 ask for them (``arrays="torch"``): zero-copy views of the harness's buffers through DLPack, and the harness's
 stream as torch's current stream for the whole call, so that what torch and Triton launch lands where the harness
-synchronises and times. Part of the worker package; torch is imported here only, and only for such kernels."""
+synchronises and times. Part of the worker package; torch is imported here for such kernels (or ahead, by a standby)."""
 
 from __future__ import annotations
 

@@ -104,13 +104,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default=DEFAULT_BACKEND)
     parser.add_argument("--cubin-cache", default=None)
     parser.add_argument(
-        "--warmed", action="store_true", help="an earlier worker of this run warmed the caches up (a standby worker)"
+        "--warmed", action="store_true", help="an earlier worker of this run warmed the caches up (a short warm-up)"
+    )
+    parser.add_argument(
+        "--import", dest="imports", action="append", choices=IMPORTS, default=[], help="a library to import ahead"
     )
     args = parser.parse_args(argv)
     _die_with_parent()
     requests, replies = Connection(args.requests, writable=False), Connection(args.replies, readable=False)
     try:
         backend = _backend(args.backend, args.cubin_cache, args.warmed)
+        if args.imports:  # what must come first (CUPTI's clock) set up, before the hello: nothing after it uses the GPU
+            getattr(backend, "before_imports", lambda: None)()
         facts = backend.facts()
     except Exception as exc:
         if type(exc).__name__ == "DeviceUnavailable":
@@ -124,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     # a backend whose start is costly asks the pool to keep a standby worker started (isolation.workers)
     send(replies, "hello", {"facts": facts, "pid": os.getpid(), "standby": bool(getattr(backend, "standby", False))})
+    said = _import_ahead(replies, args.imports) if args.imports else []  # the libraries of IMPORTS the pool knows of
     # The watch thread sends progress too: every message goes out with its lock held.
     watch = CompileWatch(lambda phase: send(replies, "phase", phase)).start()
 
@@ -137,17 +143,11 @@ def main(argv: list[str] | None = None) -> int:
                 if kind != "go":
                     raise RuntimeError(f"the pytest process sent {kind!r} where it says when to time")
 
-    said: list[str] = []  # the libraries of IMPORTS the pool was told this worker has
     while True:
         try:
             kind, body = receive(requests)
         except (EOFError, OSError):
             return 0
-        if kind == "prepare":  # between cases: an idle worker readied for the cases to come
-            _prepare(backend, body)
-            with watch.lock:
-                said = _say_imported(replies, None)
-            continue
         if kind != "run":
             return 0
         outcome, last = _answer(backend, body, notify, watch)
@@ -162,21 +162,20 @@ def main(argv: list[str] | None = None) -> int:
             return 0
 
 
-def _prepare(backend: Any, imports: Any) -> None:
-    """Give back the GPU memory the backend caches (a standby may wait long), then import those of ``imports`` that a
-    pool may ask for (IMPORTS) and are installed. A library that fails to import is left to the case that needs it,
-    which says why."""
-    with contextlib.suppress(Exception):
-        getattr(backend, "rest", lambda: None)()
-    for name in imports if isinstance(imports, list) else []:
-        if name in IMPORTS and importlib.util.find_spec(name) is not None:
+def _import_ahead(replies: Connection, imports: list[str]) -> list[str]:
+    """Import ``imports`` (of IMPORTS) after the hello, on the CPU alone, those installed; then say which this worker
+    has (always: the pool waits for the answer before it gives this worker a case). A library that fails to import is
+    left to the case that needs it, which says why."""
+    for name in imports:
+        if importlib.util.find_spec(name) is not None:
             with contextlib.suppress(Exception):
                 importlib.import_module(name)
+    return _say_imported(replies, None)
 
 
 def _say_imported(replies: Connection, said: list[str] | None) -> list[str]:
-    """Tell the pool which of IMPORTS this worker has imported, where that changed since ``said`` (always for None: the
-    answer to ``prepare``); what it now has."""
+    """Tell the pool which of IMPORTS this worker has imported, where that changed since ``said`` (always for None);
+    what it now has."""
     held = [name for name in IMPORTS if name in sys.modules]
     if held != said:
         send(replies, "imported", held)

@@ -300,6 +300,10 @@ class Timer:
         blocks = 4 * self.runner.sm_count
         self._prepare((blocks,), (PREPARE_THREADS,), (*args, self._sink, self._sm_epochs, np.uint32(epoch)))
 
+    def set_up_cupti(self) -> None:
+        """Set CUPTI's clock up now (else at its first use), where it works here; why not is kept for that use."""
+        self._clock("cupti")
+
     def _clock(self, wanted: str) -> tuple[CuptiClock | None, str]:
         """CUPTI's clock when it was asked for and works here, else None and why not."""
         if wanted != "cupti":

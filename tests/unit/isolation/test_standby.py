@@ -85,9 +85,9 @@ class Importing(Announced):
             import torch  # noqa: F401
         return Outcome(skip=f"ran in {os.getpid()} with{'' if 'torch' in sys.modules else 'out'} torch")
 
-    def rest(self):
-        with open(os.environ["RESTS"], "a") as log:
-            log.write(f"{os.getpid()}\\n")
+    def before_imports(self):
+        with open(os.environ["IMPORTS"], "a") as log:
+            log.write(f"{os.getpid()} before\\n")
 
 
 class ShortOfMemory(Crashing):
@@ -214,57 +214,73 @@ LIBRARY = "import os\nwith open(os.environ['IMPORTS'], 'a') as log:\n    log.wri
 
 def _wait_for(check, seconds: float = 20.0) -> None:
     deadline = time.monotonic() + seconds
-    while not check() and time.monotonic() < deadline:
+    while not check():
+        assert time.monotonic() < deadline, "the workers did not get there in time"
         time.sleep(0.05)
+
+
+def _library(tmp_path: Path, monkeypatch, text: str = LIBRARY) -> None:
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(text)
+    for name in ("STARTS", "IMPORTS"):
+        monkeypatch.setenv(name, str(tmp_path / f"{name.lower()}.txt"))
 
 
 def test_a_case_that_imports_a_library_runs_on_a_standby_that_imported_it_and_the_worker_waits_in_its_place(
     backends, tmp_path, monkeypatch
 ):
-    for name in ("torch", "not_allowed"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "__init__.py").write_text(LIBRARY)
-    for name in ("STARTS", "IMPORTS", "RESTS"):
-        monkeypatch.setenv(name, str(tmp_path / f"{name.lower()}.txt"))
+    _library(tmp_path, monkeypatch)
     pool = WorkerPool("standby_backends:Importing", None, timeout=30)
-    pool.imports = ("torch", "not_allowed")  # only the protocol's own (torch) is imported, whatever a pool asks
+    pool.imports = ("torch",)
     uses = dataclasses.replace(_request(), imports=("torch",))
     try:
         assert pool.probe() is None
         worker = pool.run(_request()).skip
         assert worker is not None and worker.endswith("without torch")
-        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 1)
+        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 2)
         [[standby, _]] = _starts(tmp_path / "starts.txt")[1:]
-        assert _starts(tmp_path / "imports.txt") == [[standby, "torch"]]  # the standby, once started
+        assert _starts(tmp_path / "imports.txt") == [[standby, "before"], [standby, "torch"]]  # set up, then imported
         assert pool.run(_request(2)).skip == worker  # a case that needs nothing of it stays on the worker
         assert pool.run(uses).skip == f"ran in {standby} with torch"
         assert pool.run(_request()).skip == f"ran in {standby} with torch"
-        first = worker.split()[2]
-        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 2)
-        assert _starts(tmp_path / "imports.txt")[1] == [first, "torch"]  # the worker, waiting as a standby in turn
-        assert _starts(tmp_path / "rests.txt")[-1] == [first]  # having given back the memory it kept
-        assert len(_starts(tmp_path / "starts.txt")) == 2  # and no worker started for it: none for a timing to wait
+        time.sleep(0.5)
+        assert len(_starts(tmp_path / "starts.txt")) == 2  # no worker started for it: none for a timing to wait for
+        assert len(_starts(tmp_path / "imports.txt")) == 2  # the worker waits as a standby, as it is
         assert pool.run(_request(1)).failure is not None  # a crash: the next case runs on the worker in waiting
-        assert pool.run(uses).skip == f"ran in {first} with torch"
-        assert not (tmp_path / "not_allowed.txt").exists()
+        assert pool.run(uses).skip == worker
+    finally:
+        pool.close()
+
+
+def test_a_standby_that_cannot_import_the_library_is_not_waited_for(backends, tmp_path, monkeypatch):
+    _library(tmp_path, monkeypatch, "raise ImportError('broken on purpose')\n")
+    pool = WorkerPool("standby_backends:Importing", None, timeout=30)
+    pool.imports = ("torch",)
+    uses = dataclasses.replace(_request(), imports=("torch",))
+    try:
+        assert pool.probe() is None
+        worker = pool.run(_request()).skip
+        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 1)  # its set-up, before the import that fails
+        time.sleep(0.5)
+        assert pool.run(uses).skip == worker  # the standby has no torch: the worker keeps the case
+        assert pool.run(_request(1)).failure is not None
+        started = time.monotonic()
+        assert pool.run(uses).skip not in (None, worker)  # the standby takes over at once
+        assert time.monotonic() - started < 10
     finally:
         pool.close()
 
 
 def test_a_fresh_worker_is_never_one_that_ran_cases(backends, tmp_path, monkeypatch):
-    (tmp_path / "torch").mkdir()
-    (tmp_path / "torch" / "__init__.py").write_text(LIBRARY)
-    for name in ("STARTS", "IMPORTS", "RESTS"):
-        monkeypatch.setenv(name, str(tmp_path / f"{name.lower()}.txt"))
+    _library(tmp_path, monkeypatch)
     pool = WorkerPool("standby_backends:Importing", None, timeout=30)
     pool.imports = ("torch",)
     try:
         assert pool.probe() is None
         first = pool.run(_request()).skip
-        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 1)
+        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 2)
         second = pool.run(dataclasses.replace(_request(), imports=("torch",))).skip  # the first waits in its place
         again = pool.run(dataclasses.replace(_request(), fresh_worker=True)).skip
-        assert again not in (first, second.replace(" with torch", " without torch"))
         assert again is not None and again.split()[2] not in {first.split()[2], second.split()[2]}
     finally:
         pool.close()
@@ -277,31 +293,41 @@ def test_the_first_worker_and_its_standby_start_side_by_side(backends, tmp_path,
         pool.start_first()
         _wait_for(lambda: len(_starts(tmp_path / "starts.txt")) == 2)
         started = _starts(tmp_path / "starts.txt")
-        assert sorted(kind for _, kind in started) == ["cold", "warmed"]  # before any case: the worker in full
+        assert [kind for _, kind in started] == ["cold", "cold"]  # before any case, each warming up in full
         assert pool.probe() is None
-        cold = next(pid for pid, kind in started if kind == "cold")
-        assert pool.run(_request()).skip == f"ran in {cold}"
+        worker = pool.run(_request()).skip
         pool.pin_to("0")  # the GPU it runs on, planned once it said hello: its standby started unpinned runs there
         pool.keep_standby()
         assert pool.run(_request(1)).failure is not None
-        warmed = next(pid for pid, kind in started if kind == "warmed")
-        assert pool.run(_request()).skip == f"ran in {warmed}"
+        standby = pool.run(_request()).skip
+        assert {worker, standby} == {f"ran in {pid}" for pid, _ in started}
     finally:
         pool.close()
 
 
 def test_a_worker_that_imported_the_library_in_a_case_keeps_the_cases_that_use_it(backends, tmp_path, monkeypatch):
-    (tmp_path / "torch").mkdir()
-    (tmp_path / "torch" / "__init__.py").write_text(LIBRARY)
-    for name in ("STARTS", "IMPORTS", "RESTS"):
-        monkeypatch.setenv(name, str(tmp_path / f"{name.lower()}.txt"))
+    _library(tmp_path, monkeypatch)
     pool = WorkerPool("standby_backends:Importing", None, timeout=30)
     pool.imports = ("torch",)
     try:
         assert pool.probe() is None
         worker = pool.run(_request()).skip
-        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 1)  # the standby has it
+        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 2)  # the standby has it (and the worker not)
         assert pool.run(_request(3)).skip == worker.replace("without", "with")  # the worker imported it itself
         assert pool.run(dataclasses.replace(_request(), imports=("torch",))).skip == worker.replace("without", "with")
+    finally:
+        pool.close()
+
+
+def test_what_a_standby_imports_ahead_is_not_charged_to_the_case_that_takes_it(backends, tmp_path, monkeypatch):
+    slow = "import os, time\ntime.sleep(1.5)\n" + LIBRARY  # longer than the cases' time limit
+    _library(tmp_path, monkeypatch, slow)
+    pool = WorkerPool("standby_backends:Importing", None, timeout=1)
+    pool.imports = ("torch",)
+    try:
+        assert pool.probe() is None
+        assert pool.run(_request(1)).failure is not None  # a crash while the standby imports: the next case takes it
+        outcome = pool.run(_request())
+        assert outcome.failure is None and outcome.skip is not None and outcome.skip.endswith("with torch")
     finally:
         pool.close()
