@@ -92,9 +92,10 @@ class WorkerProcess:
         self.replies = Connection(self._rep_read, writable=False)
         self.pid = self.popen.pid
         self._first: tuple[str, Any] | None = None  # its first message (hello, or why it cannot start), once read
-        self.imports = frozenset(imports)  # the libraries it imports ahead, after its hello (``--import``)
+        self.imports = tuple(imports)  # the libraries it imports ahead, after its hello (``--import``)
         self.imported: frozenset[str] = frozenset()  # those it said it has (``imported``: after them, and cases')
         self._answered = not imports  # it said what it imported ahead
+        self.gone = False  # its pipe closed while it was awaited (:meth:`ready`)
         self.served = False  # it ran a case: no longer a fresh worker
 
     def first_message(self, wait: float) -> tuple[str, Any] | None:
@@ -118,7 +119,7 @@ class WorkerProcess:
 
     def ready(self, wait: float) -> bool:
         """Whether it has started and said what it imported ahead (it imports once its hello is sent, on the CPU
-        alone), waiting up to ``wait`` seconds; a worker that went, or that cannot start, is ready to be told so."""
+        alone), waiting up to ``wait`` seconds; True also for one that went or cannot start (its greeting says so)."""
         deadline = time.monotonic() + wait
         if not self.settled(wait):
             return False
@@ -128,7 +129,7 @@ class WorkerProcess:
                     return False
                 self.note(*receive(self.replies))
         except (EOFError, OSError):
-            pass
+            self.gone = True
         return True
 
     def note(self, kind: str, body: Any) -> None:

@@ -126,7 +126,12 @@ class WorkerPool(Standbys):
                 message = f"the GPU worker did not start within {START_TIMEOUT:g} s"
                 return self._failed_start(Failure(FailureKind.TIMEOUT, message, "start"))
             kind, body = first
-            process.ready(START_TIMEOUT)
+            if kind == "hello" and not process.ready(max(0.0, process.started + START_TIMEOUT - time.monotonic())):
+                process.kill()
+                message = f"the GPU worker did not import {', '.join(process.imports)} within {START_TIMEOUT:g} s"
+                return self._failed_start(Failure(FailureKind.TIMEOUT, message, "start"))
+            if kind == "hello" and process.gone:  # it went after its hello, while it imported
+                raise EOFError
         except (EOFError, OSError):
             code, output = process.kill_and_read(0, grace=EXIT_WAIT)
             detail = tuple(output.strip().splitlines()[-20:])
@@ -273,8 +278,8 @@ class WorkerPool(Standbys):
             limit = self._limit(phase, request)
             remaining = start + limit - time.monotonic()
             try:
-                ready = remaining > 0 and process.replies.poll(remaining)
-                if not ready:
+                waiting = remaining > 0 and process.replies.poll(remaining)
+                if not waiting:
                     return self._lost(process, offset, FailureKind.TIMEOUT, f"timed out after {limit:g} s", phase)
                 kind, body = receive(process.replies)
             except (EOFError, OSError):

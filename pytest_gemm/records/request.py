@@ -27,7 +27,7 @@ __all__ = [
 #: (84 in 37.1 s on the H100 machine), a kernel that unrolls a loop over 32768 iterations took 60 s and 1.7 GB
 COMPILE_TIMEOUT = 300.0
 
-#: the libraries a worker may be asked to import ahead of the cases that use them (the protocol's ``prepare``): those a
+#: the libraries a worker may be asked to import ahead of the cases that use them (a standby's ``--import``): those a
 #: case's kernel or peer may need beyond the worker's own, and costly to import
 IMPORTS = ("torch",)
 

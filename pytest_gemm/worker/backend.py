@@ -120,7 +120,8 @@ class GpuBackend:
 
     def before_imports(self) -> None:
         """Before libraries are imported ahead (``--import``): CUPTI's clock set up first, as a worker that times before
-        any case imports torch has it; set up after torch brought its own libcupti, it refuses (cupti_buffers.py)."""
+        any case imports torch has it; set up after torch brought a libcupti of its own, it does not start
+        (cupti_buffers.libcupti_path)."""
         self.timer.set_up_cupti()
 
     def run(self, request: Request, notify: Callable[[str], None]) -> Outcome:

@@ -94,7 +94,7 @@ class Timer:
         pool = ThreadPoolExecutor(1, thread_name_prefix="pytest-gemm timer kernels")
         self._compiled = pool.submit(self._compile)
         pool.shutdown(wait=False)  # its thread ends with the compile
-        self._cupti: CuptiClock | str | None = None  # created on first use; a str says why it cannot be
+        self._cupti: CuptiClock | str | None = None  # created on first use (or set_up_cupti); a str: why not
 
     def _compile(self) -> None:
         with self.cp.cuda.Device(self.runner.index):

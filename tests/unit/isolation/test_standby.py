@@ -331,3 +331,16 @@ def test_what_a_standby_imports_ahead_is_not_charged_to_the_case_that_takes_it(b
         assert outcome.failure is None and outcome.skip is not None and outcome.skip.endswith("with torch")
     finally:
         pool.close()
+
+
+def test_a_standby_that_dies_as_it_imports_is_a_failed_start_not_the_case_s_fault(backends, tmp_path, monkeypatch):
+    _library(tmp_path, monkeypatch, "import os\nos._exit(3)\n")
+    pool = WorkerPool("standby_backends:Importing", None, timeout=30)
+    pool.imports = ("torch",)
+    try:
+        assert pool.probe() is None
+        assert pool.run(_request(1)).failure is not None  # a crash: the next case would take the standby
+        outcome = pool.run(_request())
+        assert outcome.failure is None and outcome.skip is not None and outcome.skip.startswith("ran in")
+    finally:
+        pool.close()
