@@ -98,6 +98,10 @@ class WorkerProcess:
         self.gone = False  # its pipe closed while it was awaited (:meth:`ready`)
         self.served = False  # it ran a case: no longer a fresh worker
 
+    def left_of(self, limit: float) -> float:
+        """Seconds left of ``limit`` counted from its start (at least 0)."""
+        return max(0.0, self.started + limit - time.monotonic())
+
     def first_message(self, wait: float) -> tuple[str, Any] | None:
         """Its first message (``hello``, or why it cannot start), waiting up to ``wait`` seconds; None if it has not
         come. EOFError or OSError: the worker went without one."""

@@ -8,7 +8,6 @@ to use one runs on it, the worker waiting as a standby in its place (:meth:`Stan
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from .process import Dying, WorkerProcess
@@ -120,8 +119,7 @@ class Standbys:
         at most START_TIMEOUT from its start) and every killed worker has gone, so that nothing of the pool's shares
         the GPU with the timing. What a standby imports ahead, after its hello, runs on the CPU alone."""
         for entry in list(self._standby):
-            limit = max(0.0, entry[0].started + START_TIMEOUT - time.monotonic())
-            if not entry[0].settled(limit):  # it did not start in time: a replacement starts one
+            if not entry[0].settled(entry[0].left_of(START_TIMEOUT)):  # not started in time: a new one starts
                 self._dying.add(entry[0])
                 self._standby.remove(entry)
         self._dying.reap(wait=True)

@@ -126,7 +126,7 @@ class WorkerPool(Standbys):
                 message = f"the GPU worker did not start within {START_TIMEOUT:g} s"
                 return self._failed_start(Failure(FailureKind.TIMEOUT, message, "start"))
             kind, body = first
-            if kind == "hello" and not process.ready(max(0.0, process.started + START_TIMEOUT - time.monotonic())):
+            if kind == "hello" and not process.ready(process.left_of(START_TIMEOUT)):
                 process.kill()
                 message = f"the GPU worker did not import {', '.join(process.imports)} within {START_TIMEOUT:g} s"
                 return self._failed_start(Failure(FailureKind.TIMEOUT, message, "start"))
