@@ -242,7 +242,7 @@ def test_a_later_gpu_of_the_first_ones_arch_starts_its_worker_and_standby_at_onc
     starts = replay.path / "starts.jsonl"
     monkeypatch.setenv("REPLAY_STANDBY", "1")  # a start takes a second, and the backend keeps standbys
     monkeypatch.setenv("REPLAY_STARTS", str(starts))
-    # a case takes a second: the run lasts until the second GPU's standby, started with its worker, has started too
+    # a case takes a second, so GPU 1's worker is up while cases remain, and its first timing waits for its standby
     result, _ = _run(replay, monkeypatch, devices=devices, sleep="1")
     result.assert_outcomes(passed=6)
     second = sorted((s for s in _log(starts) if s["pin"] == "1"), key=lambda s: s["start"])
