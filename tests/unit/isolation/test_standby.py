@@ -12,6 +12,8 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -224,25 +226,36 @@ def _wait_for(check, seconds: float = 20.0) -> None:
         time.sleep(0.05)
 
 
-def _library(tmp_path: Path, monkeypatch, text: str = LIBRARY) -> None:
+@contextmanager
+def _importing(tmp_path: Path, monkeypatch, text: str = LIBRARY, timeout: float = 30) -> Iterator[WorkerPool]:
+    """A pool of :class:`Importing` workers whose standbys import the stand-in library ``text`` ahead, its first
+    worker started (probed); closed after."""
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "__init__.py").write_text(text)
     for name in ("STARTS", "IMPORTS"):
         monkeypatch.setenv(name, str(tmp_path / f"{name.lower()}.txt"))
+    pool = WorkerPool("standby_backends:Importing", None, timeout=timeout)
+    pool.imports = ("torch",)
+    try:
+        assert pool.probe() is None
+        yield pool
+    finally:
+        pool.close()
+
+
+def _imported_ahead(tmp_path: Path) -> None:
+    """Wait until the standby has set up and imported the library (the worker, started first, has not)."""
+    _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 2)
 
 
 def test_a_case_that_imports_a_library_runs_on_a_standby_that_imported_it_and_the_worker_waits_in_its_place(
     backends, tmp_path, monkeypatch
 ):
-    _library(tmp_path, monkeypatch)
-    pool = WorkerPool("standby_backends:Importing", None, timeout=30)
-    pool.imports = ("torch",)
     uses = dataclasses.replace(_request(), imports=("torch",))
-    try:
-        assert pool.probe() is None
+    with _importing(tmp_path, monkeypatch) as pool:
         worker = pool.run(_request()).skip
         assert worker is not None and worker.endswith("without torch")
-        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 2)
+        _imported_ahead(tmp_path)
         [[standby, _]] = _starts(tmp_path / "starts.txt")[1:]
         assert _starts(tmp_path / "imports.txt") == [[standby, "before"], [standby, "torch"]]  # set up, then imported
         assert pool.run(_request(2)).skip == worker  # a case that needs nothing of it stays on the worker
@@ -253,17 +266,11 @@ def test_a_case_that_imports_a_library_runs_on_a_standby_that_imported_it_and_th
         assert len(_starts(tmp_path / "imports.txt")) == 2  # the worker waits as a standby, as it is
         assert pool.run(_request(1)).failure is not None  # a crash: the next case runs on the worker in waiting
         assert pool.run(uses).skip == worker
-    finally:
-        pool.close()
 
 
 def test_a_standby_that_cannot_import_the_library_is_not_waited_for(backends, tmp_path, monkeypatch):
-    _library(tmp_path, monkeypatch, "raise ImportError('broken on purpose')\n")
-    pool = WorkerPool("standby_backends:Importing", None, timeout=30)
-    pool.imports = ("torch",)
     uses = dataclasses.replace(_request(), imports=("torch",))
-    try:
-        assert pool.probe() is None
+    with _importing(tmp_path, monkeypatch, "raise ImportError('broken on purpose')\n") as pool:
         worker = pool.run(_request()).skip
         _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 1)  # its set-up, before the import that fails
         time.sleep(0.5)
@@ -272,23 +279,15 @@ def test_a_standby_that_cannot_import_the_library_is_not_waited_for(backends, tm
         started = time.monotonic()
         assert pool.run(uses).skip not in (None, worker)  # the standby takes over at once
         assert time.monotonic() - started < 10
-    finally:
-        pool.close()
 
 
 def test_a_fresh_worker_is_never_one_that_ran_cases(backends, tmp_path, monkeypatch):
-    _library(tmp_path, monkeypatch)
-    pool = WorkerPool("standby_backends:Importing", None, timeout=30)
-    pool.imports = ("torch",)
-    try:
-        assert pool.probe() is None
+    with _importing(tmp_path, monkeypatch) as pool:
         first = pool.run(_request()).skip
-        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 2)
+        _imported_ahead(tmp_path)
         second = pool.run(dataclasses.replace(_request(), imports=("torch",))).skip  # the first waits in its place
         again = pool.run(dataclasses.replace(_request(), fresh_worker=True)).skip
         assert again is not None and again.split()[2] not in {first.split()[2], second.split()[2]}
-    finally:
-        pool.close()
 
 
 def test_the_first_worker_and_its_standby_start_side_by_side(backends, tmp_path, monkeypatch):
@@ -311,41 +310,23 @@ def test_the_first_worker_and_its_standby_start_side_by_side(backends, tmp_path,
 
 
 def test_a_worker_that_imported_the_library_in_a_case_keeps_the_cases_that_use_it(backends, tmp_path, monkeypatch):
-    _library(tmp_path, monkeypatch)
-    pool = WorkerPool("standby_backends:Importing", None, timeout=30)
-    pool.imports = ("torch",)
-    try:
-        assert pool.probe() is None
+    with _importing(tmp_path, monkeypatch) as pool:
         worker = pool.run(_request()).skip
-        _wait_for(lambda: len(_starts(tmp_path / "imports.txt")) == 2)  # the standby has it (and the worker not)
+        _imported_ahead(tmp_path)
         assert pool.run(_request(3)).skip == worker.replace("without", "with")  # the worker imported it itself
         assert pool.run(dataclasses.replace(_request(), imports=("torch",))).skip == worker.replace("without", "with")
-    finally:
-        pool.close()
 
 
 def test_what_a_standby_imports_ahead_is_not_charged_to_the_case_that_takes_it(backends, tmp_path, monkeypatch):
     slow = "import os, time\ntime.sleep(1.5)\n" + LIBRARY  # longer than the cases' time limit
-    _library(tmp_path, monkeypatch, slow)
-    pool = WorkerPool("standby_backends:Importing", None, timeout=1)
-    pool.imports = ("torch",)
-    try:
-        assert pool.probe() is None
+    with _importing(tmp_path, monkeypatch, slow, timeout=1) as pool:
         assert pool.run(_request(1)).failure is not None  # a crash while the standby imports: the next case takes it
         outcome = pool.run(_request())
         assert outcome.failure is None and outcome.skip is not None and outcome.skip.endswith("with torch")
-    finally:
-        pool.close()
 
 
 def test_a_standby_that_dies_as_it_imports_is_a_failed_start_not_the_case_s_fault(backends, tmp_path, monkeypatch):
-    _library(tmp_path, monkeypatch, "import os\nos._exit(3)\n")
-    pool = WorkerPool("standby_backends:Importing", None, timeout=30)
-    pool.imports = ("torch",)
-    try:
-        assert pool.probe() is None
+    with _importing(tmp_path, monkeypatch, "import os\nos._exit(3)\n") as pool:
         assert pool.run(_request(1)).failure is not None  # a crash: the next case would take the standby
         outcome = pool.run(_request())
         assert outcome.failure is None and outcome.skip is not None and outcome.skip.startswith("ran in")
-    finally:
-        pool.close()
