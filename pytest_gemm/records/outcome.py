@@ -207,7 +207,8 @@ class TimingRun:
     cold_cache: bool
     input_copies: int  # sets of A, B, C rotated through
     flush_bytes: int  # size of the L2 flush buffer (0 when hot)
-    last_output: ErrorStats | None = None  # the last timed launch's output, verified again
+    #: the last timed launch's output, verified again: its figures where it or cuBLAS's failed (None: both passed)
+    last_output: ErrorStats | None = None
     reference_output: ErrorStats | None = None  # the same for cuBLAS: proves it computed this case
     timer: str = "events"  # what kernel_s and reference_s were measured with: a key of TIMERS
     timer_note: str = ""  # why the timer asked for (timer_asked) was not used

@@ -262,22 +262,22 @@ def _launch_value(spec: KernelSpec, key: str, axis: int, expr: Expression, env: 
         raise KernelFileError(spec.path, str(exc), line=spec.line, key=key) from None
     if isinstance(v, float) and v.is_integer():
         v = int(v)
+    low = 0 if key == "shared_mem" else 1
+    if not isinstance(v, bool) and isinstance(v, int) and low <= v <= high:
+        return v  # the message below is made only for a value CUDA refuses (this runs for every launcher)
     if key == "shared_mem":
-        what, low, unit = "shared_mem", 0, " bytes per block"
+        what, unit = "shared_mem", " bytes per block"
     else:
-        what, low, unit = f"{key} dimension {_AXES[axis]}", 1, ""
+        what, unit = f"{key} dimension {_AXES[axis]}", ""
     said = what if expr.text.strip() == str(v) else f"{what} {expr.text!r}"
     said += f" is {v!r}" + (f" for {_values(env)}" if _values(env) else "")
-    problem = None
     if isinstance(v, bool) or not isinstance(v, int):
         problem = f"{said}; expected an integer"
     elif v < low:
         problem = f"{said}; it must be at least {low}"
-    elif v > high:
+    else:
         problem = f"{said}; CUDA allows at most {high}{unit}"
-    if problem is not None:
-        raise KernelFileError(spec.path, problem, line=spec.line, key=key)
-    return v
+    raise KernelFileError(spec.path, problem, line=spec.line, key=key)
 
 
 def _threads_check(spec: KernelSpec, block: tuple[int, ...], env: dict[str, int]) -> None:

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -41,7 +42,7 @@ from .errors import (
 from .inputs import InputStrategy, input_strategy
 from .integrity import HARNESS, HarnessChanged, ThreadLeft
 from .kinds import KernelStrategy, kernel_strategy
-from .nvml import open_monitor
+from .nvml import StateAround, open_monitor
 from .peers import Peer, peer_strategy
 from .prepared import PreparedCase, Watch
 from .runner import GpuRunner, open_device, visible_devices
@@ -85,6 +86,7 @@ class GpuBackend:
         self.runner: GpuRunner = open_device(0, cubins)
         self.cp = self.runner.cp
         self.monitor = open_monitor(self.runner.pci_bus_id)
+        self._sampling = ThreadPoolExecutor(1, thread_name_prefix="pytest-gemm gpu state")  # NVML's, beside timing
         # which GPU this is, and which others this process sees (the pytest process plans its GPUs from them)
         listed = visible_devices(self.cp, lambda bus_id: open_monitor(bus_id).uuid())  # name, capability, NVML's UUID
         seen = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "visible_devices": listed}
@@ -179,9 +181,9 @@ class GpuBackend:
             if peer.reason:  # no GEMM of cuBLAS's to time it against
                 return Outcome(phase_s=phases, untimed=peer.reason, **results)
             with phase(TIME_PHASE):
-                results["nvml_before"] = self.monitor.sample()
-                results["timing"] = self.timer.time_case(prepared, request.timing, lambda: notify(TIME_PHASE))
-                results["nvml_after"] = self.monitor.sample()
+                state = StateAround(self.monitor, self._sampling)
+                results["timing"] = self.timer.time_case(prepared, request.timing, lambda: notify(TIME_PHASE), state)
+                results["nvml_before"], results["nvml_after"] = state.samples()
             return Outcome(phase_s=phases, **results)
         except _Failed as failed:
             return Outcome(failure=failed.failure, phase_s=phases, **_partial(results))

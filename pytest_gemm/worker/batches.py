@@ -25,6 +25,7 @@ from .rounds import (
     MAX_BATCH,
     MAX_CUPTI_BATCH,
     MAX_SPIN_S,
+    WARM_ROUNDS,
     Batch,
     Measured,
     disagree,
@@ -58,11 +59,12 @@ class Batches:
         used, and the timer whose times they are. ``progress``: called after each timed batch whose work stayed on
         the harness's stream (a warm-up's outputs wait for the first timed batch's check)."""
         # Warm-up, not part of the results: two rounds absorb first-call costs (cuBLAS's heuristics and
-        # workspace), then more rounds up to ``warmup_s`` of device time measure the device and host
-        # cost of a round, which size the batches and the spin (by the events: a round's whole cost).
+        # workspace), then a round for each input set (each met once before it is timed; at least WARM_ROUNDS, more
+        # where ``warmup_s`` asks for more device time, at most MAX_BATCH) measure the device and host cost of a
+        # round, which size the batches and the spin (by the events: a round's whole cost).
         warm = self.batch(2, 0.0, *run, 0, None, watched=watched, after=after)
         per_round = (sum(warm.events_k) + sum(warm.events_r)) / 2
-        extra = max(1, min(MAX_BATCH, math.ceil(settings.warmup_s / max(per_round, 1e-9))) - 2)
+        extra = min(MAX_BATCH, max(len(run[0]), WARM_ROUNDS, math.ceil(settings.warmup_s / max(per_round, 1e-9))))
         warm = self.batch(extra, 0.0, *run, 0, None, watched=watched, after=after)
         per_round = (sum(warm.events_k) + sum(warm.events_r)) / extra
         cost = (per_round, warm.host_s / extra)

@@ -123,6 +123,7 @@ class CudaKernel(KernelStrategy):
         super().__init__(runner, case, inputs)
         self.path = path
         self._fills: dict[str, np.ndarray] | None = None  # each buffer's contents, made once a case
+        self._geom: tuple[Case, Any] | None = None  # the case's launch geometry, evaluated once, not once a launcher
 
     def for_case(self, case: Case, inputs: InputStrategy) -> KernelStrategy:
         other = super().for_case(case, inputs)
@@ -156,14 +157,14 @@ class CudaKernel(KernelStrategy):
 
     def _geometry(self) -> Any:
         case = self.case
-        return launch_geometry(case.spec, case.variant, case.shape, sm_count=self.runner.sm_count)
+        if self._geom is None or self._geom[0] is not case:
+            self._geom = (case, launch_geometry(case.spec, case.variant, case.shape, sm_count=self.runner.sm_count))
+        return self._geom[1]
 
     def launcher(self, ops: Operands) -> Callable[[], None]:
         """The function's dynamic shared memory limit is set here too: use the launcher before another case's."""
-        runner, case = self.runner, self.case
-        spec, cp = case.spec, runner.cp
-        dt, out = get_dtype(case.dtype), get_dtype(spec.output_dtype(case.dtype))
-        fn, geom = runner.function(case), self._geometry()
+        runner, case, fn, geom = self.runner, self.case, self.runner.function(self.case), self._geometry()
+        spec, cp, dt, out = case.spec, runner.cp, get_dtype(case.dtype), get_dtype(case.spec.output_dtype(case.dtype))
         # past 48 KB of shared memory a block, static and dynamic together, a launch needs the kernel's opt-in
         if geom.shared_mem and geom.shared_mem + runner.resources(fn).static_smem > 48 * 1024:
             cp.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SMEM_ATTR, geom.shared_mem)
@@ -226,10 +227,9 @@ class CudaKernel(KernelStrategy):
         """The grid at a large power-of-two shape, assuming grid.x spans C's contiguous dimension (columns, or rows for
         a column-major C); None when that does not divide, or when the grid names the GPU's SM count (a persistent
         block walks many tiles)."""
-        case = self.case
+        case, probe = self.case, 1 << 16
         if any(e.names & DEVICE_NAMES for e in case.spec.grid):
             return None
-        probe = 1 << 16
         try:
             shape = Shape(probe, probe, case.shape.K)
             grid = launch_geometry(case.spec, case.variant, shape, sm_count=self.runner.sm_count).grid
@@ -253,7 +253,7 @@ class PythonKernel(KernelStrategy):
         self.path = path
         self.fn = runner.files.function(case.spec, path)
 
-    def _device(self) -> tuple[int, int] | None:
+    def _device(self) -> tuple[int, int] | None:  # CuPy's arrays: no torch device
         return None
 
     def launcher(self, ops: Operands) -> Callable[[], None]:

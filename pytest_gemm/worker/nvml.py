@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from typing import Any
 
 from ..judge.throttle import PERF_POLICIES, reason_names
 from ..records.outcome import cuda_version
 
-__all__ = ["GpuMonitor", "bus_key", "open_monitor"]
+__all__ = ["GpuMonitor", "StateAround", "bus_key", "open_monitor"]
 
 _CLOCK_SM, _CLOCK_MEM = 1, 2  # NVML_CLOCK_SM, NVML_CLOCK_MEM
 _BUS_ID = re.compile(r"^(?:([0-9a-fA-F]+):)?([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)$")
@@ -114,6 +115,41 @@ class GpuMonitor:
             "clock_event_names": reason_names(reasons),
             "violation_ns": violations,
         }
+
+
+class StateAround:
+    """A GPU's state (:meth:`GpuMonitor.sample`) before a case's timed launches and after them, each read on a thread
+    of ``pool``'s while the timer sets up or checks outputs, since NVML's violation counters take a while to read:
+    :meth:`timing` waits for the first before the first timed launch, :meth:`timed` starts the second. Without a
+    monitor, both samples are empty."""
+
+    def __init__(self, monitor: GpuMonitor | None = None, pool: Executor | None = None) -> None:
+        self._sample = monitor.sample if monitor is not None else dict
+        self._pool = pool
+        self._before = self._read()
+        self._after: Future[dict[str, Any]] | None = None
+
+    def _read(self) -> Future[dict[str, Any]]:
+        if self._pool is not None:
+            return self._pool.submit(self._sample)
+        done: Future[dict[str, Any]] = Future()
+        done.set_result(self._sample())
+        return done
+
+    def timing(self) -> None:
+        """Wait for the state before (the first timed launch comes next)."""
+        self._before.result()
+
+    def timed(self) -> None:
+        """Start reading the state after (the last timed launch is done)."""
+        if self._after is None:
+            self._after = self._read()
+
+    def samples(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The states before and after (after: read now, where the timing ended before :meth:`timed`)."""
+        self.timed()
+        assert self._after is not None
+        return self._before.result(), self._after.result()
 
 
 def _maybe_text(value: Any) -> str | None:

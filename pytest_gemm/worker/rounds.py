@@ -114,6 +114,8 @@ FIRST_CUPTI_BATCH = 32  # then 64, 128... up to the batch that CUPTI_BATCH_DEVIC
 #: launch call can wait for room in CUDA's launch queue (the GPU's pace, not the host's cost); 16 rounds queue about
 #: 130 operations (prepare kernels, launches, events), well within its 1024 or so entries
 HOST_TIMED_ROUNDS = 16
+#: the fewest warm-up rounds after the first two (one a set of inputs, where more): what a round costs is their mean
+WARM_ROUNDS = 8
 MARK_SOURCE = 'extern "C" __global__ void ' + MARK_KERNEL + "() {}"
 MAX_SPIN_S = 0.02
 

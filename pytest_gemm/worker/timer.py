@@ -33,26 +33,17 @@ import numpy as np
 
 from ..records.outcome import TimedCheck, TimingRun
 from ..records.request import TimingSettings
-from ..specs.footprint import (
-    input_copies,
-    storage_dims,
-)  # how many input sets a case rotates through (research uses it from here)
+from ..specs.footprint import input_copies, storage_dims  # input_copies: research takes it from here
 from .batches import Batches
 from .buffers import uint_type, upload_bits
 from .cupti_clock import FRESH_KERNEL, MARK_KERNEL, PREPARE_KERNEL, SPIN_KERNEL, CuptiClock, CuptiUnavailable
 from .fresh import FRESH_SOURCE, FreshInputs, TimedOutputWrong
 from .graphs import graphed
 from .l2_window import PersistingL2
+from .nvml import StateAround
 from .operands import Operands
 from .prepared import PreparedCase
-from .rounds import (
-    MARK_SOURCE,
-    PREPARE_SOURCE,
-    PREPARE_THREADS,
-    SM_EPOCH_SLOTS,
-    SPIN_SOURCE,
-    Measured,
-)
+from .rounds import MARK_SOURCE, PREPARE_SOURCE, PREPARE_THREADS, SM_EPOCH_SLOTS, SPIN_SOURCE, Measured
 from .runner import GpuRunner
 
 __all__ = ["Timer", "input_copies"]
@@ -112,15 +103,21 @@ class Timer:
 
     # -- one case --------------------------------------------------------------------------------
     def time_case(
-        self, prepared: PreparedCase, settings: TimingSettings, progress: Callable[[], None] = lambda: None
+        self,
+        prepared: PreparedCase,
+        settings: TimingSettings,
+        progress: Callable[[], None] = lambda: None,
+        state: StateAround | None = None,
     ) -> TimingRun:
         """Time one verified case; ``progress`` is called after every batch (the parent's time limit restarts on
-        it)."""
+        it); ``state``: the GPU's state, read before the first timed launch and after the last."""
         self.ready()
         with self.runner.stream:
-            return self._time(prepared, settings, progress)
+            return self._time(prepared, settings, progress, state or StateAround())
 
-    def _time(self, prepared: PreparedCase, settings: TimingSettings, progress: Callable[[], None]) -> TimingRun:
+    def _time(
+        self, prepared: PreparedCase, settings: TimingSettings, progress: Callable[[], None], state: StateAround
+    ) -> TimingRun:
         cp, runner, case, data = self.cp, self.runner, prepared.case, prepared.data
         dt, out = prepared.dtypes
         c_size = math.prod(storage_dims(case.spec, "C", case.shape))
@@ -195,6 +192,7 @@ class Timer:
                              fresh=True, checked=wrong.checked,
                              wrong_round=dataclasses.replace(wrong, replayed=timer == "graph"))  # fmt: skip
 
+        state.timing()  # the GPU's state before, read beside the set-up
         start = time.perf_counter()
         run = (kernel_sets, cublas_sets, prepare, kernel, reference)
         watched = prepared.kernel.file_code  # its file's code runs in each launch: watched a batch at a time
@@ -204,6 +202,7 @@ class Timer:
                                                                watched=watched, after=after)  # fmt: skip
         except TimedOutputWrong as wrong:
             return stopped(wrong.check, graph_timer or settings.timer)
+        state.timed()  # and after, read beside the last outputs' checks
         if graph_timer is not None:  # the graphs' replays, timed by the events; or the launches, saying why not
             note, timer = refused or "", graph_timer
         other = measured.other_streams
@@ -217,8 +216,9 @@ class Timer:
         if wrong is not None:  # named as a checked timed output is
             return stopped(wrong, timer)
         last_c, reference_c = (t.ops.c if fresh is None else fresh.undone(t) for t in (last_set, peer_set))
-        last_output = prepared.judge_output(last_c, prior, truth)
-        reference_output = prepared.judge_output(reference_c, prior, truth)
+        last_output = reference_output = None  # both pass: the verdicts alone; else both outputs' figures
+        if not all(prepared.output_passes(c, truth) for c in (last_c, reference_c)):
+            last_output, reference_output = (prepared.judge_output(c, prior, truth) for c in (last_c, reference_c))
         runner.stream.synchronize()
         return TimingRun(
             kernel_s=tuple(kernel_s),

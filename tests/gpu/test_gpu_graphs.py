@@ -70,6 +70,10 @@ def test_the_graph_timer_times_replays_and_says_where_capture_is_refused(tmp_pat
     out = run_pytest_in(tmp_path, "--gemm-kernels", "naive.cu", "graphs.py", *args)
     saved = json.loads((tmp_path / "run.json").read_text())["benchmarks"]
     timers = {b["name"]: (b["extra_info"]["gemm"]["timer"], b["extra_info"]["gemm"]["timer_note"]) for b in saved}
+    assert {"sgemm_naive[fp32-256x256x256]", "plain[fp32-256x256x256]", "synced[fp32-256x256x256]"} <= set(timers), (
+        sorted(timers),
+        out[-4000:],
+    )
     assert timers["sgemm_naive[fp32-256x256x256]"] == ("graph", ""), out[-4000:]
     assert timers["plain[fp32-256x256x256]"] == ("graph", ""), out[-4000:]
     timer, note = timers["synced[fp32-256x256x256]"]

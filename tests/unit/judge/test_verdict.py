@@ -101,6 +101,22 @@ def test_a_wrong_checked_timed_output_fails_the_case_named_by_its_round():
     assert json.dumps(to_plain(from_plain(type(result.diagnosis), json.loads(plain)))) == plain
 
 
+def test_timed_outputs_that_passed_again_without_their_figures_pass_and_a_wrong_one_still_fails():
+    """The worker keeps the figures of the last timed outputs only where one failed (the verdicts alone otherwise)."""
+    import dataclasses
+
+    outcome = recorded_outcome("01_naive.cu::sgemm_naive[fp32-512x512x512]")
+    run = outcome.timing
+    assert run.last_output.passed and run.reference_output.passed
+    passed = dataclasses.replace(outcome, timing=dataclasses.replace(run, last_output=None, reference_output=None))
+    result, _ = _judge("sgemm_naive[fp32-512x512x512]", passed, (512,) * 3)
+    assert result.outcome == "passed" and result.timing is not None and result.timing.verdict == Sanity.OK
+    wrong = dataclasses.replace(run.last_output, max_ratio=3.0, bad=12)  # 12 elements past their bound
+    failed = dataclasses.replace(outcome, timing=dataclasses.replace(run, last_output=wrong))
+    result, text = _judge("sgemm_naive[fp32-512x512x512]", failed, (512,) * 3)
+    assert result.failed and result.diagnosis.problems[0] == TimingProblem.WRONG_WHEN_TIMED, text
+
+
 def test_failed_verification_is_a_failure_text_with_the_fault():
     name = "unwritten_tile[fp32-256x256x256]"
     result, text = _judge(name, recorded_outcome(f"faults.cu::{name}"))

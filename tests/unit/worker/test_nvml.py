@@ -1,9 +1,15 @@
-"""NVML: throttle evidence from samples (pure), PCI bus ids and a missing NVML in the worker's monitor."""
+"""NVML: throttle evidence from samples (pure), PCI bus ids, a missing NVML in the worker's monitor, and the states read
+around a case's timed launches on a thread beside the timer."""
 
 from __future__ import annotations
 
-from pytest_gemm.judge.throttle import throttle_flags
-from pytest_gemm.worker.nvml import bus_key, open_monitor
+import threading
+import time
+import types
+from concurrent.futures import ThreadPoolExecutor
+
+from pytest_gemm.judge.throttle import PERF_POLICIES, throttle_flags
+from pytest_gemm.worker.nvml import GpuMonitor, StateAround, bus_key, open_monitor
 
 CALM = {"clock_event_reasons": 0x1, "violation_ns": {"power": 1000, "thermal": 0}}  # idle: harmless
 
@@ -35,3 +41,47 @@ def test_a_monitor_without_nvml_or_device_says_why_and_samples_nothing():
     assert not monitor.available and monitor.reason
     assert monitor.facts() == {"nvml": False, "nvml_reason": monitor.reason}
     assert monitor.sample() == {}
+
+
+class _Nvml:
+    """Stands in for NVML's bindings: a power violation counter the test moves, each read of it slow, and the thread
+    each sample was read on."""
+
+    def __init__(self) -> None:
+        self.power_ns, self.threads = 1000, []
+
+    def nvmlDeviceGetViolationStatus(self, handle, policy):
+        time.sleep(0.05)
+        self.threads.append(threading.current_thread())
+        return types.SimpleNamespace(violationTime=self.power_ns if policy == PERF_POLICIES["power"] else 0)
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return 0
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return 100_000
+
+    def nvmlDeviceGetClockInfo(self, handle, clock):
+        return 1980
+
+    def nvmlDeviceGetTemperature(self, handle, sensor):
+        return 40
+
+
+def test_the_states_around_the_timed_launches_are_read_beside_the_timer_each_at_its_side():
+    nvml = _Nvml()
+    with ThreadPoolExecutor(1) as pool:
+        state = StateAround(GpuMonitor(nvml, handle=object()), pool)  # the state before: read while the timer sets up
+        state.timing()  # before the first timed launch: the state before is read
+        assert len(nvml.threads) == len(PERF_POLICIES)
+        nvml.power_ns += 12_000_000  # throttled while timed
+        state.timed()  # the last timed launch is done: the state after is read from now on
+        before, after = state.samples()
+    assert throttle_flags(before, after) == ["power violation 12.0 ms"]
+    assert threading.current_thread() not in nvml.threads
+
+
+def test_without_a_monitor_the_states_around_timing_are_empty():
+    state = StateAround()
+    state.timing()
+    assert state.samples() == ({}, {})  # and the state after is read even where timing ended before timed()
