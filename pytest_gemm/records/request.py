@@ -59,7 +59,7 @@ class TimingSettings:
     min_samples: int = 10  # fewest kernel/cuBLAS pairs, whatever the time cap
     max_time: float = 1.0  # seconds after which timing stops even if the noise target is not met
     cold_cache: bool = True  # flush L2 before every timed launch (and rotate inputs that fit in L2)
-    warmup_s: float = 0.0  # untimed pairs first: 2, one a set of inputs, and more if needed for this much device time
+    warmup_s: float = 0.0  # untimed pairs first: 2, then one a set of inputs or this much device time (8 to 64)
     timer: str = "cupti"  # a key of TIMERS; CUPTI falls back to the events, saying why, where it cannot be used
 
 

@@ -264,7 +264,7 @@ def _launch_value(spec: KernelSpec, key: str, axis: int, expr: Expression, env: 
         v = int(v)
     low = 0 if key == "shared_mem" else 1
     if not isinstance(v, bool) and isinstance(v, int) and low <= v <= high:
-        return v  # the message below is made only for a value CUDA refuses (this runs for every launcher)
+        return v  # the message below is made only for a value CUDA refuses (this runs for every case and variant)
     if key == "shared_mem":
         what, unit = "shared_mem", " bytes per block"
     else:

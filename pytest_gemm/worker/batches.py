@@ -67,7 +67,7 @@ class Batches:
         extra = min(MAX_BATCH, max(len(run[0]), WARM_ROUNDS, math.ceil(settings.warmup_s / max(per_round, 1e-9))))
         warm = self.batch(extra, 0.0, *run, 0, None, watched=watched, after=after)
         per_round = (sum(warm.events_k) + sum(warm.events_r)) / extra
-        cost = (per_round, warm.host_s / extra)
+        cost = (per_round, warm.host_s / extra)  # the host's with each peer set's first call in it: sizes the spin
         cupti, note = clock
         measured = None
         if cupti is not None:

@@ -107,11 +107,11 @@ def test_timed_outputs_that_passed_again_without_their_figures_pass_and_a_wrong_
 
     outcome = recorded_outcome("01_naive.cu::sgemm_naive[fp32-512x512x512]")
     run = outcome.timing
-    assert run.last_output.passed and run.reference_output.passed
     passed = dataclasses.replace(outcome, timing=dataclasses.replace(run, last_output=None, reference_output=None))
     result, _ = _judge("sgemm_naive[fp32-512x512x512]", passed, (512,) * 3)
     assert result.outcome == "passed" and result.timing is not None and result.timing.verdict == Sanity.OK
-    wrong = dataclasses.replace(run.last_output, max_ratio=3.0, bad=12)  # 12 elements past their bound
+    # the figures of an output 12 of whose elements are past their bound (verification's, so made wrong)
+    wrong = dataclasses.replace(outcome.verification.kernel, max_ratio=3.0, bad=12)
     failed = dataclasses.replace(outcome, timing=dataclasses.replace(run, last_output=wrong))
     result, text = _judge("sgemm_naive[fp32-512x512x512]", failed, (512,) * 3)
     assert result.failed and result.diagnosis.problems[0] == TimingProblem.WRONG_WHEN_TIMED, text

@@ -51,7 +51,7 @@ class _Nvml:
         self.power_ns, self.threads = 1000, []
 
     def nvmlDeviceGetViolationStatus(self, handle, policy):
-        time.sleep(0.05)
+        time.sleep(0.02)
         self.threads.append(threading.current_thread())
         return types.SimpleNamespace(violationTime=self.power_ns if policy == PERF_POLICIES["power"] else 0)
 
@@ -76,6 +76,10 @@ def test_the_states_around_the_timed_launches_are_read_beside_the_timer_each_at_
         assert len(nvml.threads) == len(PERF_POLICIES)
         nvml.power_ns += 12_000_000  # throttled while timed
         state.timed()  # the last timed launch is done: the state after is read from now on
+        deadline = time.monotonic() + 10
+        while len(nvml.threads) < 2 * len(PERF_POLICIES) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert len(nvml.threads) == 2 * len(PERF_POLICIES)  # read without waiting for samples()
         before, after = state.samples()
     assert throttle_flags(before, after) == ["power violation 12.0 ms"]
     assert threading.current_thread() not in nvml.threads
