@@ -23,8 +23,7 @@ __all__ = [
 PACKAGE = "pytest_gemm"
 #: how the worker names the modules it imports kernel files as (``pytest_gemm_kernels_`` and a hash of the path)
 KERNEL_MODULES = "pytest_gemm_kernels_"
-#: the libraries the timer and the judge call, watched for a name rebound (where imported); NVML's, whose samples
-#: flag a case as throttled, are read on a thread of the worker's beside the timer
+#: the libraries the timer and the judge call, watched for a name rebound (where imported)
 LIBRARIES = (
     "numpy",
     "cupy",
@@ -35,7 +34,6 @@ LIBRARIES = (
     "cupti.cupti",
     "time",
     "math",
-    "pynvml",
 )
 #: the most elements of a public table whose contents are compared (a larger one is a cache)
 TABLE_MOST = 256
