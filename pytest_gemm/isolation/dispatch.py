@@ -57,6 +57,7 @@ class _Job:
     preferred: frozenset[int] | None = None  # the GPUs that take it while their item does not wait; None: any
     hurried: bool = False  # its item waits for it: any GPU it is allowed on takes it
     future: Future[Done] = field(default_factory=Future)
+    ahead: Request | None = None  # when taken: the request queued next for the same GPU (worker.ahead)
 
 
 class GpuWorkers:
@@ -264,6 +265,8 @@ class GpuWorkers:
                     continue
                 self._idle.discard(index)
                 self._queue.remove(job)
+                after = (other for other in self._queue if self._may_run(index, other) and self._suits(index, other))
+                job.ahead = next((other.request for other in after), None)
                 if self._idle:
                     self._cond.notify_all()  # this GPU is busy now: an idle one may take what was left to it
                 if job.future.running() or job.future.set_running_or_notify_cancel():  # running: given back
@@ -312,7 +315,7 @@ class GpuWorkers:
         while (job := self._next(index)) is not None:
             start = time.perf_counter()
             try:
-                outcome = pool.run(job.request)
+                outcome = pool.run(job.request, job.ahead)
                 if (pool.gave_up or pool.start_failed) and self._retire(index, job, pool.unavailable or _why(outcome)):
                     return
                 done = Done(outcome, dict(pool.facts or {}), gpu, time.perf_counter() - start, pool.unavailable)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from ..records.verdicts import FailureKind
 from ..specs.cases import Case
 from ..specs.footprint import case_memory, memory_problem
 from ..specs.spec import KernelFileError
+from .ahead import DrawnAhead
 from .errors import (
     KernelCudaError,
     KernelRaised,
@@ -45,6 +45,7 @@ from .kinds import KernelStrategy, kernel_strategy
 from .nvml import StateAround, open_monitor
 from .peers import Peer, peer_strategy
 from .prepared import PreparedCase, Watch
+from .python_calls import default_torch_stream, release_torch
 from .runner import GpuRunner, open_device, visible_devices
 from .timer import Timer
 from .verify import verify
@@ -87,6 +88,7 @@ class GpuBackend:
         self.cp = self.runner.cp
         self.monitor = open_monitor(self.runner.pci_bus_id)
         self._sampling = ThreadPoolExecutor(1, thread_name_prefix="pytest-gemm gpu state")  # NVML's, beside timing
+        self._ahead = DrawnAhead()  # the next case's inputs, drawn beside this one
         # which GPU this is, and which others this process sees (the pytest process plans its GPUs from them)
         listed = visible_devices(self.cp, lambda bus_id: open_monitor(bus_id).uuid())  # name, capability, NVML's UUID
         seen = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "visible_devices": listed}
@@ -126,12 +128,20 @@ class GpuBackend:
         (cupti_buffers.libcupti_path)."""
         self.timer.set_up_cupti()
 
+    def ahead(self, request: Request) -> None:
+        """The case likely to come next (worker.ahead): its inputs drawn on a thread while this one runs. Its kernel
+        file's header is read here (as its load phase will read it); what that or drawing raises, its case says."""
+        with contextlib.suppress(Exception):
+            case = self.runner.files.case(request)
+            if not self.runner.cannot_run(case.spec):
+                self._ahead.expect(request, case, input_strategy(case).draw)
+
     def run(self, request: Request, notify: Callable[[str], None]) -> Outcome:
         before = dict(self.runner.compiles)
         try:
             outcome = self._run(request, notify)
         finally:
-            _default_torch_stream()
+            default_torch_stream()
         compiled = self.runner.compiles["nvrtc"] - before["nvrtc"]
         return replace(outcome, compiled=compiled, cached=self.runner.compiles["cache"] - before["cache"])
 
@@ -172,7 +182,7 @@ class GpuBackend:
                 with phase("setup"):
                     prepared = self._prepare(case, request, kernel, inputs, peer)
                     results["autotuned"] = prepared.setup_call()
-                    _release_torch()  # what autotuning and compiling left in torch's cache, before verification
+                    release_torch()  # what autotuning and compiling left in torch's cache, before verification
             with phase("verify"):
                 prepared = prepared or self._prepare(case, request, kernel, inputs, peer)
                 results["verification"] = verification = verify(prepared)
@@ -193,7 +203,9 @@ class GpuBackend:
     ) -> PreparedCase:
         """The case prepared on this GPU, once it is known to fit (its inputs drawn)."""
         room = self._check_memory(case, request.timing)
-        return PreparedCase(self.runner, case, request.seed, kernel, inputs, peer, watch=self._watch, graph_room=room)
+        drawn = self._ahead.take(request)  # its inputs, where they were drawn ahead
+        return PreparedCase(self.runner, case, request.seed, kernel, inputs, peer, watch=self._watch, graph_room=room,
+                            drawn=drawn)  # fmt: skip
 
     def _check_memory(self, case: Case, timing: TimingSettings | None) -> bool:
         """Refuse a case whose verification (or timing, when it is timed) cannot fit in the device's free memory
@@ -201,7 +213,7 @@ class GpuBackend:
         leave, are given back first), before its inputs are drawn or anything is allocated for it:
         :class:`TooBigForDevice`, with the numbers. Whether there is room for a CUDA graph's replay besides
         (worker.graphs): a case that fits without it runs without it."""
-        _release_torch()
+        release_torch()
         free, total = self.cp.cuda.runtime.memGetInfo()
         free += self.cp.get_default_memory_pool().free_bytes()
         for replayed in (True, False) if case.ab.plain else (False,):
@@ -273,7 +285,7 @@ class GpuBackend:
         with contextlib.suppress(Exception):  # a failure's report must not fail
             self.cp.get_default_memory_pool().free_all_blocks()
         with contextlib.suppress(Exception):
-            _release_torch()
+            release_torch()
 
     def _usable(self) -> bool:
         """Whether this process's CUDA context still works (a sticky error makes every call fail)."""
@@ -284,28 +296,6 @@ class GpuBackend:
             return float((probe + 1).sum()) == 136.0
         except Exception:
             return False
-
-
-def _torch_on_gpu() -> Any:
-    """torch, where it is imported (by a kernel file, a peer, or ahead) and has used the GPU here; else None."""
-    torch = sys.modules.get("torch")
-    return torch if torch is not None and torch.cuda.is_initialized() else None
-
-
-def _release_torch() -> None:
-    """Empty torch's caching allocator where torch has used the GPU."""
-    torch = _torch_on_gpu()
-    if torch is not None:
-        torch.cuda.empty_cache()
-
-
-def _default_torch_stream() -> None:
-    """torch's current stream back to its default after a case: a torch kernel's case leaves the harness's stream
-    there (worker.python_calls), and no later case may depend on whether one ran before it."""
-    torch = _torch_on_gpu()
-    if torch is not None:
-        with contextlib.suppress(Exception):  # a lost context: the worker is being replaced anyway
-            torch.cuda.set_stream(torch.cuda.default_stream())
 
 
 def _partial(results: dict[str, Any]) -> dict[str, Any]:

@@ -39,7 +39,8 @@ class PreparedCase:
     GPU runner (the CPU tests give a stand-in with ``cp``, ``stream`` and what the strategies ask of it);
     ``guards``: operands sit in guarded buffers (not under compute-sanitizer); ``watch``: how a launch is watched
     for work on other streams (None: it cannot be); ``data``: its host inputs, given (None: drawn from ``seed``);
-    ``graph_room``: the device has room for a CUDA graph's replay besides."""
+    ``graph_room``: the device has room for a CUDA graph's replay besides; ``drawn``: what ``inputs.draw(seed)``
+    gives, drawn ahead (worker.ahead)."""
 
     def __init__(
         self,
@@ -54,6 +55,7 @@ class PreparedCase:
         watch: Watch | None = None,
         data: CaseInputs | None = None,
         graph_room: bool = True,
+        drawn: CaseInputs | None = None,
     ) -> None:
         self.device, self.case, self.seed = device, case, seed
         self.kernel, self.inputs, self.peer = kernel, inputs, peer
@@ -64,7 +66,7 @@ class PreparedCase:
         self.layout: Layout = layout_strategy(case)
         #: what the kernel writes, and from what (C in place, or a fused epilogue's D), chosen once
         self.epilogue: NoEpilogue = epilogue_strategy(case)
-        self.data: CaseInputs = data or self.epilogue.inputs(self.layout.inputs(inputs.draw(seed)), seed)
+        self.data: CaseInputs = data or self.epilogue.inputs(self.layout.inputs(drawn or inputs.draw(seed)), seed)
         data = self.data
         #: A, B and the output's start (C's prior data; None: the poison) in their storage order, laid out once for
         #: every phase

@@ -5,6 +5,7 @@ synchronises and times. Part of the worker package; torch is imported here for s
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from .errors import guarded_call
 from .integrity import HARNESS
 from .operands import Operands
 
-__all__ = ["autotune_choices", "python_launcher"]
+__all__ = ["autotune_choices", "default_torch_stream", "python_launcher", "release_torch", "torch_on_gpu"]
 
 
 def python_launcher(
@@ -157,3 +158,25 @@ def _autotuners(space: dict[str, Any]) -> list[Any]:
                 break
             value = getattr(value, "fn", None) if type(value).__module__.startswith("triton.") else None
     return list({id(t): t for t in found}.values())
+
+
+def torch_on_gpu() -> Any:
+    """torch, where it is imported (by a kernel file, a peer, or ahead) and has used the GPU here; else None."""
+    torch = sys.modules.get("torch")
+    return torch if torch is not None and torch.cuda.is_initialized() else None
+
+
+def release_torch() -> None:
+    """Empty torch's caching allocator where torch has used the GPU."""
+    torch = torch_on_gpu()
+    if torch is not None:
+        torch.cuda.empty_cache()
+
+
+def default_torch_stream() -> None:
+    """torch's current stream back to its default after a case: a torch kernel's case leaves the harness's stream
+    there (:func:`python_launcher`), and no later case may depend on whether one ran before it."""
+    torch = torch_on_gpu()
+    if torch is not None:
+        with contextlib.suppress(Exception):  # a lost context: the worker is being replaced anyway
+            torch.cuda.set_stream(torch.cuda.default_stream())

@@ -148,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
             kind, body = receive(requests)
         except (EOFError, OSError):
             return 0
+        if kind == "ahead":  # the case likely to come next, before this one's request (worker.ahead)
+            with contextlib.suppress(Exception):
+                getattr(backend, "ahead", lambda request: None)(from_plain(Request, body))
+            continue
         if kind != "run":
             return 0
         outcome, last = _answer(backend, body, notify, watch)

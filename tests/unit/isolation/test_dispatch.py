@@ -19,6 +19,7 @@ class StandIn:
 
     def __init__(self, name: str, fail_on: str | None = None) -> None:
         self.name, self.fail_on, self.ran = name, fail_on, []
+        self.named_ahead: list[str | None] = []  # with each case run, the case named as likely to come next
         self.facts = {"name": name}
         self.unavailable = None
         self.running = self.gave_up = self.start_failed = False
@@ -26,10 +27,11 @@ class StandIn:
     def probe(self) -> None:
         return None
 
-    def run(self, request: Request) -> Outcome:
+    def run(self, request: Request, ahead: Request | None = None) -> Outcome:
         if request.kernel == self.fail_on:
             raise ValueError(f"a bug in {self.name}")
         self.ran.append(request.kernel)
+        self.named_ahead.append(ahead.kernel if ahead is not None else None)
         time.sleep(0.01)
         return Outcome()
 
@@ -66,6 +68,25 @@ def test_a_fault_in_one_gpus_thread_fails_that_case_and_the_other_gpu_runs_the_r
         workers.close()
 
 
+def test_each_case_is_sent_with_the_case_queued_next_for_its_gpu():
+    """docs/architecture.md#the-boundary: the worker draws the next case's inputs while it runs this one."""
+    only = StandIn("only")
+    workers = _workers(only)
+    gate, taken = threading.Event(), threading.Event()
+    original = only.run
+    only.run = lambda request, ahead=None: (taken.set(), gate.wait(10), original(request, ahead))[2]
+    try:
+        first = workers.submit(_request("k0"))
+        assert taken.wait(10)  # k0 taken before the others are queued: nothing was next
+        futures = [first] + [workers.submit(_request(f"k{i}")) for i in range(1, 4)]
+        gate.set()
+        assert all(f.result(timeout=10).outcome == Outcome() for f in futures)
+        assert only.ran == ["k0", "k1", "k2", "k3"]
+        assert only.named_ahead == [None, "k2", "k3", None]
+    finally:
+        workers.close()
+
+
 def test_when_no_gpu_serves_any_more_queued_and_later_cases_fail_at_once():
     workers = _workers(StandIn("only", fail_on="k1"))
     try:
@@ -85,7 +106,7 @@ def test_a_case_for_gpus_out_of_service_goes_to_any_gpu_and_a_waiting_case_goes_
     workers.retired[1] = "its worker cannot start"
     gate, taken = threading.Event(), threading.Event()
     original = one.run
-    one.run = lambda request: (taken.set(), gate.wait(10), original(request))[2]
+    one.run = lambda request, ahead=None: (taken.set(), gate.wait(10), original(request, ahead))[2]
     try:
         futures = [workers.submit(_request(f"k{i}"), allowed=[1]) for i in range(4)]
         assert taken.wait(10)  # GPU 0's thread holds k0 before k3 is hurried
@@ -104,7 +125,7 @@ def test_a_case_left_to_the_gpus_that_recorded_it_waits_for_them_until_its_item_
     workers = _workers(one, two)
     gate, busy = threading.Event(), threading.Event()
     original = two.run
-    two.run = lambda request: (busy.set(), gate.wait(10), original(request))[2]
+    two.run = lambda request, ahead=None: (busy.set(), gate.wait(10), original(request, ahead))[2]
     try:
         first = workers.submit(_request("k0"), preferred=[1])
         assert busy.wait(10)  # GPU 1 holds k0
@@ -131,7 +152,7 @@ def test_a_gpu_with_nothing_to_do_takes_cases_left_to_a_busy_gpu_past_the_few_it
     workers = _workers(busy_one, one, two)
     gate, busy = threading.Event(), threading.Event()
     original = busy_one.run
-    busy_one.run = lambda request: (busy.set(), gate.wait(10), original(request))[2]
+    busy_one.run = lambda request, ahead=None: (busy.set(), gate.wait(10), original(request, ahead))[2]
     try:
         futures = [workers.submit(_request("k0"), preferred=[0])]
         assert busy.wait(10)  # GPU 0 holds k0

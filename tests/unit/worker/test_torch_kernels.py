@@ -347,15 +347,15 @@ def test_torchs_current_stream_goes_back_to_its_default_after_each_case(monkeypa
     when the case ends, so that a later case never depends on whether a torch case ran before it (torch faked)."""
     import types
 
-    from pytest_gemm.worker import backend
+    from pytest_gemm.worker import python_calls
 
     set_to = []
     cuda = types.SimpleNamespace(
         is_initialized=lambda: True, default_stream=lambda: "default", set_stream=set_to.append
     )
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
-    backend._default_torch_stream()
+    python_calls.default_torch_stream()
     assert set_to == ["default"]
     monkeypatch.delitem(sys.modules, "torch")
-    backend._default_torch_stream()  # no torch imported: nothing to do
+    python_calls.default_torch_stream()  # no torch imported: nothing to do
     assert set_to == ["default"]

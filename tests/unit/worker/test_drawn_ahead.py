@@ -1,0 +1,102 @@
+"""The next case's inputs drawn ahead (docs/architecture.md#the-boundary): on the CPU, the store a worker keeps them
+in, and the message that names the next case, through a real worker process with a stand-in backend."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from pytest_gemm.isolation.workers import WorkerPool
+from pytest_gemm.records.request import Request
+from pytest_gemm.records.shapes import Shape
+from pytest_gemm.specs.cases import AlphaBeta, Case
+from pytest_gemm.specs.header import spec_from_mapping
+from pytest_gemm.worker.ahead import AHEAD_MOST_ELEMENTS, DrawnAhead
+from pytest_gemm.worker.inputs import input_strategy
+
+SMALL = Shape(96, 64, 32)
+HEADER = {"entry": "k", "args": ["M", "N", "K", "A", "B", "C"], "dtypes": ["fp32"], "block": [16, 16]}
+
+
+def _case(shape: Shape) -> Case:
+    spec = spec_from_mapping({**HEADER, "grid": ["cdiv(N, 16)", "cdiv(M, 16)"]}, path="k.cu")
+    return Case(spec, spec.variants()[0], "fp32", shape, AlphaBeta(1.0, 0.0))
+
+
+def _request(seed: int, shape: Shape = SMALL) -> Request:
+    return Request("/k.cu", "k.cu", "k", (), "fp32", shape, 1.0, 0.0, seed)
+
+
+def test_inputs_drawn_ahead_are_those_the_case_would_draw_and_go_to_its_request_alone():
+    ahead, case = DrawnAhead(), _case(SMALL)
+    draw = input_strategy(case).draw
+    assert ahead.expect(_request(7), case, draw)
+    assert ahead.take(_request(8)) is None  # another request: not its inputs, and they are let go
+    assert ahead.take(_request(7)) is None
+    assert ahead.expect(_request(7), case, draw)
+    drawn, own = ahead.take(_request(7)), draw(7)
+    assert drawn is not None and np.array_equal(drawn.a, own.a) and np.array_equal(drawn.b, own.b)
+    assert not drawn.a.flags.writeable  # read-only, as the case's own
+    assert ahead.take(_request(7)) is None  # taken once
+
+
+def test_inputs_too_large_or_that_fail_to_draw_are_left_to_the_case():
+    ahead = DrawnAhead()
+    side = int(AHEAD_MOST_ELEMENTS**0.5)
+    big = _case(Shape(side, side, side))
+    assert not ahead.expect(_request(1, big.shape), big, lambda seed: pytest.fail("drawn"))
+    assert ahead.take(_request(1, big.shape)) is None
+
+    def broken(seed: int):
+        raise MemoryError("no room")
+
+    small = _case(SMALL)
+    assert ahead.expect(_request(2), small, broken)
+    assert ahead.take(_request(2)) is None  # the case draws its own and says why if that fails too
+
+
+BACKEND = '''
+from pytest_gemm.records.outcome import Outcome
+
+
+class Told:
+    """Says, in each case's outcome, which requests it was told of ahead since the case before."""
+
+    def __init__(self, cubin_cache=None):
+        self.told = []
+
+    def facts(self):
+        return {"name": "stand-in"}
+
+    def ahead(self, request):
+        self.told.append(request.seed)
+
+    def run(self, request, notify):
+        notify("load")
+        told, self.told = self.told, []
+        return Outcome(skip=f"case {request.seed}, told of {told}")
+
+
+class Deaf(Told):
+    """A backend that draws nothing ahead: the message is passed over."""
+
+    ahead = None
+'''
+
+
+@pytest.fixture
+def backend(tmp_path, monkeypatch):
+    (tmp_path / "ahead_backend.py").write_text(textwrap.dedent(BACKEND))
+    monkeypatch.syspath_prepend(str(tmp_path))  # the workers import what this process can
+
+
+@pytest.mark.parametrize(("name", "told"), [("Told", "[2]"), ("Deaf", "[]")])
+def test_the_worker_hears_of_the_next_case_before_this_one(backend, name, told):
+    pool = WorkerPool(f"ahead_backend:{name}", None, timeout=30)
+    try:
+        assert pool.run(_request(1), ahead=_request(2)).skip == f"case 1, told of {told}"
+        assert pool.run(_request(2)).skip == "case 2, told of []"
+    finally:
+        pool.close()
