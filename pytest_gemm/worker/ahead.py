@@ -1,7 +1,7 @@
 """The host inputs of the case likely to come next, drawn on a thread of the worker's own while the current case runs.
 
-The pytest process names that case with each request it sends (``ahead``, :mod:`..isolation.protocol`): the next
-one queued for the same GPU, which this worker will run unless another GPU takes it first. Drawing inputs is host
+The pytest process names that case before each request it sends (``ahead``, :mod:`..isolation.protocol`): the one
+queued after it for the same GPU, which this worker will run unless another GPU takes it first. Drawing inputs is host
 work (NumPy's generator and casts let go of the GIL as they fill), so it goes on while the current case's
 verification and timing wait for the GPU; a case whose inputs were drawn ahead takes them, one whose were not (or
 were drawn for another request) draws its own. What is drawn is what :meth:`.inputs.InputStrategy.draw` gives for the
@@ -22,32 +22,35 @@ from .operands import CaseInputs
 __all__ = ["AHEAD_MOST_ELEMENTS", "DrawnAhead"]
 
 #: the most elements (A, B and C's start together) drawn ahead: a larger case's inputs are drawn in its own phase, so
-#: that the worker never holds two large cases' host inputs at once
+#: that what the worker holds for the cases to come stays small beside the case it runs
 AHEAD_MOST_ELEMENTS = 1 << 24
 
 
 class DrawnAhead:
-    """At most one request's inputs, drawing or drawn: :meth:`expect` starts them, :meth:`take` hands them over."""
+    """The inputs of the requests named ahead, drawing or drawn: :meth:`expect` starts them, :meth:`take` hands them
+    over. The pytest process names the case after next before it sends the next one, so two are held at most: the
+    case about to run and the one named after it."""
 
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="pytest-gemm inputs ahead")
-        self._request: Request | None = None
-        self._drawn: Future[CaseInputs] | None = None
+        self._held: dict[Request, Future[CaseInputs]] = {}
 
     def expect(self, request: Request, case: Case, draw: Callable[[int], CaseInputs]) -> bool:
-        """Start drawing ``request``'s inputs (``draw(seed)``, for its ``case``) in place of any not taken; False
-        where they are too large to draw ahead."""
-        self._request, self._drawn = None, None
-        elements = sum(math.prod(storage_dims(case.spec, op, case.shape)) for op in "ABC")
-        if elements > AHEAD_MOST_ELEMENTS:
+        """Start drawing ``request``'s inputs (``draw(seed)``, for its ``case``), letting go of the oldest held where
+        more than two would be; False where they are too large to draw ahead."""
+        if request in self._held:
+            return True
+        if sum(math.prod(storage_dims(case.spec, op, case.shape)) for op in "ABC") > AHEAD_MOST_ELEMENTS:
             return False
-        self._request, self._drawn = request, self._pool.submit(draw, request.seed)
+        self._held[request] = self._pool.submit(draw, request.seed)
+        while len(self._held) > 2:
+            self._held.pop(next(iter(self._held)))  # a case named that another GPU took: never taken here
         return True
 
     def take(self, request: Request) -> CaseInputs | None:
-        """The inputs drawn ahead for ``request`` (waited for), or None: none were, they were for another request, or
-        drawing them failed (the case draws its own, and says why if it fails again)."""
-        drawn, self._request, self._drawn = (self._drawn if self._request == request else None), None, None
+        """The inputs drawn ahead for ``request`` (waited for), or None: none were, or drawing them failed (the case
+        draws its own, and says why if it fails again)."""
+        drawn = self._held.pop(request, None)
         if drawn is None:
             return None
         try:

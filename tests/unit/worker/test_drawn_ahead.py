@@ -33,13 +33,25 @@ def test_inputs_drawn_ahead_are_those_the_case_would_draw_and_go_to_its_request_
     ahead, case = DrawnAhead(), _case(SMALL)
     draw = input_strategy(case).draw
     assert ahead.expect(_request(7), case, draw)
-    assert ahead.take(_request(8)) is None  # another request: not its inputs, and they are let go
-    assert ahead.take(_request(7)) is None
-    assert ahead.expect(_request(7), case, draw)
+    assert ahead.take(_request(8)) is None  # another request: not its inputs
     drawn, own = ahead.take(_request(7)), draw(7)
     assert drawn is not None and np.array_equal(drawn.a, own.a) and np.array_equal(drawn.b, own.b)
     assert not drawn.a.flags.writeable  # read-only, as the case's own
     assert ahead.take(_request(7)) is None  # taken once
+
+
+def test_the_case_after_next_is_named_before_the_next_runs_and_both_are_held():
+    """The pytest process sends 'ahead' (the case after next) before 'run' (the next): the next's inputs, named with
+    the case before, are still there to take; a case named that another GPU took is let go of in time."""
+    ahead, case = DrawnAhead(), _case(SMALL)
+    draw = input_strategy(case).draw
+    assert ahead.expect(_request(1), case, draw)  # with case 0: case 1 comes next
+    assert ahead.expect(_request(2), case, draw)  # with case 1, before it runs
+    assert ahead.take(_request(1)) is not None
+    assert ahead.expect(_request(3), case, draw)  # with case 2; case 2 went to another GPU
+    assert ahead.expect(_request(4), case, draw)  # with case 3, before it runs: case 2's are let go of
+    assert ahead.take(_request(3)) is not None and ahead.take(_request(2)) is None
+    assert ahead.take(_request(4)) is not None
 
 
 def test_inputs_too_large_or_that_fail_to_draw_are_left_to_the_case():
