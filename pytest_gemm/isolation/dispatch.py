@@ -265,13 +265,22 @@ class GpuWorkers:
                     continue
                 self._idle.discard(index)
                 self._queue.remove(job)
-                after = (other for other in self._queue if self._may_run(index, other) and self._suits(index, other))
-                job.ahead = next((other.request for other in after), None)
+                job.ahead = self._ahead(index)
                 if self._idle:
                     self._cond.notify_all()  # this GPU is busy now: an idle one may take what was left to it
                 if job.future.running() or job.future.set_running_or_notify_cancel():  # running: given back
                     threading.current_thread().job = job.future  # type: ignore[attr-defined]
                     return job
+
+    def _ahead(self, index: int) -> Request | None:
+        """The request queued next for GPU ``index``, where no other GPU would take it first (worker.ahead): one GPU
+        serves, or it may go to this one alone. None for one that asks for a fresh worker."""
+        serving = {i for i in range(len(self.pools)) if i not in self.retired}
+        for job in self._queue:
+            if self._may_run(index, job) and self._suits(index, job):
+                mine = serving == {index} or (job.allowed or job.preferred or frozenset()) & serving == {index}
+                return job.request if mine and not job.request.fresh_worker else None
+        return None
 
     def _retire(self, index: int, job: _Job | None, why: str) -> bool:
         """Take a GPU whose worker cannot start out of service, giving its case back; False for the last one."""

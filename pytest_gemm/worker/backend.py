@@ -190,6 +190,7 @@ class GpuBackend:
                 return Outcome(phase_s=phases, **results)
             if peer.reason:  # no GEMM of cuBLAS's to time it against
                 return Outcome(phase_s=phases, untimed=peer.reason, **results)
+            self._ahead.settle()  # the next case's inputs drawn: the host is the timing's alone
             with phase(TIME_PHASE):
                 state = StateAround(self.monitor, self._sampling)
                 results["timing"] = self.timer.time_case(prepared, request.timing, lambda: notify(TIME_PHASE), state)
@@ -203,7 +204,7 @@ class GpuBackend:
     ) -> PreparedCase:
         """The case prepared on this GPU, once it is known to fit (its inputs drawn)."""
         room = self._check_memory(case, request.timing)
-        drawn = self._ahead.take(request)  # its inputs, where they were drawn ahead
+        drawn = self._ahead.take(request, case)  # its inputs, where they were drawn ahead
         return PreparedCase(self.runner, case, request.seed, kernel, inputs, peer, watch=self._watch, graph_room=room,
                             drawn=drawn)  # fmt: skip
 

@@ -87,6 +87,29 @@ def test_each_case_is_sent_with_the_case_queued_next_for_its_gpu():
         workers.close()
 
 
+def test_with_two_gpus_only_a_case_that_can_go_to_one_gpu_alone_is_named_ahead():
+    """Where another GPU may take the case queued next first, its inputs drawn ahead would be thrown away."""
+    one, two = StandIn("one"), StandIn("two")
+    workers = _workers(one, two)
+    gate, taken = threading.Event(), threading.Event()
+    original = one.run
+    one.run = lambda request, ahead=None: (taken.set(), gate.wait(10), original(request, ahead))[2]
+    workers.retired[1] = "paused"  # GPU 1 takes nothing until k0 is running on GPU 0
+    try:
+        futures = [workers.submit(_request("k0"), allowed=[0])]
+        assert taken.wait(10)
+        del workers.retired[1]
+        futures += [workers.submit(_request("k1"), allowed=[0]), workers.submit(_request("k2"), allowed=[0])]
+        futures += [workers.submit(_request("k3"))]
+        gate.set()
+        assert all(f.result(timeout=10).outcome == Outcome() for f in futures)
+        named = dict(zip(one.ran, one.named_ahead, strict=True))
+        assert named["k1"] == "k2"  # k2 may go to GPU 0 alone
+        assert named.get("k2") is None  # k3 may go to either
+    finally:
+        workers.close()
+
+
 def test_when_no_gpu_serves_any_more_queued_and_later_cases_fail_at_once():
     workers = _workers(StandIn("only", fail_on="k1"))
     try:
