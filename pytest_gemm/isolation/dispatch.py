@@ -58,6 +58,7 @@ class _Job:
     hurried: bool = False  # its item waits for it: any GPU it is allowed on takes it
     future: Future[Done] = field(default_factory=Future)
     ahead: Request | None = None  # when taken: the request queued next for the same GPU (worker.ahead)
+    named: int | None = None  # the GPU that named it ahead (drawing its inputs): left to it until its item waits
 
 
 class GpuWorkers:
@@ -88,6 +89,7 @@ class GpuWorkers:
         self._capability: list[str] = []  # each GPU's compute capability ("9.0")
         self.identities: list[str] = []  # each GPU's gpu_identity, as its baseline records name it ('' if unknown)
         self._idle: set[int] = set()  # the GPUs (indices) waiting for a case they may take
+        self._named: dict[int, _Job] = {}  # GPU index -> the job it last named ahead
 
     # -- the plan --------------------------------------------------------------------------------
     def _plan(self) -> None:
@@ -240,9 +242,14 @@ class GpuWorkers:
         return not any(i not in self.retired for i in job.allowed)  # its GPUs are out of service: any may
 
     def _suits(self, index: int, job: _Job) -> bool:
-        """Whether GPU ``index`` takes the job now: one it prefers or any GPU may take; one its item waits for; one left
-        to other GPUs when none of them is idle and more than LEFT_PER_GPU cases a GPU are left to them."""
-        if job.hurried or job.preferred is None or index in job.preferred:
+        """Whether GPU ``index`` takes the job now: one its item waits for; not one another GPU named ahead; one it
+        prefers or any GPU may take; one left to other GPUs when none of them is idle and more than LEFT_PER_GPU cases
+        a GPU are left to them."""
+        if job.hurried:
+            return True
+        if job.named not in (None, index) and job.named not in self.retired:
+            return False  # its inputs are drawn on that GPU (worker.ahead)
+        if job.preferred is None or index in job.preferred:
             return True
         theirs = job.preferred - self.retired.keys()
         if not theirs:
@@ -273,14 +280,18 @@ class GpuWorkers:
                     return job
 
     def _ahead(self, index: int) -> Request | None:
-        """The request queued next for GPU ``index``, where no other GPU would take it first (worker.ahead): one GPU
-        serves, or it may go to this one alone. None for one that asks for a fresh worker."""
-        serving = {i for i in range(len(self.pools)) if i not in self.retired}
-        for job in self._queue:
-            if self._may_run(index, job) and self._suits(index, job):
-                mine = serving == {index} or (job.allowed or job.preferred or frozenset()) & serving == {index}
-                return job.request if mine and not job.request.fresh_worker else None
-        return None
+        """The request queued next for GPU ``index`` (worker.ahead), left to it from now on unless its item waits for
+        it (:meth:`_suits`); the one it named before is left to any GPU again. None for one that asks for a fresh
+        worker (the inputs would be drawn in a worker that will not run it), or one left to other GPUs (this one takes
+        it only while they are busy)."""
+        previous = self._named.pop(index, None)
+        if previous is not None and previous.named == index:
+            previous.named = None
+        job = next((job for job in self._queue if self._may_run(index, job) and self._suits(index, job)), None)
+        if job is None or job.request.fresh_worker or (job.preferred is not None and index not in job.preferred):
+            return None
+        job.named, self._named[index] = index, job
+        return job.request
 
     def _retire(self, index: int, job: _Job | None, why: str) -> bool:
         """Take a GPU whose worker cannot start out of service, giving its case back; False for the last one."""

@@ -87,26 +87,68 @@ def test_each_case_is_sent_with_the_case_queued_next_for_its_gpu():
         workers.close()
 
 
-def test_with_two_gpus_only_a_case_that_can_go_to_one_gpu_alone_is_named_ahead():
-    """Where another GPU may take the case queued next first, its inputs drawn ahead would be thrown away."""
+def _gated(pool: StandIn) -> tuple[dict[str, threading.Event], dict[str, threading.Event]]:
+    """``pool``'s runs of k0, k1 and b0, each held until its gate is set: the events set as each case is taken, and
+    the gates."""
+    taken = {name: threading.Event() for name in ("k0", "k1", "k2", "k3", "b0")}
+    gates = {name: threading.Event() for name in ("k0", "k1", "b0")}
+    original = pool.run
+
+    def run(request: Request, ahead: Request | None = None) -> Outcome:
+        taken[request.kernel].set()
+        if request.kernel in gates:
+            gates[request.kernel].wait(10)
+        return original(request, ahead)
+
+    pool.run = run
+    return taken, gates
+
+
+def _two_busy_gpus(workers: GpuWorkers, one: StandIn, two: StandIn):
+    """GPU 0 running k1, having named k2 ahead (k0 before it), GPU 1 running b0; k2 and k3 queued for either."""
+    taken0, gates0 = _gated(one)
+    taken1, gates1 = _gated(two)
+    futures = [workers.submit(_request("k0"), allowed=[0]), workers.submit(_request("b0"), allowed=[1])]
+    assert taken0["k0"].wait(10) and taken1["b0"].wait(10)
+    futures += [workers.submit(_request(f"k{i}")) for i in (1, 2, 3)]
+    gates0["k0"].set()
+    assert taken0["k1"].wait(10)  # GPU 0 took k1 and named k2 ahead; GPU 1 still runs b0
+    return futures, gates0, gates1, taken1
+
+
+def test_with_two_gpus_a_case_named_ahead_is_left_to_the_gpu_drawing_its_inputs():
+    """docs/architecture.md#the-boundary: GPU 1, free first, passes over k2 (drawn ahead on GPU 0) for k3."""
     one, two = StandIn("one"), StandIn("two")
     workers = _workers(one, two)
-    gate, taken = threading.Event(), threading.Event()
-    original = one.run
-    one.run = lambda request, ahead=None: (taken.set(), gate.wait(10), original(request, ahead))[2]
-    workers.retired[1] = "paused"  # GPU 1 takes nothing until k0 is running on GPU 0
+    futures, gates0, gates1, taken1 = _two_busy_gpus(workers, one, two)
     try:
-        futures = [workers.submit(_request("k0"), allowed=[0])]
-        assert taken.wait(10)
-        del workers.retired[1]
-        futures += [workers.submit(_request("k1"), allowed=[0]), workers.submit(_request("k2"), allowed=[0])]
-        futures += [workers.submit(_request("k3"))]
-        gate.set()
+        gates1["b0"].set()
+        assert taken1["k3"].wait(10)
+        gates0["k1"].set()
         assert all(f.result(timeout=10).outcome == Outcome() for f in futures)
-        named = dict(zip(one.ran, one.named_ahead, strict=True))
-        assert named["k1"] == "k2"  # k2 may go to GPU 0 alone
-        assert named.get("k2") is None  # k3 may go to either
+        assert one.ran == ["k0", "k1", "k2"] and two.ran == ["b0", "k3"]
+        assert dict(zip(one.ran, one.named_ahead, strict=True))["k1"] == "k2"
     finally:
+        for gate in (*gates0.values(), *gates1.values()):
+            gate.set()
+        workers.close()
+
+
+def test_a_case_named_ahead_goes_to_any_gpu_once_its_item_waits():
+    """An item never waits for a busy GPU because its inputs are drawn there."""
+    one, two = StandIn("one"), StandIn("two")
+    workers = _workers(one, two)
+    futures, gates0, gates1, taken1 = _two_busy_gpus(workers, one, two)
+    try:
+        workers.hurry(futures[3])  # k2's item waits for it
+        gates1["b0"].set()
+        assert taken1["k2"].wait(10)
+        gates0["k1"].set()
+        assert all(f.result(timeout=10).outcome == Outcome() for f in futures)
+        assert "k2" in two.ran and "k2" not in one.ran
+    finally:
+        for gate in (*gates0.values(), *gates1.values()):
+            gate.set()
         workers.close()
 
 
