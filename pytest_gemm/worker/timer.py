@@ -213,18 +213,13 @@ class Timer:
             cp.cuda.runtime.deviceSynchronize()
         last_set, peer_set = kernel_sets[(rounds - 1) % copies], cublas_sets[(rounds - 1) % copies]
         judged = fresh is not None and not other  # the last launch's output judged by fresh.last, and not again
-        wrong = fresh.last(truth, prior) if fresh is not None and judged else None
-        if wrong is not None:  # named as a checked timed output is
+        if fresh is not None and judged and (wrong := fresh.last(truth, prior)) is not None:  # named as checked ones
             return stopped(wrong, timer)
-
-        def output(timed: _TimedSet) -> Any:  # a set's C after its last launch, signs undone where they were changed
-            return timed.ops.c if fresh is None else fresh.undone(timed)
-
-        reference_c = output(peer_set)
-        last_output = reference_output = None  # both pass: the verdicts alone; else both outputs' figures
-        passes = prepared.output_passes(reference_c, truth)
-        if not (passes and (judged or prepared.output_passes(output(last_set), truth))):
-            last_output = prepared.judge_output(output(last_set), prior, truth)
+        output = fresh.undone if fresh is not None else lambda timed: timed.ops.c  # a set's C, its signs undone
+        reference_c, last_output, reference_output = output(peer_set), None, None  # both pass: the verdicts alone
+        passes = prepared.output_passes
+        if not passes(reference_c, truth) or not (judged or passes(output(last_set), truth)):
+            last_output = prepared.judge_output(output(last_set), prior, truth)  # else both outputs' figures
             reference_output = prepared.judge_output(reference_c, prior, truth)
         runner.stream.synchronize()
         return TimingRun(
