@@ -3,7 +3,8 @@
 pytest runs its items one after the other; the session submits the next few cases' requests ahead of the item
 it is running, and each GPU's worker, served by a thread of its own here, takes the oldest request it may run
 (a timed case whose baseline some of the GPUs recorded is left to them, unless its item waits for it or more
-than LEFT_PER_GPU cases a GPU wait for them while another GPU has nothing to do). An item then waits for its
+than LEFT_PER_GPU cases a GPU wait for them while another GPU has nothing to do; the request a GPU named next, its
+inputs drawn there, is left to it until its item waits for it, worker.next_inputs). An item then waits for its
 own case's result (moved to the front of the queue if no worker has taken it yet, where the first GPU free
 takes it). So all GPUs verify and time at once while the reports, the gate, pytest-benchmark and every other
 plugin see one ordinary pytest process, and no two cases ever run on one GPU at the same time (one worker per
@@ -57,8 +58,8 @@ class _Job:
     preferred: frozenset[int] | None = None  # the GPUs that take it while their item does not wait; None: any
     hurried: bool = False  # its item waits for it: any GPU it is allowed on takes it
     future: Future[Done] = field(default_factory=Future)
-    ahead: Request | None = None  # when taken: the request queued next for the same GPU (worker.ahead)
-    named: int | None = None  # the GPU that named it ahead (drawing its inputs): left to it until its item waits
+    next_request: Request | None = None  # when taken: the request queued next for the same GPU (worker.next_inputs)
+    named: int | None = None  # the GPU that named it next (drawing its inputs): left to it until its item waits
 
 
 class GpuWorkers:
@@ -89,7 +90,7 @@ class GpuWorkers:
         self._capability: list[str] = []  # each GPU's compute capability ("9.0")
         self.identities: list[str] = []  # each GPU's gpu_identity, as its baseline records name it ('' if unknown)
         self._idle: set[int] = set()  # the GPUs (indices) waiting for a case they may take
-        self._named: dict[int, _Job] = {}  # GPU index -> the job it last named ahead
+        self._named: dict[int, _Job] = {}  # GPU index -> the job it last named next
 
     # -- the plan --------------------------------------------------------------------------------
     def _plan(self) -> None:
@@ -242,13 +243,13 @@ class GpuWorkers:
         return not any(i not in self.retired for i in job.allowed)  # its GPUs are out of service: any may
 
     def _suits(self, index: int, job: _Job) -> bool:
-        """Whether GPU ``index`` takes the job now: one its item waits for; not one another GPU named ahead; one it
+        """Whether GPU ``index`` takes the job now: one its item waits for; not one another GPU named next; one it
         prefers or any GPU may take; one left to other GPUs when none of them is idle and more than LEFT_PER_GPU cases
         a GPU are left to them."""
         if job.hurried:
             return True
         if job.named not in (None, index) and job.named not in self.retired:
-            return False  # its inputs are drawn on that GPU (worker.ahead)
+            return False  # its inputs are drawn on that GPU (worker.next_inputs)
         if job.preferred is None or index in job.preferred:
             return True
         theirs = job.preferred - self.retired.keys()
@@ -272,16 +273,16 @@ class GpuWorkers:
                     continue
                 self._idle.discard(index)
                 self._queue.remove(job)
-                job.ahead = self._ahead(index)
+                job.next_request = self._name_next(index)
                 if self._idle:
                     self._cond.notify_all()  # this GPU is busy now: an idle one may take what was left to it
                 if job.future.running() or job.future.set_running_or_notify_cancel():  # running: given back
                     threading.current_thread().job = job.future  # type: ignore[attr-defined]
                     return job
 
-    def _ahead(self, index: int) -> Request | None:
-        """The request queued next for GPU ``index`` (worker.ahead), left to it from now on unless its item waits for
-        it (:meth:`_suits`); the one it named before is left to any GPU again. None for one that asks for a fresh
+    def _name_next(self, index: int) -> Request | None:
+        """The request queued next for GPU ``index`` (worker.next_inputs), left to it from now on unless its item waits
+        for it (:meth:`_suits`); the one it named before is left to any GPU again. None for one that asks for a fresh
         worker (the inputs would be drawn in a worker that will not run it), or one left to other GPUs (this one takes
         it only while they are busy)."""
         previous = self._named.pop(index, None)
@@ -335,7 +336,7 @@ class GpuWorkers:
         while (job := self._next(index)) is not None:
             start = time.perf_counter()
             try:
-                outcome = pool.run(job.request, job.ahead)
+                outcome = pool.run(job.request, job.next_request)
                 if (pool.gave_up or pool.start_failed) and self._retire(index, job, pool.unavailable or _why(outcome)):
                     return
                 done = Done(outcome, dict(pool.facts or {}), gpu, time.perf_counter() - start, pool.unavailable)

@@ -5,7 +5,7 @@ From the worker: ``hello`` (its device facts, its process id and whether the poo
 standby worker; once), ``unavailable`` (why there is no device), ``broken`` (it could not start),
 ``phase`` (it began a phase of the current case), ``outcome`` and ``imported`` (the libraries of
 ``records.request.IMPORTS`` it has imported: once it imported those it was started to import ahead,
-``--import``, and before an outcome whose case imported one). To the worker: ``run`` (a request), ``ahead``
+``--import``, and before an outcome whose case imported one). To the worker: ``run`` (a request), ``next``
 (before a ``run``: the request likely to come next, whose inputs the worker may draw meanwhile), ``go`` and ``stop``.
 
 A worker that enters :data:`TIME_PHASE` sends its ``phase`` message and waits for ``go`` before it

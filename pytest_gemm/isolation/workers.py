@@ -218,21 +218,21 @@ class WorkerPool(Standbys):
             return self.timeout + request.timing.max_time
         return self.timeout
 
-    def run(self, request: Request, ahead: Request | None = None) -> Outcome:
+    def run(self, request: Request, next_request: Request | None = None) -> Outcome:
         """Run one request in the worker (starting one if needed); every fault comes back as an outcome. A case that
         ran short of the GPU's memory while standbys or killed workers held some runs once more without them.
-        ``ahead``: the request likely to come next, named to the worker first (it draws its inputs meanwhile)."""
+        ``next_request``: the request likely to come next, named to the worker first (it draws its inputs meanwhile)."""
         with self._lock:
             self._interrupted = False
             shared = bool(self._standby or self._dying)
-            outcome = self._run(request, ahead=ahead)
+            outcome = self._run(request, next_request=next_request)
             short = outcome.failure is not None and outcome.failure.short_of_memory
             if shared and short and not (self._closed or self._interrupted):
                 self._alone()
                 outcome = self._run(request, alone=True)
             return outcome
 
-    def _run(self, request: Request, alone: bool = False, ahead: Request | None = None) -> Outcome:
+    def _run(self, request: Request, alone: bool = False, next_request: Request | None = None) -> Outcome:
         if os.name != "posix":
             return Outcome(skip="GPU workers need Linux (pipes passed to a child, process groups)")
         if self.unavailable is not None:
@@ -254,7 +254,7 @@ class WorkerPool(Standbys):
         offset = process.output_end()
         process.served = self.running = True
         try:
-            outcome = self._exchange(process, request, offset, ahead)
+            outcome = self._exchange(process, request, offset, next_request)
         except BaseException:
             self._discard()
             raise
@@ -269,10 +269,10 @@ class WorkerPool(Standbys):
             self._discard()
         return outcome
 
-    def _exchange(self, process: WorkerProcess, request: Request, offset: int, ahead: Request | None) -> Outcome:
+    def _exchange(self, process: WorkerProcess, request: Request, offset: int, next_request: Request | None) -> Outcome:
         try:
-            if ahead is not None:
-                send(process.requests, "ahead", to_plain(ahead))
+            if next_request is not None:
+                send(process.requests, "next", to_plain(next_request))
             send(process.requests, "run", to_plain(request))
         except OSError:
             return self._lost(process, offset, FailureKind.WORKER_DIED, "", "start")

@@ -29,7 +29,6 @@ from ..records.verdicts import FailureKind
 from ..specs.cases import Case
 from ..specs.footprint import case_memory, memory_problem
 from ..specs.spec import KernelFileError
-from .ahead import DrawnAhead
 from .errors import (
     KernelCudaError,
     KernelRaised,
@@ -42,6 +41,7 @@ from .errors import (
 from .inputs import InputStrategy, input_strategy
 from .integrity import HARNESS, HarnessChanged, ThreadLeft
 from .kinds import KernelStrategy, kernel_strategy
+from .next_inputs import NextInputs
 from .nvml import StateAround, open_monitor
 from .peers import Peer, peer_strategy
 from .prepared import PreparedCase, Watch
@@ -88,7 +88,7 @@ class GpuBackend:
         self.cp = self.runner.cp
         self.monitor = open_monitor(self.runner.pci_bus_id)
         self._sampling = ThreadPoolExecutor(1, thread_name_prefix="pytest-gemm gpu state")  # NVML's, beside timing
-        self._ahead = DrawnAhead()  # the next case's inputs, drawn beside this one
+        self._next = NextInputs()  # the next case's inputs, drawn beside this one
         # which GPU this is, and which others this process sees (the pytest process plans its GPUs from them)
         listed = visible_devices(self.cp, lambda bus_id: open_monitor(bus_id).uuid())  # name, capability, NVML's UUID
         seen = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "visible_devices": listed}
@@ -128,13 +128,14 @@ class GpuBackend:
         (cupti_buffers.libcupti_path)."""
         self.timer.set_up_cupti()
 
-    def ahead(self, request: Request) -> None:
-        """The case likely to come next (worker.ahead): its inputs drawn on a thread while this one runs. Its kernel
-        file's header is read here (as its load phase will read it); what that or drawing raises, its case says."""
+    def expect_next(self, request: Request) -> None:
+        """The case likely to come next (worker.next_inputs): its inputs drawn on a thread while this one runs. Its
+        kernel file's header is read here (as its load phase will read it); what that or drawing raises, its case
+        says."""
         with contextlib.suppress(Exception):
             case = self.runner.files.case(request)
             if not self.runner.cannot_run(case.spec):
-                self._ahead.expect(request, case, input_strategy(case).draw)
+                self._next.expect(request, case, input_strategy(case).draw)
 
     def run(self, request: Request, notify: Callable[[str], None]) -> Outcome:
         before = dict(self.runner.compiles)
@@ -181,6 +182,7 @@ class GpuBackend:
             if kernel.setup_call:  # its first call, in a phase of its own: compiling and autotuning there show progress
                 with phase("setup"):
                     prepared = self._prepare(case, request, kernel, inputs, peer)
+                    self._next.settle()  # an autotuner times its choices with the host to itself
                     results["autotuned"] = prepared.setup_call()
                     release_torch()  # what autotuning and compiling left in torch's cache, before verification
             with phase("verify"):
@@ -190,7 +192,7 @@ class GpuBackend:
                 return Outcome(phase_s=phases, **results)
             if peer.reason:  # no GEMM of cuBLAS's to time it against
                 return Outcome(phase_s=phases, untimed=peer.reason, **results)
-            self._ahead.settle()  # the next case's inputs drawn: the host is the timing's alone
+            self._next.settle()  # the next case's inputs drawn: the host is the timing's alone
             with phase(TIME_PHASE):
                 state = StateAround(self.monitor, self._sampling)
                 results["timing"] = self.timer.time_case(prepared, request.timing, lambda: notify(TIME_PHASE), state)
@@ -204,7 +206,7 @@ class GpuBackend:
     ) -> PreparedCase:
         """The case prepared on this GPU, once it is known to fit (its inputs drawn)."""
         room = self._check_memory(case, request.timing)
-        drawn = self._ahead.take(request, case)  # its inputs, where they were drawn ahead
+        drawn = self._next.take(request, case)  # its inputs, where they were drawn while the case before ran
         return PreparedCase(self.runner, case, request.seed, kernel, inputs, peer, watch=self._watch, graph_room=room,
                             drawn=drawn)  # fmt: skip
 

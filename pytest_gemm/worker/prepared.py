@@ -40,7 +40,7 @@ class PreparedCase:
     ``guards``: operands sit in guarded buffers (not under compute-sanitizer); ``watch``: how a launch is watched
     for work on other streams (None: it cannot be); ``data``: its host inputs, given (None: drawn from ``seed``);
     ``graph_room``: the device has room for a CUDA graph's replay besides; ``drawn``: what ``inputs.draw(seed)``
-    gives, drawn ahead (worker.ahead)."""
+    gives, drawn while the case before ran (worker.next_inputs)."""
 
     def __init__(
         self,

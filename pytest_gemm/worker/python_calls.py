@@ -1,7 +1,8 @@
 """A Python kernel's call: views of the operands as stored, as CuPy arrays, or as torch tensors for the kernels that
 ask for them (``arrays="torch"``): zero-copy views of the harness's buffers through DLPack, and the harness's
 stream as torch's current stream for the whole call, so that what torch and Triton launch lands where the harness
-synchronises and times. Part of the worker package; torch is imported here for such kernels (or ahead, by a standby)."""
+synchronises and times; torch's caching allocator emptied and its stream set back to its default between cases.
+Part of the worker package; torch is imported here for such kernels (or ahead, by a standby)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from .errors import guarded_call
 from .integrity import HARNESS
 from .operands import Operands
 
-__all__ = ["autotune_choices", "default_torch_stream", "python_launcher", "release_torch", "torch_on_gpu"]
+__all__ = ["autotune_choices", "default_torch_stream", "python_launcher", "release_torch"]
 
 
 def python_launcher(
@@ -160,7 +161,7 @@ def _autotuners(space: dict[str, Any]) -> list[Any]:
     return list({id(t): t for t in found}.values())
 
 
-def torch_on_gpu() -> Any:
+def _torch_on_gpu() -> Any:
     """torch, where it is imported (by a kernel file, a peer, or ahead) and has used the GPU here; else None."""
     torch = sys.modules.get("torch")
     return torch if torch is not None and torch.cuda.is_initialized() else None
@@ -168,7 +169,7 @@ def torch_on_gpu() -> Any:
 
 def release_torch() -> None:
     """Empty torch's caching allocator where torch has used the GPU."""
-    torch = torch_on_gpu()
+    torch = _torch_on_gpu()
     if torch is not None:
         torch.cuda.empty_cache()
 
@@ -176,7 +177,7 @@ def release_torch() -> None:
 def default_torch_stream() -> None:
     """torch's current stream back to its default after a case: a torch kernel's case leaves the harness's stream
     there (:func:`python_launcher`), and no later case may depend on whether one ran before it."""
-    torch = torch_on_gpu()
+    torch = _torch_on_gpu()
     if torch is not None:
         with contextlib.suppress(Exception):  # a lost context: the worker is being replaced anyway
             torch.cuda.set_stream(torch.cuda.default_stream())

@@ -148,9 +148,9 @@ def main(argv: list[str] | None = None) -> int:
             kind, body = receive(requests)
         except (EOFError, OSError):
             return 0
-        if kind == "ahead":  # the case likely to come next, before this one's request (worker.ahead)
+        if kind == "next":  # the case likely to come next, before this one's request (worker.next_inputs)
             with contextlib.suppress(Exception):
-                getattr(backend, "ahead", lambda request: None)(from_plain(Request, body))
+                getattr(backend, "expect_next", lambda request: None)(from_plain(Request, body))
             continue
         if kind != "run":
             return 0

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
 import pytest
 
 from pytest_gemm.isolation.devices import Gpu
-from pytest_gemm.isolation.dispatch import GpuWorkers
+from pytest_gemm.isolation.dispatch import GpuWorkers, _Job
 from pytest_gemm.records.outcome import Outcome
 from pytest_gemm.records.request import Request
 from pytest_gemm.records.shapes import Shape
@@ -19,7 +20,7 @@ class StandIn:
 
     def __init__(self, name: str, fail_on: str | None = None) -> None:
         self.name, self.fail_on, self.ran = name, fail_on, []
-        self.named_ahead: list[str | None] = []  # with each case run, the case named as likely to come next
+        self.named_next: list[str | None] = []  # with each case run, the case named as likely to come next
         self.facts = {"name": name}
         self.unavailable = None
         self.running = self.gave_up = self.start_failed = False
@@ -27,11 +28,11 @@ class StandIn:
     def probe(self) -> None:
         return None
 
-    def run(self, request: Request, ahead: Request | None = None) -> Outcome:
+    def run(self, request: Request, next_request: Request | None = None) -> Outcome:
         if request.kernel == self.fail_on:
             raise ValueError(f"a bug in {self.name}")
         self.ran.append(request.kernel)
-        self.named_ahead.append(ahead.kernel if ahead is not None else None)
+        self.named_next.append(next_request.kernel if next_request is not None else None)
         time.sleep(0.01)
         return Outcome()
 
@@ -74,7 +75,7 @@ def test_each_case_is_sent_with_the_case_queued_next_for_its_gpu():
     workers = _workers(only)
     gate, taken = threading.Event(), threading.Event()
     original = only.run
-    only.run = lambda request, ahead=None: (taken.set(), gate.wait(10), original(request, ahead))[2]
+    only.run = lambda request, next_request=None: (taken.set(), gate.wait(10), original(request, next_request))[2]
     try:
         first = workers.submit(_request("k0"))
         assert taken.wait(10)  # k0 taken before the others are queued: nothing was next
@@ -82,7 +83,7 @@ def test_each_case_is_sent_with_the_case_queued_next_for_its_gpu():
         gate.set()
         assert all(f.result(timeout=10).outcome == Outcome() for f in futures)
         assert only.ran == ["k0", "k1", "k2", "k3"]
-        assert only.named_ahead == [None, "k2", "k3", None]
+        assert only.named_next == [None, "k2", "k3", None]
     finally:
         workers.close()
 
@@ -94,30 +95,30 @@ def _gated(pool: StandIn) -> tuple[dict[str, threading.Event], dict[str, threadi
     gates = {name: threading.Event() for name in ("k0", "k1", "b0")}
     original = pool.run
 
-    def run(request: Request, ahead: Request | None = None) -> Outcome:
+    def run(request: Request, next_request: Request | None = None) -> Outcome:
         taken[request.kernel].set()
         if request.kernel in gates:
             gates[request.kernel].wait(10)
-        return original(request, ahead)
+        return original(request, next_request)
 
     pool.run = run
     return taken, gates
 
 
 def _two_busy_gpus(workers: GpuWorkers, one: StandIn, two: StandIn):
-    """GPU 0 running k1, having named k2 ahead (k0 before it), GPU 1 running b0; k2 and k3 queued for either."""
+    """GPU 0 running k1, having named k2 next (k0 before it), GPU 1 running b0; k2 and k3 queued for either."""
     taken0, gates0 = _gated(one)
     taken1, gates1 = _gated(two)
     futures = [workers.submit(_request("k0"), allowed=[0]), workers.submit(_request("b0"), allowed=[1])]
     assert taken0["k0"].wait(10) and taken1["b0"].wait(10)
     futures += [workers.submit(_request(f"k{i}")) for i in (1, 2, 3)]
     gates0["k0"].set()
-    assert taken0["k1"].wait(10)  # GPU 0 took k1 and named k2 ahead; GPU 1 still runs b0
+    assert taken0["k1"].wait(10)  # GPU 0 took k1 and named k2 next; GPU 1 still runs b0
     return futures, gates0, gates1, taken1
 
 
-def test_with_two_gpus_a_case_named_ahead_is_left_to_the_gpu_drawing_its_inputs():
-    """docs/architecture.md#the-boundary: GPU 1, free first, passes over k2 (drawn ahead on GPU 0) for k3."""
+def test_with_two_gpus_a_case_named_next_is_left_to_the_gpu_drawing_its_inputs():
+    """docs/architecture.md#the-boundary: GPU 1, free first, passes over k2 (its inputs drawn on GPU 0) for k3."""
     one, two = StandIn("one"), StandIn("two")
     workers = _workers(one, two)
     futures, gates0, gates1, taken1 = _two_busy_gpus(workers, one, two)
@@ -127,14 +128,14 @@ def test_with_two_gpus_a_case_named_ahead_is_left_to_the_gpu_drawing_its_inputs(
         gates0["k1"].set()
         assert all(f.result(timeout=10).outcome == Outcome() for f in futures)
         assert one.ran == ["k0", "k1", "k2"] and two.ran == ["b0", "k3"]
-        assert dict(zip(one.ran, one.named_ahead, strict=True))["k1"] == "k2"
+        assert dict(zip(one.ran, one.named_next, strict=True))["k1"] == "k2"
     finally:
         for gate in (*gates0.values(), *gates1.values()):
             gate.set()
         workers.close()
 
 
-def test_a_case_named_ahead_goes_to_any_gpu_once_its_item_waits():
+def test_a_case_named_next_goes_to_any_gpu_once_its_item_waits():
     """An item never waits for a busy GPU because its inputs are drawn there."""
     one, two = StandIn("one"), StandIn("two")
     workers = _workers(one, two)
@@ -150,6 +151,41 @@ def test_a_case_named_ahead_goes_to_any_gpu_once_its_item_waits():
         for gate in (*gates0.values(), *gates1.values()):
             gate.set()
         workers.close()
+
+
+def test_a_case_named_next_by_a_gpu_out_of_service_goes_to_any_gpu():
+    """GPU 0 named k2, which GPU 1 passes over while GPU 0 serves; once GPU 0 is out of service, GPU 1 takes it."""
+    one, two = StandIn("one"), StandIn("two")
+    workers = _workers(one, two)
+    _, gates0, gates1, taken1 = _two_busy_gpus(workers, one, two)
+    try:
+        with workers._cond:
+            assert [job.named for job in workers._queue] == [0, None]  # k2 named by GPU 0, k3 by none
+        workers.retired[0] = "its worker cannot start"
+        gates1["b0"].set()
+        assert taken1["k2"].wait(10)
+    finally:
+        for gate in (*gates0.values(), *gates1.values()):
+            gate.set()
+        workers.close()
+
+
+def test_a_gpu_names_only_one_case_at_a_time_and_never_a_fresh_workers_or_one_left_to_other_gpus():
+    """The case a GPU named before is left to any GPU once it names another; a case that asks for a fresh worker, or
+    that is left to the GPUs that recorded its baseline, is not named (nor left to the GPU that would name it)."""
+    one, two = StandIn("one"), StandIn("two")
+    workers = _workers(one, two)
+    fresh = dataclasses.replace(_request("f"), fresh_worker=True)
+    with workers._cond:
+        workers._queue = [_Job(_request("a"), None), _Job(_request("b"), None)]
+        assert workers._name_next(0).kernel == "a"
+        workers._queue.pop(0)  # GPU 0 takes b instead, as a hurried case in front of a would be
+        assert workers._name_next(0).kernel == "b" and [job.named for job in workers._queue] == [0]
+        workers._queue = [_Job(fresh, None), _Job(_request("c"), None, frozenset({1}))]
+        assert workers._name_next(0) is None and workers._queue[0].named is None
+        workers._queue.pop(0)
+        assert workers._name_next(0) is None  # c is left to GPU 1 (GPU 0 takes it only while GPU 1 is busy)
+        assert workers._name_next(1).kernel == "c"
 
 
 def test_when_no_gpu_serves_any_more_queued_and_later_cases_fail_at_once():
@@ -171,7 +207,7 @@ def test_a_case_for_gpus_out_of_service_goes_to_any_gpu_and_a_waiting_case_goes_
     workers.retired[1] = "its worker cannot start"
     gate, taken = threading.Event(), threading.Event()
     original = one.run
-    one.run = lambda request, ahead=None: (taken.set(), gate.wait(10), original(request, ahead))[2]
+    one.run = lambda request, next_request=None: (taken.set(), gate.wait(10), original(request, next_request))[2]
     try:
         futures = [workers.submit(_request(f"k{i}"), allowed=[1]) for i in range(4)]
         assert taken.wait(10)  # GPU 0's thread holds k0 before k3 is hurried
@@ -190,7 +226,7 @@ def test_a_case_left_to_the_gpus_that_recorded_it_waits_for_them_until_its_item_
     workers = _workers(one, two)
     gate, busy = threading.Event(), threading.Event()
     original = two.run
-    two.run = lambda request, ahead=None: (busy.set(), gate.wait(10), original(request, ahead))[2]
+    two.run = lambda request, next_request=None: (busy.set(), gate.wait(10), original(request, next_request))[2]
     try:
         first = workers.submit(_request("k0"), preferred=[1])
         assert busy.wait(10)  # GPU 1 holds k0
@@ -217,7 +253,7 @@ def test_a_gpu_with_nothing_to_do_takes_cases_left_to_a_busy_gpu_past_the_few_it
     workers = _workers(busy_one, one, two)
     gate, busy = threading.Event(), threading.Event()
     original = busy_one.run
-    busy_one.run = lambda request, ahead=None: (busy.set(), gate.wait(10), original(request, ahead))[2]
+    busy_one.run = lambda request, next_request=None: (busy.set(), gate.wait(10), original(request, next_request))[2]
     try:
         futures = [workers.submit(_request("k0"), preferred=[0])]
         assert busy.wait(10)  # GPU 0 holds k0
