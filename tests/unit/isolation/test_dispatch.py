@@ -177,15 +177,19 @@ def test_a_gpu_names_only_one_case_at_a_time_and_never_a_fresh_workers_or_one_le
     workers = _workers(one, two)
     fresh = dataclasses.replace(_request("f"), fresh_worker=True)
     with workers._cond:
-        workers._queue = [_Job(_request("a"), None), _Job(_request("b"), None)]
-        assert workers._name_next(0).kernel == "a"
-        workers._queue.pop(0)  # GPU 0 takes b instead, as a hurried case in front of a would be
-        assert workers._name_next(0).kernel == "b" and [job.named for job in workers._queue] == [0]
-        workers._queue = [_Job(fresh, None), _Job(_request("c"), None, frozenset({1}))]
-        assert workers._name_next(0) is None and workers._queue[0].named is None
+        named, other = _Job(_request("a"), None), _Job(_request("b"), None)
+        workers._queue = [named, other]
+        assert workers._name_next(0).kernel == "a" and named.named == 0
+        workers._queue.insert(0, _Job(_request("h"), None, hurried=True))  # an item waits for h: GPU 0 takes it
         workers._queue.pop(0)
-        assert workers._name_next(0) is None  # c is left to GPU 1 (GPU 0 takes it only while GPU 1 is busy)
-        assert workers._name_next(1).kernel == "c"
+        workers._queue.insert(0, _Job(_request("h2"), None, hurried=True))  # and then the next one waits
+        assert workers._name_next(0).kernel == "h2" and named.named is None  # a is any GPU's again
+        workers._queue = [_Job(fresh, None), other]
+        assert workers._name_next(0) is None and workers._queue[0].named is None
+        left = [_Job(_request(f"c{i}"), None, frozenset({1})) for i in range(3)]  # more than LEFT_PER_GPU for GPU 1
+        workers._queue = left
+        assert workers._name_next(0) is None  # GPU 0 may take c0 while GPU 1 is busy, but c0 is not left to it
+        assert workers._name_next(1).kernel == "c0"
 
 
 def test_when_no_gpu_serves_any_more_queued_and_later_cases_fail_at_once():
