@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
+import types
 
 import pytest
 
@@ -105,69 +107,57 @@ def _gated(pool: StandIn) -> tuple[dict[str, threading.Event], dict[str, threadi
     return taken, gates
 
 
-def _two_busy_gpus(workers: GpuWorkers, one: StandIn, two: StandIn):
-    """GPU 0 running k1, having named k2 next (k0 before it), GPU 1 running b0; k2 and k3 queued for either."""
-    taken0, gates0 = _gated(one)
-    taken1, gates1 = _gated(two)
-    futures = [workers.submit(_request("k0"), allowed=[0]), workers.submit(_request("b0"), allowed=[1])]
-    assert taken0["k0"].wait(10) and taken1["b0"].wait(10)
-    futures += [workers.submit(_request(f"k{i}")) for i in (1, 2, 3)]
-    gates0["k0"].set()
-    assert taken0["k1"].wait(10)  # GPU 0 took k1 and named k2 next; GPU 1 still runs b0
-    return futures, gates0, gates1, taken1
+@contextlib.contextmanager
+def _two_busy_gpus():
+    """GPU 0 running k1, having named k2 next (k0 before it), GPU 1 running b0; k2 and k3 queued for either. Every
+    gate is opened and the workers closed on the way out."""
+    one, two = StandIn("one"), StandIn("two")
+    workers = _workers(one, two)
+    (taken0, gates0), (taken1, gates1) = _gated(one), _gated(two)
+    try:
+        futures = [workers.submit(_request("k0"), allowed=[0]), workers.submit(_request("b0"), allowed=[1])]
+        assert taken0["k0"].wait(10) and taken1["b0"].wait(10)
+        futures += [workers.submit(_request(f"k{i}")) for i in (1, 2, 3)]
+        gates0["k0"].set()
+        assert taken0["k1"].wait(10)  # GPU 0 took k1 and named k2 next; GPU 1 still runs b0
+        yield types.SimpleNamespace(workers=workers, one=one, two=two, futures=futures, gates0=gates0,
+                                    gates1=gates1, taken1=taken1)  # fmt: skip
+    finally:
+        for gate in (*gates0.values(), *gates1.values()):
+            gate.set()
+        workers.close()
 
 
 def test_with_two_gpus_a_case_named_next_is_left_to_the_gpu_drawing_its_inputs():
     """docs/architecture.md#the-boundary: GPU 1, free first, passes over k2 (its inputs drawn on GPU 0) for k3."""
-    one, two = StandIn("one"), StandIn("two")
-    workers = _workers(one, two)
-    futures, gates0, gates1, taken1 = _two_busy_gpus(workers, one, two)
-    try:
-        gates1["b0"].set()
-        assert taken1["k3"].wait(10)
-        gates0["k1"].set()
-        assert all(f.result(timeout=10).outcome == Outcome() for f in futures)
-        assert one.ran == ["k0", "k1", "k2"] and two.ran == ["b0", "k3"]
-        assert dict(zip(one.ran, one.named_next, strict=True))["k1"] == "k2"
-    finally:
-        for gate in (*gates0.values(), *gates1.values()):
-            gate.set()
-        workers.close()
+    with _two_busy_gpus() as run:
+        run.gates1["b0"].set()
+        assert run.taken1["k3"].wait(10)
+        run.gates0["k1"].set()
+        assert all(f.result(timeout=10).outcome == Outcome() for f in run.futures)
+        assert run.one.ran == ["k0", "k1", "k2"] and run.two.ran == ["b0", "k3"]
+        assert dict(zip(run.one.ran, run.one.named_next, strict=True))["k1"] == "k2"
 
 
 def test_a_case_named_next_goes_to_any_gpu_once_its_item_waits():
     """An item never waits for a busy GPU because its inputs are drawn there."""
-    one, two = StandIn("one"), StandIn("two")
-    workers = _workers(one, two)
-    futures, gates0, gates1, taken1 = _two_busy_gpus(workers, one, two)
-    try:
-        workers.hurry(futures[3])  # k2's item waits for it
-        gates1["b0"].set()
-        assert taken1["k2"].wait(10)
-        gates0["k1"].set()
-        assert all(f.result(timeout=10).outcome == Outcome() for f in futures)
-        assert "k2" in two.ran and "k2" not in one.ran
-    finally:
-        for gate in (*gates0.values(), *gates1.values()):
-            gate.set()
-        workers.close()
+    with _two_busy_gpus() as run:
+        run.workers.hurry(run.futures[3])  # k2's item waits for it
+        run.gates1["b0"].set()
+        assert run.taken1["k2"].wait(10)
+        run.gates0["k1"].set()
+        assert all(f.result(timeout=10).outcome == Outcome() for f in run.futures)
+        assert "k2" in run.two.ran and "k2" not in run.one.ran
 
 
 def test_a_case_named_next_by_a_gpu_out_of_service_goes_to_any_gpu():
     """GPU 0 named k2, which GPU 1 passes over while GPU 0 serves; once GPU 0 is out of service, GPU 1 takes it."""
-    one, two = StandIn("one"), StandIn("two")
-    workers = _workers(one, two)
-    _, gates0, gates1, taken1 = _two_busy_gpus(workers, one, two)
-    try:
-        with workers._cond:
-            assert [job.named for job in workers._queue] == [0, None]  # k2 named by GPU 0, k3 by none
-        workers.retired[0] = "its worker cannot start"
-        gates1["b0"].set()
-        assert taken1["k2"].wait(10)
-    finally:
-        for gate in (*gates0.values(), *gates1.values()):
-            gate.set()
-        workers.close()
+    with _two_busy_gpus() as run:
+        with run.workers._cond:
+            assert [job.named for job in run.workers._queue] == [0, None]  # k2 named by GPU 0, k3 by none
+        run.workers.retired[0] = "its worker cannot start"
+        run.gates1["b0"].set()
+        assert run.taken1["k2"].wait(10)
 
 
 def test_a_gpu_names_only_one_case_at_a_time_and_never_a_fresh_workers_or_one_left_to_other_gpus():
