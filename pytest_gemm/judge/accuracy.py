@@ -186,13 +186,15 @@ def error_stats(
     subnormal: float | None = None,
     ratio: Any | None = None,
     batch: int = 1,
+    norms: tuple[float, float] | None = None,
 ) -> ErrorStats:
     """Judge ``got`` (M x N, float64; a batch's stacked, (batch M) x N) against ``truth``; ``unchanged`` marks
     elements C still holds from before.
 
     ``scale_norm`` is :func:`sum_scale` of the case's inputs, the normwise test's floor under ``||C*||_F``;
     ``hscale`` is H and ``subnormal`` the subnormal floor (:func:`element_bound`).
-    ``ratio``, when given, is :func:`element_ratios` of these same arrays, already computed by the caller.
+    ``ratio``, when given, is :func:`element_ratios` of these same arrays, already computed by the caller, and
+    ``norms`` the truth's :func:`truth_norms`.
     """
     finite = xp.isfinite(got)
     if ratio is None:
@@ -201,7 +203,7 @@ def error_stats(
     bad = int(bad_mask.sum())
     nonfinite = int(got.size - int(finite.sum()))
     unwritten = int((unchanged & bad_mask).sum()) if unchanged is not None else 0
-    norm_error, norm_tol = norm_test(xp, got, truth, k, dtype, out, scale_norm, hscale, subnormal, finite)
+    norm_error, norm_tol = norm_test(xp, got, truth, k, dtype, out, scale_norm, hscale, subnormal, finite, norms=norms)
     if nonfinite:
         norm_error = math.inf
 
@@ -242,20 +244,32 @@ def norm_test(
     hscale: Any | None,
     subnormal: float | None,
     finite: Any | None = None,
+    *,
+    norms: tuple[float, float] | None = None,
+    diff_norm: float | None = None,
 ) -> tuple[float, float]:
     """The normwise test of :func:`error_stats`: ``||C - C*||_F / max(||C*||_F, S)`` and its tolerance (the elements
-    outside ``finite``, when given, left out of the difference)."""
-    floor = max(float(xp.linalg.norm(truth)), scale_norm)
-    diff_norm = float(xp.linalg.norm(got - truth if finite is None else xp.where(finite, got - truth, 0.0)))
+    outside ``finite``, when given, left out of the difference). ``norms``: the truth's :meth:`Truth.norms`, and
+    ``diff_norm``: ``||C - C*||_F``, where the caller has them already."""
+    truth_norm, rounded = norms if norms is not None else truth_norms(xp, truth, hscale)
+    floor = max(truth_norm, scale_norm)
+    if diff_norm is None:
+        diff_norm = float(xp.linalg.norm(got - truth if finite is None else xp.where(finite, got - truth, 0.0)))
     norm_tol = norm_tolerance(k, dtype, out)
     if floor > 0.0:
-        rounded = float(xp.linalg.norm(truth if hscale is None else hscale))
         underflow = _underflow(k, dtype, out, NORM_C, subnormal)
         absolute = OUTPUT_ROUNDINGS * out.u_store * rounded + math.sqrt(got.size) * underflow
         norm_tol += absolute / floor
     if floor == 0.0:
         return (0.0 if diff_norm == 0.0 else math.inf), norm_tol
     return diff_norm / floor, norm_tol
+
+
+def truth_norms(xp: Any, truth: Any, hscale: Any | None) -> tuple[float, float]:
+    """``||C*||_F`` and ``||H||_F`` (``||C*||_F`` again where there is no H): what the normwise test takes of the
+    truth."""
+    value = float(xp.linalg.norm(truth))
+    return value, value if hscale is None else float(xp.linalg.norm(hscale))
 
 
 def tile_summary(
@@ -335,7 +349,7 @@ class Truth:
         """:func:`error_stats` of ``got`` against this truth (with :attr:`figures`, the peers' figures too)."""
         stats = error_stats(
             xp, got, self.value, self.gscale, k, dtype, out, unchanged, scale_norm=self.spread, hscale=self.hscale,
-            subnormal=self.subnormal, ratio=ratio, batch=self.batch,
+            subnormal=self.subnormal, ratio=ratio, batch=self.batch, norms=self.norms(xp),
         )  # fmt: skip
         if not self.figures or stats.nonfinite:
             return stats
@@ -346,7 +360,19 @@ class Truth:
         where only the verdict is wanted (a timed launch's output, a graph's replay), not the figures of an output
         that passes. A NaN ratio fails here as there, by its normwise error."""
         ratio = self.ratios(xp, got, k, dtype, out)
-        if float(ratio.max()) > 1.0:  # an element past its bound, or not finite (its ratio is inf)
+        worst, diff_norm = (float(x) for x in to_host(xp.stack([ratio.max(), xp.linalg.norm(got - self.value)])))
+        if worst > 1.0:  # an element past its bound, or not finite (its ratio is inf)
             return False
-        norm_error, norm_tol = norm_test(xp, got, self.value, k, dtype, out, self.spread, self.hscale, self.subnormal)
+        norm_error, norm_tol = norm_test(
+            xp, got, self.value, k, dtype, out, self.spread, self.hscale, self.subnormal,
+            norms=self.norms(xp), diff_norm=diff_norm,
+        )  # fmt: skip
         return norm_error <= norm_tol
+
+    def norms(self, xp: Any) -> tuple[float, float]:
+        """:func:`truth_norms` of this truth, computed at the first judgement and kept: every output of the case is
+        judged against the same truth."""
+        kept = self.__dict__.get("_norms")
+        if kept is None:
+            kept = self.__dict__["_norms"] = truth_norms(xp, self.value, self.hscale)
+        return kept

@@ -110,7 +110,7 @@ class GroupedTruth(Truth):
             stats = error_stats(
                 xp, got[r0:r1], truth.value, truth.gscale, self._k(g), dtype, out,
                 None if unchanged is None else unchanged[r0:r1], scale_norm=truth.spread, hscale=truth.hscale,
-                subnormal=truth.subnormal, ratio=ratio[r0:r1],
+                subnormal=truth.subnormal, ratio=ratio[r0:r1], norms=truth.norms(xp),
             )  # fmt: skip
             parts.append((r0, stats))
         return _merged(xp, parts, ratio, self.plan, self.batch)  # type: ignore[arg-type]

@@ -66,6 +66,18 @@ def test_both_verdicts_are_seen():
     assert not any(verdicts[name] for name in ("one element off", "a NaN", "an inf", "zero"))
 
 
+def test_a_truth_judges_output_after_output_as_a_truth_made_for_each():
+    """A truth keeps what the normwise test takes of it (``||C*||_F``, ``||H||_F``) from its first judgement: each
+    later output, passing or failing, gets the verdict and the figures a truth of its own gives it."""
+    dt = get_dtype("fp16")
+    kept, stored, k = _case("fp16", 3, 1.3)
+    assert kept.norms(np) == (np.linalg.norm(kept.value), np.linalg.norm(kept.hscale))
+    for name, got in [*_outputs(stored, kept, np.random.default_rng(3)).items()] * 2:
+        fresh = _case("fp16", 3, 1.3)[0]
+        assert kept.passes(np, got, k, dt, dt) == fresh.passes(np, got, k, dt, dt), name
+        assert repr(kept.judge(np, got, k, dt, dt)) == repr(fresh.judge(np, got, k, dt, dt)), name
+
+
 def test_an_output_wrong_only_normwise_fails_both_ways():
     """Every element inside its bound, the whole too far off: the normwise test alone fails it."""
     truth, _, k = _case("fp32", 1, 0.0)
