@@ -34,7 +34,7 @@ judged"):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -323,6 +323,8 @@ class Truth:
     subnormal: float | None = None  # :func:`subnormal_floor` of the case's scalars
     batch: int = 1  # the matrices are a batch's, stacked (:func:`matmul`)
     figures: bool = False  # judged outputs carry calc_diff and the cosine similarity (FP8 and INT8)
+    #: :func:`truth_norms` of ``value`` and ``hscale``, from the first judgement (:meth:`norms`)
+    _norms: tuple[float, float] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def of(
@@ -372,7 +374,6 @@ class Truth:
     def norms(self, xp: Any) -> tuple[float, float]:
         """:func:`truth_norms` of this truth, computed at the first judgement and kept: every output of the case is
         judged against the same truth."""
-        kept = self.__dict__.get("_norms")
-        if kept is None:
-            kept = self.__dict__["_norms"] = truth_norms(xp, self.value, self.hscale)
-        return kept
+        if self._norms is None:
+            self._norms = truth_norms(xp, self.value, self.hscale)
+        return self._norms

@@ -217,7 +217,8 @@ def case_memory(
       start beside (worker.graphs).
     * timing: the sets of A, B and C rotated through (:func:`input_copies`), for the kernel and as many for
       cuBLAS; A, B and C's start uploaded once; the flush buffer; a checked timed output's copies (fresh inputs,
-      docs/verification.md#fresh-inputs-for-timed-launches); and the last launches' check, as above.
+      docs/verification.md#fresh-inputs-for-timed-launches); and the last launches' check against the truth
+      verification computed: a prior C's bits uploaded again, and judging C, as above.
     """
     dt, out = get_dtype(dtype), get_dtype(spec.output_dtype(dtype))
     a, b, c = (math.prod(storage_dims(spec, op, shape)) for op in "ABC")
@@ -229,24 +230,25 @@ def case_memory(
     bits = (a + b) * dt.itemsize + (c * out.itemsize if c_prior else 0)
     prior = c if c_prior else 0
     scale = F64 * (2 * (a + b) + 3 * c + prior)
-    work = max(scale, F64 * 7 * c + 2 * c)
+    judging = F64 * 7 * c + 2 * c
+    work = max(scale, judging)
     truth = ("A and B" + (" and the prior C" if c_prior else "") + " again, for the fp64 truth", bits)
-    check = (truth, ("fp64 work arrays (the truth, its error bound, C and each element's error)", work))
+    said = "fp64 work arrays (the truth, its error bound, C and each element's error)"
+    verified = (truth, (said, work))
     if replayed:  # a CUDA graph's replay judged (worker.graphs), beside a set of its own and its C's start
         epi = spec.epilogue
         own = 0 if epi is None else (int(epi.residual) + int(epi.aux) + int(epi.d)) * c * out.itemsize
         graph = F64 * 7 * c + c + guarded + one + own  # its verdict alone: one mask (judge.accuracy.Truth.passes)
-        said = "fp64 work arrays (the truth, its error bound, C and each element's error, or those of a CUDA graph's "
-        verified = (truth, (said + "replay beside its own A, B and C)", max(work, graph)))
-    else:
-        verified = check
+        replay = said[:-1] + ", or those of a CUDA graph's replay beside its own A, B and C)"
+        verified = (truth, (replay, max(work, graph)))
 
     epi = spec.epilogue
+    epilogue: tuple[tuple[str, int], ...] = ()
     if epi is not None:  # its matrices laid out as C (residual, aux, an input C), the pre-activation truth's arrays
         matrices = int(epi.residual) + int(epi.aux) + int(epi.d)
         extra = matrices * c * out.itemsize + (F64 * 5 * c if epi.fused else 0)
-        check += (("a fused epilogue's matrices and its truth's arrays", extra),)
-    verifying = MemoryNeed("verifying", (("A, B and C in their guarded buffers", guarded), *verified, *check[2:]))
+        epilogue = (("a fused epilogue's matrices and its truth's arrays", extra),)
+    verifying = MemoryNeed("verifying", (("A, B and C in their guarded buffers", guarded), *verified, *epilogue))
     if not timed:
         return verifying
     one_set = (a + b) * dt.itemsize + c * out.itemsize
@@ -260,7 +262,9 @@ def case_memory(
         timing_parts.append(("the L2 flush buffer", flush_bytes))
     if epi is None:  # fresh inputs for timed launches: a checked output's copy, and it undone twice when wrong
         timing_parts.append(("a checked timed output's copies", 3 * c * out.itemsize))
-    timing = MemoryNeed("timing", (*timing_parts, *check))
+    if c_prior:
+        timing_parts.append(("the prior C again, the start of the outputs judged", c * out.itemsize))
+    timing = MemoryNeed("timing", (*timing_parts, (said, judging), *epilogue))
     return timing if timing.total > verifying.total else verifying
 
 

@@ -2,7 +2,9 @@
 host inputs, drawn once. It hands the same operands, laid out the same way, to every phase that runs the kernel: the
 setup call, verification and its re-runs, timing and the re-verification of the last timed launches; each gets
 buffers of its own from it (:meth:`PreparedCase.operands`, :meth:`PreparedCase.packed`), so that what one phase does
-to its buffers (an autotuner's trials, a wrong kernel's writes) never reaches another's. Part of the worker package.
+to its buffers (an autotuner's trials, a wrong kernel's writes) never reaches another's. The fp64 truth is the one
+thing two phases share: verification computes it after the kernel's first launch, and the timing judges by it.
+Part of the worker package.
 """
 
 from __future__ import annotations
@@ -99,9 +101,14 @@ class PreparedCase:
         kernel that writes D apart from C)."""
         return None if self.epilogue.d else self.data.c0
 
-    def prior_bits(self, bits: tuple[Any, Any, Any]) -> Any | None:
-        """The output's start among the inputs' bits on the device (:meth:`uploaded`): C's, or None for the poison."""
-        return None if self.epilogue.d else bits[2]
+    def prior_bits(self, bits: tuple[Any, Any, Any] | None = None) -> Any | None:
+        """The output's start among the inputs' bits on the device (:meth:`uploaded`; uploaded alone when no bits are
+        given): C's, or None for the poison."""
+        if self.epilogue.d:
+            return None
+        if bits is not None:
+            return bits[2]
+        return None if self.data.c0 is None else upload_bits(self.cp, self.data.c0)
 
     # -- operands -----------------------------------------------------------------------------------------------
     def operands(self, c: np.ndarray | None = None, c_input: np.ndarray | None = None) -> Operands:
@@ -190,12 +197,13 @@ class PreparedCase:
         cp, data = self.cp, self.data
         return upload_bits(cp, data.a), upload_bits(cp, data.b), None if data.c0 is None else upload_bits(cp, data.c0)
 
-    def truth(self, bits: tuple[Any, Any, Any]) -> Truth:
-        """The fp64 result and the scales of its bounds, from the inputs' bits (:meth:`uploaded`): the product of
-        exactly the operands the input family computes with (an FP8 case's, dequantised). Computed at its first call
-        (verification's, after the kernel's first launch) and kept: the timing judges its outputs by the same."""
+    def truth(self, bits: tuple[Any, Any, Any] | None = None) -> Truth:
+        """The fp64 result and the scales of its bounds, from the inputs' bits (:meth:`uploaded`, uploaded here when
+        not given): the product of exactly the operands the input family computes with (an FP8 case's, dequantised).
+        Computed at the first call (verification's, after the kernel's first launch) and kept: the timing judges its
+        outputs by the same truth, and later calls' bits, the same inputs', are not read."""
         if self._truth is None:
-            self._truth = self._computed_truth(bits)
+            self._truth = self._computed_truth(bits if bits is not None else self.uploaded())
         return self._truth
 
     def _computed_truth(self, bits: tuple[Any, Any, Any]) -> Truth:

@@ -161,8 +161,7 @@ class Timer:
         if prepared.epilogue.signs_commute:
             written = kernel_sets + ([] if settings.cold_cache else cublas_sets)  # the peer's too, where L2 is hot
             fresh = FreshInputs(prepared, self._fresh, (*uploaded, c_init), written)
-        bits = prepared.uploaded()
-        truth, prior = prepared.truth(bits), prepared.prior_bits(bits)
+        truth, prior = prepared.truth(), prepared.prior_bits()  # verification's truth; C's start uploaded again
         kernel_ids = {id(timed) for timed in kernel_sets}
 
         def prepare(timed: _TimedSet) -> None:

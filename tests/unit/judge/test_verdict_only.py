@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_gemm.judge.accuracy import Truth, element_bound
+from pytest_gemm.judge.accuracy import Truth, element_bound, error_stats
 from pytest_gemm.judge.grouped import GroupedTruth
 from pytest_gemm.records.dtypes import get_dtype
 from pytest_gemm.records.groups import GroupPlan
@@ -66,16 +66,19 @@ def test_both_verdicts_are_seen():
     assert not any(verdicts[name] for name in ("one element off", "a NaN", "an inf", "zero"))
 
 
-def test_a_truth_judges_output_after_output_as_a_truth_made_for_each():
+def test_a_truth_judges_output_after_output_as_the_rule_does_from_its_arrays_alone():
     """A truth keeps what the normwise test takes of it (``||C*||_F``, ``||H||_F``) from its first judgement: each
-    later output, passing or failing, gets the verdict and the figures a truth of its own gives it."""
+    later output, passing or failing, gets the figures ``error_stats`` gives it from the truth's arrays, and the same
+    verdict alone."""
     dt = get_dtype("fp16")
-    kept, stored, k = _case("fp16", 3, 1.3)
-    assert kept.norms(np) == (np.linalg.norm(kept.value), np.linalg.norm(kept.hscale))
-    for name, got in [*_outputs(stored, kept, np.random.default_rng(3)).items()] * 2:
-        fresh = _case("fp16", 3, 1.3)[0]
-        assert kept.passes(np, got, k, dt, dt) == fresh.passes(np, got, k, dt, dt), name
-        assert repr(kept.judge(np, got, k, dt, dt)) == repr(fresh.judge(np, got, k, dt, dt)), name
+    truth, stored, k = _case("fp16", 3, 1.3)
+    for name, got in [*_outputs(stored, truth, np.random.default_rng(3)).items()] * 2:
+        reference = error_stats(
+            np, got, truth.value, truth.gscale, k, dt, dt, scale_norm=truth.spread, hscale=truth.hscale,
+            subnormal=truth.subnormal, batch=truth.batch,
+        )  # fmt: skip
+        assert repr(truth.judge(np, got, k, dt, dt)) == repr(reference), name
+        assert truth.passes(np, got, k, dt, dt) == reference.passed, name
 
 
 def test_an_output_wrong_only_normwise_fails_both_ways():

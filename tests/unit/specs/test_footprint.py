@@ -149,6 +149,9 @@ def test_timing_counts_its_input_sets_for_the_kernel_and_cublas():
     assert timed.phase == "timing" and copies == 32
     assert dict(timed.parts)["32 sets of A, B and C for the kernel and as many for cuBLAS"] == 2 * 32 * one_set
     assert dict(timed.parts)["the L2 flush buffer"] == 100 << 20
+    assert not any("for the fp64 truth" in part for part, _ in timed.parts)  # it judges by verification's truth
+    with_prior = dict(case_memory(spec, "fp32", small, True, timed=True, l2_bytes=50 << 20).parts)
+    assert with_prior["the prior C again, the start of the outputs judged"] == 256 * 256 * 4
     assert case_memory(spec, "fp32", small, False, timed=True, cold_cache=False, l2_bytes=50 << 20).total < (
         timed.total
     )  # a hot cache rotates no copies and flushes nothing
