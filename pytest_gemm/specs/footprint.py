@@ -262,7 +262,7 @@ def case_memory(
         timing_parts.append(("the L2 flush buffer", flush_bytes))
     if epi is None:  # fresh inputs for timed launches: a checked output's copy, and it undone twice when wrong
         timing_parts.append(("a checked timed output's copies", 3 * c * out.itemsize))
-    if c_prior:
+    if c_prior and not (epi is not None and epi.d):  # where the kernel writes C in place (worker.prepared.prior_bits)
         timing_parts.append(("the prior C again, the start of the outputs judged", c * out.itemsize))
     timing = MemoryNeed("timing", (*timing_parts, (said, judging), *epilogue))
     return timing if timing.total > verifying.total else verifying
